@@ -1,0 +1,85 @@
+"""Discovery of the program zoo (tests/programs) and its `# expect:` markers."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROGRAMS = Path(__file__).parent / "programs"
+_EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+_GRAD = re.compile(r"^#\s*grad:\s*(wrong|right)\s*$", re.M)
+
+
+@dataclass
+class Program:
+    path: Path
+    expected: set[tuple[str, int]] = field(default_factory=set)  # (code, line)
+    grad_wrong: bool = False
+    forbid_info: bool = False
+
+    @property
+    def name(self) -> str:
+        return str(self.path.relative_to(PROGRAMS).with_suffix(""))
+
+
+def _markers(path: Path) -> set[tuple[str, Path, int]]:
+    found = set()
+    for lineno, text in enumerate(path.read_text().splitlines(), start=1):
+        match = _EXPECT.search(text)
+        if match:
+            for code in match.group(1).replace(",", " ").split():
+                found.add((code, path, lineno))
+    return found
+
+
+def discover() -> list[Program]:
+    """Every file holding ``def run(`` is an entry program; markers may sit in its sibling modules."""
+    programs = []
+    for path in sorted(PROGRAMS.rglob("*.py")):
+        text = path.read_text()
+        if "\ndef run(" not in text:
+            continue
+        marks = _markers(path)
+        if path.parent != PROGRAMS:  # a package program: markers anywhere in its folder
+            for sibling in path.parent.glob("*.py"):
+                if sibling != path:
+                    marks |= _markers(sibling)
+        grad = _GRAD.search(text)
+        buggy = bool(marks)
+        programs.append(
+            Program(
+                path=path,
+                expected={(code, line) for code, _, line in marks} if path.parent == PROGRAMS else
+                {(code, line) for code, _, line in marks},
+                grad_wrong=(grad.group(1) == "wrong") if grad else buggy,
+                forbid_info="# forbid-info" in text,
+            )
+        )
+    return programs
+
+
+def expected_locations(program: Program) -> set[tuple[str, str, int]]:
+    """(code, file, line) triples the analyzer must report for a program."""
+    marks = _markers(program.path)
+    if program.path.parent != PROGRAMS:
+        for sibling in program.path.parent.glob("*.py"):
+            if sibling != program.path:
+                marks |= _markers(sibling)
+    return {(code, str(path.resolve()), line) for code, path, line in marks}
+
+
+def load(program: Program, module_name: str | None = None):
+    """Import a program file as a fresh module (its folder first on sys.path, like python would)."""
+    name = module_name or "zoo_" + program.name.replace("/", "_")
+    folder = str(program.path.parent)
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, program.path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
+    return module

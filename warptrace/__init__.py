@@ -1,0 +1,62 @@
+"""warptrace: find gradient bugs in NVIDIA Warp programs from a recorded launch graph.
+
+Importing this package patches nothing. ``start()``/``trace()`` install the recorder,
+``stop()`` removes it and restores every original Warp attribute.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from warptrace.analysis.report import Report
+    from warptrace.trace.reader import Trace
+
+__all__ = ["__version__", "analyze", "load", "start", "stop", "trace"]
+
+
+def start(path: str | PathLike[str] = "warptrace.wtrace", **meta: Any) -> None:
+    """Start recording every Warp memory effect into the trace directory ``path`` (idempotent)."""
+    from warptrace.record import recorder
+
+    recorder.start(path, **meta)
+
+
+def stop(exit_status: int | None = None, error: str | None = None) -> str | None:
+    """Stop recording, finish the trace on disk and restore Warp; returns the trace path (idempotent)."""
+    from warptrace.record import recorder
+
+    return recorder.stop(exit_status=exit_status, error=error)
+
+
+@contextmanager
+def trace(path: str | PathLike[str] = "warptrace.wtrace", **meta: Any) -> Iterator[str]:
+    """``with warptrace.trace("run.wtrace"):`` records the block."""
+    start(path, **meta)
+    error = None
+    try:
+        yield str(path)
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        stop(error=error)
+
+
+def load(path: str | PathLike[str]) -> Trace:
+    """Load a trace directory (no Warp needed)."""
+    from warptrace.trace.reader import read_trace
+
+    return read_trace(path)
+
+
+def analyze(path: str | PathLike[str]) -> Report:
+    """Analyze a trace directory and return the report (no Warp needed)."""
+    from warptrace.analysis.report import analyze_trace
+
+    return analyze_trace(load(path))

@@ -1,0 +1,5 @@
+import sys
+
+from warptrace.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Offline analysis of a trace. Pure: never imports warp, wrapt or warptrace.record."""

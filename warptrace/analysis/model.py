@@ -1,0 +1,430 @@
+"""The trace model the rules read: columns as numpy arrays plus a few derived indexes.
+
+Built once per analysis from a :class:`~warptrace.trace.reader.Trace`. Everything here
+is derived from the tables alone; nothing imports Warp. Big per-event data stays in
+numpy columns (a million launches must fit in memory and load in seconds); small
+tables (arrays, sites, kernels, tapes) become dataclasses.
+
+Conventions used by every rule:
+
+- ``ev`` is an *event index* (row in the events columns, sorted by seq); ``seq`` is
+  the event's global sequence number.
+- ``accesses_of(ev)`` gives the rows of the accesses columns for one event.
+- ``backward_after(tape, seq)`` is the seq of the first ``backward_begin`` of ``tape``
+  after ``seq`` with no ``tape_reset`` in between: the backward that will replay an
+  event recorded at ``seq``. ``None`` when the tape is never backpropagated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from warptrace.analysis.findings import Location
+from warptrace.trace import schema as S
+from warptrace.trace.reader import Trace
+
+EVENT_KIND_CODES = {kind: code for code, kind in enumerate(S.EVENT_KINDS)}
+K = EVENT_KIND_CODES  # short alias for rules: K[S.LAUNCH]
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+@dataclass
+class ArrayInfo:
+    array_id: int
+    alloc_id: int
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    itemsize: int
+    dtype: str
+    device: str
+    kind: str
+    requires_grad: bool
+    retain_grad: bool
+    grad_of: int
+    base_id: int
+    seq: int
+    site: int
+    label: str
+
+    @cached_property
+    def size(self) -> int:
+        return int(np.prod(self.shape)) if self.shape else 0
+
+    @cached_property
+    def hull(self) -> tuple[int, int]:
+        """Byte range [lo, hi) covered by the view (exact for contiguous views)."""
+        lo = hi = self.offset
+        for extent, stride in zip(self.shape, self.strides):
+            if extent <= 0:
+                return (self.offset, self.offset)
+            span = (extent - 1) * stride
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        return (lo, hi + self.itemsize)
+
+    @cached_property
+    def contiguous(self) -> bool:
+        expected = self.itemsize
+        for extent, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if extent > 1 and stride != expected:
+                return False
+            expected *= extent
+        return True
+
+    def element_offsets(self, limit: int = 1 << 20) -> np.ndarray | None:
+        """Byte offsets of every element, or None when there are more than ``limit``."""
+        if self.size > limit:
+            return None
+        offsets = np.array([self.offset], dtype=np.int64)
+        for extent, stride in zip(self.shape, self.strides):
+            offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64)[None, :] * stride).ravel()
+        return offsets
+
+
+def overlaps(a: ArrayInfo, b: ArrayInfo) -> bool:
+    """True when the two views share at least one byte: hull test, then exact for strided views."""
+    if a.alloc_id < 0 or b.alloc_id < 0 or a.alloc_id != b.alloc_id:
+        return False
+    (alo, ahi), (blo, bhi) = a.hull, b.hull
+    if ahi <= blo or bhi <= alo:
+        return False
+    if a.contiguous and b.contiguous:
+        return True
+    if a.array_id == b.array_id:
+        return True
+    offs_a, offs_b = a.element_offsets(), b.element_offsets()
+    if offs_a is None or offs_b is None:
+        return True  # too large to enumerate: the hulls overlap, assume the worst
+    # element x of a and y of b share a byte when y > x - b.itemsize and y < x + a.itemsize:
+    # find, for every x, the first y above the lower bound and test the upper one
+    starts_b = np.sort(offs_b)
+    idx = np.searchsorted(starts_b, offs_a - b.itemsize, side="right")
+    found = idx < len(starts_b)
+    return bool(np.any(starts_b[idx[found]] < offs_a[found] + a.itemsize))
+
+
+@dataclass
+class KernelArg:
+    index: int
+    name: str
+    type: str
+    field: str
+    is_array: bool
+    read: bool
+    write: bool
+    store: bool
+    accumulate: bool
+    write_line: int
+    read_line: int
+
+
+@dataclass
+class KernelInfo:
+    kernel_id: int
+    key: str
+    module: str
+    file: str
+    line: int
+    source: str
+    enable_backward: bool
+    custom_grad: list[str]
+    custom_replay: list[str]
+    native_snippets: bool
+    analysis: str
+    args: list[KernelArg] = field(default_factory=list)
+
+    def arg(self, name: str, field_path: str = "") -> KernelArg | None:
+        for arg in self.args:
+            if arg.name == name and arg.field == field_path:
+                return arg
+        return None
+
+
+@dataclass
+class TapeInfo:
+    tape_id: int
+    created_ev: int = -1
+    events: list[int] = field(default_factory=list)  # every event whose `tape` column is this tape
+    backward_begins: list[int] = field(default_factory=list)  # seqs
+    backward_ends: list[int] = field(default_factory=list)  # seqs
+    resets: list[int] = field(default_factory=list)  # seqs
+    zeros: list[int] = field(default_factory=list)  # seqs
+
+
+class Model:
+    """Columns and indexes over one trace."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.meta: dict[str, Any] = trace.meta
+        self.warp_version: tuple[int, ...] = _version_tuple(trace.warp_version or "0")
+        ev = trace.tables["events"]
+        order = np.argsort(ev.column("seq").to_numpy(), kind="stable")
+        ev = ev.take(order)
+
+        def col(table: Any, name: str, fill: Any) -> np.ndarray:
+            return table.column(name).fill_null(fill).to_numpy(zero_copy_only=False)
+
+        self.seq = col(ev, "seq", -1).astype(np.int64)
+        kinds = ev.column("kind").to_pylist()
+        self.kind = np.array([EVENT_KIND_CODES.get(k, -1) for k in kinds], dtype=np.int16)
+        self.tape = col(ev, "tape", -1).astype(np.int64)
+        self.recorded = col(ev, "recorded", False).astype(bool)
+        self.phase = col(ev, "phase", 0).astype(np.int8)
+        self.adjoint = col(ev, "adjoint", False).astype(bool)
+        self.executed = col(ev, "executed", True).astype(bool)
+        self.site = col(ev, "site", -1).astype(np.int64)
+        self.kernel = col(ev, "kernel", -1).astype(np.int64)
+        self.thread = col(ev, "thread", 0).astype(np.int64)
+        self.parent = col(ev, "parent", -1).astype(np.int64)
+        self.array_id = col(ev, "array_id", -1).astype(np.int64)
+        self.ref_id = col(ev, "ref_id", -1).astype(np.int64)
+        self.value = ev.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
+        self._detail = ev.column("detail")
+        self.n_events = len(self.seq)
+
+        acc = trace.tables["accesses"]
+        acc_seq = col(acc, "seq", -1).astype(np.int64)
+        order = np.argsort(acc_seq, kind="stable")
+        acc = acc.take(order)
+        self.acc_seq = acc_seq[order]
+        self.acc_array = col(acc, "array_id", -1).astype(np.int64)
+        self.acc_alloc = col(acc, "alloc_id", -1).astype(np.int64)
+        self.acc_role = col(acc, "role", 0).astype(np.int8)
+        self.acc_flags = col(acc, "flags", 0).astype(np.int16)
+        self.acc_arg = np.array(acc.column("arg").fill_null("").to_pylist(), dtype=object)
+        self.acc_field = np.array(acc.column("field").fill_null("").to_pylist(), dtype=object)
+        # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
+        self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
+        self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
+
+        self.arrays: dict[int, ArrayInfo] = {}
+        for row in trace.tables["arrays"].to_pylist():
+            info = ArrayInfo(
+                array_id=row["array_id"],
+                alloc_id=row["alloc_id"] if row["alloc_id"] is not None else -1,
+                offset=row["offset"] or 0,
+                shape=tuple(row["shape"] or ()),
+                strides=tuple(row["strides"] or ()),
+                itemsize=row["itemsize"] or 0,
+                dtype=row["dtype"] or "",
+                device=row["device"] or "",
+                kind=row["kind"] or "",
+                requires_grad=bool(row["requires_grad"]),
+                retain_grad=bool(row["retain_grad"]),
+                grad_of=row["grad_of"] if row["grad_of"] is not None else -1,
+                base_id=row["base_id"] if row["base_id"] is not None else -1,
+                seq=row["seq"] if row["seq"] is not None else -1,
+                site=row["site"] if row["site"] is not None else -1,
+                label=row["label"] or "",
+            )
+            self.arrays[info.array_id] = info
+        self.grad_of_owner: dict[int, int] = {}  # owner array_id -> its (first) grad array_id
+        for info in self.arrays.values():
+            if info.grad_of >= 0:
+                self.grad_of_owner.setdefault(info.grad_of, info.array_id)
+
+        self.sites: dict[int, dict[str, Any]] = {row["site_id"]: row for row in trace.tables["sites"].to_pylist()}
+
+        self.kernels: dict[int, KernelInfo] = {}
+        for row in trace.tables["kernels"].to_pylist():
+            self.kernels[row["kernel_id"]] = KernelInfo(
+                kernel_id=row["kernel_id"],
+                key=row["key"] or "",
+                module=row["module"] or "",
+                file=row["file"] or "",
+                line=row["line"] or 0,
+                source=row["source"] or "",
+                enable_backward=row["enable_backward"] is not False,
+                custom_grad=_json_list(row["custom_grad"]),
+                custom_replay=_json_list(row["custom_replay"]),
+                native_snippets=bool(row["native_snippets"]),
+                analysis=row["analysis"] or "",
+            )
+        for row in trace.tables["kernel_args"].to_pylist():
+            kernel = self.kernels.get(row["kernel_id"])
+            if kernel is not None:
+                kernel.args.append(
+                    KernelArg(
+                        index=row["index"],
+                        name=row["name"] or "",
+                        type=row["type"] or "",
+                        field=row["field"] or "",
+                        is_array=bool(row["is_array"]),
+                        read=bool(row["read"]),
+                        write=bool(row["write"]),
+                        store=bool(row["store"]),
+                        accumulate=bool(row["accumulate"]),
+                        write_line=row["write_line"] if row["write_line"] is not None else -1,
+                        read_line=row["read_line"] if row["read_line"] is not None else -1,
+                    )
+                )
+
+        self.tapes: dict[int, TapeInfo] = {}
+        tape_events = np.nonzero(self.tape >= 0)[0]
+        for ev_index in tape_events:
+            tape_id = int(self.tape[ev_index])
+            tape = self.tapes.get(tape_id)
+            if tape is None:
+                tape = self.tapes[tape_id] = TapeInfo(tape_id)
+            tape.events.append(int(ev_index))
+            kind = self.kind[ev_index]
+            seq = int(self.seq[ev_index])
+            if kind == K[S.TAPE_CREATE]:
+                tape.created_ev = int(ev_index)
+            elif kind == K[S.BACKWARD_BEGIN]:
+                tape.backward_begins.append(seq)
+            elif kind == K[S.BACKWARD_END]:
+                tape.backward_ends.append(seq)
+            elif kind == K[S.TAPE_RESET]:
+                tape.resets.append(seq)
+            elif kind == K[S.TAPE_ZERO]:
+                tape.zeros.append(seq)
+
+    # ------------------------------------------------------------ events
+    def ev_of_seq(self, seq: int) -> int:
+        index = int(np.searchsorted(self.seq, seq))
+        if index >= self.n_events or self.seq[index] != seq:
+            raise KeyError(seq)
+        return index
+
+    def accesses_of(self, ev: int) -> range:
+        return range(int(self.acc_start[ev]), int(self.acc_stop[ev]))
+
+    def detail(self, ev: int) -> Any:
+        text = self._detail[ev].as_py()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+
+    def events_of_kind(self, *kinds: str) -> np.ndarray:
+        codes = [K[k] for k in kinds]
+        return np.nonzero(np.isin(self.kind, codes))[0]
+
+    def backward_after(self, tape_id: int, seq: int) -> int | None:
+        """Seq of the backward that will replay an event recorded on ``tape_id`` at ``seq``."""
+        tape = self.tapes.get(tape_id)
+        if tape is None:
+            return None
+        i = bisect.bisect_right(tape.backward_begins, seq)
+        if i >= len(tape.backward_begins):
+            return None
+        begin = tape.backward_begins[i]
+        j = bisect.bisect_right(tape.resets, seq)
+        if j < len(tape.resets) and tape.resets[j] < begin:
+            return None  # reset cleared the recorded event before any backward
+        return begin
+
+    # ------------------------------------------------------------ names and places
+    def location(self, site_id: int, role: str = "") -> Location:
+        row = self.sites.get(int(site_id))
+        if row is None:
+            return Location(file="<unknown>", line=0, role=role)
+        return Location(
+            file=row["file"] or "<unknown>",
+            line=int(row["line"] or 0),
+            role=role,
+            text=row["text"] or "",
+            function=row["function"] or "",
+        )
+
+    def event_location(self, ev: int, role: str = "") -> Location:
+        return self.location(int(self.site[ev]), role)
+
+    def kernel_name(self, ev: int) -> str:
+        kernel = self.kernels.get(int(self.kernel[ev]))
+        return kernel.key if kernel else "?"
+
+    def kernel_line(self, kernel_id: int, line: int, role: str) -> Location | None:
+        kernel = self.kernels.get(int(kernel_id))
+        if kernel is None or line is None or line < 0:
+            return None
+        text = ""
+        if kernel.source and kernel.line > 0:
+            lines = kernel.source.splitlines()
+            rel = line - kernel.line
+            if 0 <= rel < len(lines):
+                text = lines[rel].strip()
+        return Location(file=kernel.file, line=int(line), role=role, text=text, function=kernel.key)
+
+    def array_label(self, array_id: int, arg: str = "") -> str:
+        """The user's name for an array: its call-site label, its owner's label + '.grad', else the arg name."""
+        info = self.arrays.get(int(array_id))
+        if info is None:
+            return arg or f"array#{array_id}"
+        if info.label:
+            return info.label
+        if info.grad_of >= 0:
+            return self.array_label(info.grad_of) + ".grad"
+        if info.base_id >= 0 and info.base_id in self.arrays:
+            base = self.array_label(info.base_id)
+            if not base.startswith("array#"):
+                return base + "[view]"
+        return arg or f"array#{array_id}"
+
+    def aliases(self, array_ids: list[int] | set[int]) -> list[str]:
+        """Labels of every array object overlapping the given ones (the Python names of one buffer)."""
+        infos = [self.arrays[a] for a in array_ids if a in self.arrays]
+        allocs = {info.alloc_id for info in infos if info.alloc_id >= 0}
+        labels: list[str] = []
+        for other in self._arrays_by_alloc_for(allocs):
+            if other.grad_of >= 0:
+                continue
+            if any(overlaps(other, info) for info in infos):
+                label = other.label or ""
+                if label and label not in labels:
+                    labels.append(label)
+        return labels
+
+    def _arrays_by_alloc_for(self, allocs: set[int]) -> list[ArrayInfo]:
+        return [a for alloc in allocs for a in self.arrays_by_alloc.get(alloc, ())]
+
+    @cached_property
+    def arrays_by_alloc(self) -> dict[int, list[ArrayInfo]]:
+        table: dict[int, list[ArrayInfo]] = {}
+        for info in self.arrays.values():
+            table.setdefault(info.alloc_id, []).append(info)
+        return table
+
+    def is_grad_array(self, array_id: int) -> bool:
+        info = self.arrays.get(int(array_id))
+        if info is None:
+            return False
+        if info.kind == S.ARRAY_GRAD or info.grad_of >= 0:
+            return True
+        base = info.base_id
+        while base >= 0 and base in self.arrays:
+            parent = self.arrays[base]
+            if parent.grad_of >= 0 or parent.kind == S.ARRAY_GRAD:
+                return True
+            base = parent.base_id
+        return False
+
+
+def _json_list(text: str | None) -> list[str]:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []

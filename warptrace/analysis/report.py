@@ -1,0 +1,65 @@
+"""Run the rules over a trace and collect the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from warptrace.analysis.findings import Finding, Severity, merge_findings
+from warptrace.analysis.model import Model
+from warptrace.analysis.rules import ALL_RULES, RULE_INFO
+from warptrace.trace.reader import Trace
+
+
+@dataclass
+class Report:
+    """Findings of one trace, worst first, one per root cause."""
+
+    trace_path: str
+    meta: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+    families_checked: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # what the trace held: launches, tapes, ...
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), default=None)
+
+    def exit_code(self, fail_on: Severity = Severity.ERROR) -> int:
+        worst = self.worst()
+        return 1 if worst is not None and worst >= fail_on else 0
+
+    def by_code(self, code: str) -> list[Finding]:
+        return [f for f in self.findings if f.code == code]
+
+
+def analyze_trace(trace: Trace) -> Report:
+    model = Model(trace)
+    findings: list[Finding] = []
+    for rule in ALL_RULES:
+        findings.extend(rule(model))
+    families = []
+    for info in RULE_INFO.values():
+        if info.family not in families:
+            families.append(info.family)
+    return Report(
+        trace_path=str(trace.path),
+        meta=dict(trace.meta),
+        findings=merge_findings(findings),
+        families_checked=families,
+        counts=_counts(model),
+    )
+
+
+def _counts(model: Model) -> dict[str, int]:
+    from warptrace.analysis.model import K
+    from warptrace.trace import schema as S
+
+    launches = model.kind == K[S.LAUNCH]
+    return {
+        "events": int(model.n_events),
+        "tapes": len(model.tapes),
+        "launches": int(launches.sum()),
+        "recorded_launches": int((launches & model.recorded & ~model.adjoint).sum()),
+        "backward_calls": int((model.kind == K[S.BACKWARD_BEGIN]).sum()),
+        "arrays": len(model.arrays),
+    }

@@ -1,0 +1,198 @@
+"""Table schemas of a ``.wtrace`` directory: the on-disk contract.
+
+A trace is a directory holding ``meta.json`` and one folder per table, each folder a
+series of complete Parquet files (``part-00000.parquet``, ...). Any Parquet reader can
+query it, e.g. ``pyarrow.dataset.dataset("run.wtrace/events")``.
+
+Small integer codes (kinds, roles, flags) are documented here and nowhere else; the
+analyzer and the recorder import these constants. Strings are dictionary-encoded by
+Parquet, so repeated labels cost almost nothing on disk.
+
+Design choice (recorded in the CHANGELOG): an access row names the *array object*
+(``array_id``) and its allocation (``alloc_id``); the view geometry of that object
+(byte offset in the allocation, shape, strides, itemsize) lives once in the ``arrays``
+table, because a Warp array's pointer, shape and strides never change after
+construction. That keeps access rows near 10 bytes on disk while every access still
+resolves to ``(alloc_id, offset, shape, strides, itemsize)`` by a join on
+``array_id``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+# History of SCHEMA_VERSION (bump on any incompatible change, never reuse a number):
+#   1  first layout: events, accesses, arrays, allocs, kernels, kernel_args, sites.
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+
+# ---------------------------------------------------------------- event kinds
+# events.kind values (strings, dictionary-encoded on disk).
+LAUNCH = "launch"  # kernel launch through wp.launch (forward, or adjoint=True in backward)
+CMD_LAUNCH = "cmd_launch"  # Launch.launch() replay of a record_cmd=True launch (never taped)
+COPY = "copy"  # wp.copy / clone / assign / array(data=...) copy; nested grad copy has parent
+MEMSET = "memset"  # zero_ / fill_ (value column holds the fill value when scalar)
+NATIVE = "native"  # opaque native utility (array_scan, array_sum, radix sort, ...)
+VALUE_READ = "value_read"  # numpy() / list(): values read back to the host
+SET_REQUIRES_GRAD = "set_requires_grad"  # array_id, value = 0/1
+SET_RETAIN_GRAD = "set_retain_grad"  # array_id, value = 0/1
+SET_GRAD = "set_grad"  # array_id = owner, ref_id = new grad array (or -1 for None)
+TAPE_CREATE = "tape_create"
+TAPE_ENTER = "tape_enter"
+TAPE_EXIT = "tape_exit"
+BACKWARD_BEGIN = "backward_begin"  # array_id = loss array or -1; detail = JSON of grads= keys
+BACKWARD_END = "backward_end"
+TAPE_ZERO = "tape_zero"
+TAPE_RESET = "tape_reset"
+RECORD_FUNC = "record_func"  # a callable recorded on the tape (e.g. copy adjoint)
+CAPTURE_BEGIN = "capture_begin"  # ref_id = graph id
+CAPTURE_END = "capture_end"  # ref_id = graph id
+CAPTURE_LAUNCH = "capture_launch"  # ref_id = graph id: replay of the captured events
+
+EVENT_KINDS = (
+    LAUNCH, CMD_LAUNCH, COPY, MEMSET, NATIVE, VALUE_READ, SET_REQUIRES_GRAD, SET_RETAIN_GRAD,
+    SET_GRAD, TAPE_CREATE, TAPE_ENTER, TAPE_EXIT, BACKWARD_BEGIN, BACKWARD_END, TAPE_ZERO,
+    TAPE_RESET, RECORD_FUNC, CAPTURE_BEGIN, CAPTURE_END, CAPTURE_LAUNCH,
+)  # fmt: skip
+
+# events.phase
+FORWARD = 0
+BACKWARD = 1  # anything happening inside Tape.backward(): adjoint launches, loss seed, ...
+
+# ---------------------------------------------------------------- access roles
+# accesses.role: what the event did to the memory of that array object.
+ROLE_NONE = 0  # passed to the kernel but neither read nor written by it
+ROLE_READ = 1
+ROLE_WRITE = 2
+ROLE_READWRITE = 3  # read and written by the same event
+
+# accesses.flags (bit set)
+FLAG_ACCUMULATE = 1  # every write is an accumulation (+=, -=, atomic_*): no overwrite hazard
+FLAG_GRAD = 2  # the array is a gradient buffer (adjoint argument or .grad of something)
+FLAG_FIELD = 4  # reached through a struct field (accesses.field holds the path)
+FLAG_STORE = 8  # at least one plain store (y[i] = ...) writes it
+FLAG_CONSUME = 16  # adjoint launch: output gradient read then consumed (zeroed) by stores
+FLAG_UNCERTAIN = 32  # the recorder could not analyse the kernel; role is conservative
+
+# arrays.kind
+ARRAY_OWNED = "owned"  # fresh allocation (its own alloc_id)
+ARRAY_VIEW = "view"  # slice/view/reshape/transpose of a Warp array (base_id is the parent)
+ARRAY_PTR_ALIAS = "ptr_alias"  # wp.array(ptr=...) with no owner link: resolved by address
+ARRAY_EXTERNAL = "external"  # numpy / torch / DLPack zero-copy memory
+ARRAY_GRAD = "grad"  # a .grad buffer (grad_of names the owner)
+ARRAY_PREEXISTING = "preexisting"  # created before tracing started; identity by address
+ARRAY_OPAQUE = "opaque"  # indexedarray / fabricarray / unknown: geometry unknown
+
+# allocs.kind
+ALLOC_OWNED = "owned"
+ALLOC_EXTERNAL = "external"  # memory warptrace did not see being allocated
+
+TABLES = ("events", "accesses", "arrays", "allocs", "kernels", "kernel_args", "sites")
+
+_i8, _i16, _i32, _i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
+_str, _bool, _f64 = pa.string(), pa.bool_(), pa.float64()
+
+SCHEMAS: dict[str, pa.Schema] = {
+    # One row per event, in seq order within a part.
+    "events": pa.schema([
+        ("seq", _i64),  # global, monotonic, starts at 0
+        ("kind", _str),  # one of EVENT_KINDS
+        ("tape", _i32),  # active tape id (TAPE_* events: the tape itself); -1 = none
+        ("recorded", _bool),  # the event was recorded on `tape` (so backward replays it)
+        ("phase", _i8),  # FORWARD / BACKWARD
+        ("adjoint", _bool),  # launch with adjoint=True
+        ("executed", _bool),  # false for launches/copies inside graph capture
+        ("site", _i32),  # sites.site_id of the user call site; -1 unknown
+        ("kernel", _i32),  # kernels.kernel_id for launches; -1 otherwise
+        ("thread", _i32),  # small per-run thread index (0 = first thread seen)
+        ("t_ns", _i64),  # time.perf_counter_ns() at the event
+        ("parent", _i64),  # seq of the enclosing event (nested grad copy); -1
+        ("array_id", _i64),  # subject array (SET_*, VALUE_READ, BACKWARD_BEGIN loss); -1
+        ("ref_id", _i64),  # second reference (SET_GRAD new grad, graph id); -1
+        ("value", _f64),  # memset fill value, flag value; null otherwise
+        ("dim", _str),  # launch dims "64" / "32x3"; null otherwise
+        ("detail", _str),  # rare extra facts as JSON; null otherwise
+    ]),  # fmt: skip
+    # One row per (event, array object) touched by a launch, copy, memset, native or read.
+    "accesses": pa.schema([
+        ("seq", _i64),
+        ("array_id", _i64),  # arrays.array_id
+        ("alloc_id", _i64),  # denormalized from arrays for direct queries
+        ("role", _i8),  # ROLE_*
+        ("flags", _i8),  # FLAG_* bits
+        ("arg", _str),  # kernel argument name ("src"/"dest" for copies, "" for memsets)
+        ("field", _str),  # struct field path below the argument ("q", "inner.q"); "" if none
+    ]),  # fmt: skip
+    # One row per Warp array object seen (including grads, views and aliases).
+    "arrays": pa.schema([
+        ("array_id", _i64),
+        ("alloc_id", _i64),  # containing allocation; -1 when unknown (opaque, size 0)
+        ("offset", _i64),  # byte offset of element 0 from the allocation start
+        ("shape", pa.list_(_i64)),
+        ("strides", pa.list_(_i64)),  # bytes
+        ("itemsize", _i32),
+        ("dtype", _str),
+        ("device", _str),
+        ("kind", _str),  # ARRAY_*
+        ("requires_grad", _bool),  # at registration; later changes are SET_* events
+        ("retain_grad", _bool),
+        ("grad_of", _i64),  # array_id whose .grad this is; -1
+        ("base_id", _i64),  # array_id of the parent view/owner object; -1
+        ("seq", _i64),  # seq of the last event before registration (creation order)
+        ("site", _i32),  # allocation call site
+        ("label", _str),  # user label from the call-site line ("stage1", "state.q") or ""
+    ]),  # fmt: skip
+    # One row per allocation (fresh memory or external memory first seen).
+    "allocs": pa.schema([
+        ("alloc_id", _i64),  # monotonic; pointer reuse after free gets a new id
+        ("ptr", _i64),
+        ("nbytes", _i64),
+        ("device", _str),
+        ("kind", _str),  # ALLOC_*
+        ("seq", _i64),
+        ("site", _i32),
+    ]),  # fmt: skip
+    # One row per analysed kernel (per key, module hash and overload).
+    "kernels": pa.schema([
+        ("kernel_id", _i32),
+        ("key", _str),  # kernel key (function name)
+        ("module", _str),
+        ("file", _str),
+        ("line", _i32),  # line of the `def`
+        ("source", _str),  # kernel source text (for offline kernel-source rules)
+        ("enable_backward", _bool),  # effective (kernel option, else module option)
+        ("custom_grad", _str),  # JSON list of user functions with func_grad
+        ("custom_replay", _str),  # JSON list of user functions with func_replay
+        ("native_snippets", _bool),
+        ("analysis", _str),  # "codegen+ast", "ast", "failed: <why>"
+    ]),  # fmt: skip
+    # One row per (kernel, argument, field path): the kernel's read/write facts.
+    "kernel_args": pa.schema([
+        ("kernel_id", _i32),
+        ("index", _i16),  # argument position
+        ("name", _str),
+        ("type", _str),
+        ("field", _str),  # struct field path, "" for the argument itself
+        ("is_array", _bool),
+        ("read", _bool),
+        ("write", _bool),  # any write (store or accumulation)
+        ("store", _bool),  # a plain store (y[i] = ...) somewhere
+        ("accumulate", _bool),  # += / -= / atomic_*
+        ("write_line", _i32),  # first source line writing it (absolute file line); -1
+        ("read_line", _i32),  # first source line reading it; -1
+    ]),  # fmt: skip
+    # Interned user call sites.
+    "sites": pa.schema([
+        ("site_id", _i32),
+        ("file", _str),
+        ("line", _i32),
+        ("function", _str),
+        ("text", _str),  # stripped source line
+        ("label", _str),  # assignment target on that line ("x", "state.q") or ""
+    ]),  # fmt: skip
+}
+
+META_FILE = "meta.json"
+# meta.json keys: schema_version, warptrace_version, warp_version, python_version,
+# numpy_version, argv, cwd, devices, start_time, end_time (ISO 8601 UTC), exit_status
+# (int or null while running), complete (bool), error (str or null), counts (dict).

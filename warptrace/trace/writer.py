@@ -1,0 +1,114 @@
+"""Streaming, crash-safe trace writer.
+
+Rows arrive as columns (one Python list per column, filled by the recorder) and are
+written as complete Parquet part files. Each part is written to a temporary name and
+renamed into place, so a reader never sees half a part, and a run killed with SIGKILL
+leaves a trace readable up to its last flush. ``meta.json`` is rewritten (atomically)
+at start and at close; ``complete`` is true only after a clean close.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from warptrace.trace.schema import META_FILE, SCHEMA_VERSION, SCHEMAS, TABLES
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class TraceWriter:
+    """Writes one ``.wtrace`` directory. Not thread-safe: the recorder serializes calls."""
+
+    def __init__(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        for table in TABLES:
+            folder = self.path / table
+            folder.mkdir(exist_ok=True)
+            for stale in folder.glob("part-*.parquet"):
+                stale.unlink()
+        self._part_index = dict.fromkeys(TABLES, 0)
+        self.rows_written = dict.fromkeys(TABLES, 0)
+        self.bytes_written = dict.fromkeys(TABLES, 0)
+        self.meta: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "warptrace_version": _warptrace_version(),
+            "python_version": platform.python_version(),
+            "argv": list(sys.argv),
+            "cwd": os.getcwd(),
+            "start_time": _utc_now(),
+            "end_time": None,
+            "exit_status": None,
+            "complete": False,
+            "error": None,
+            "counts": {},
+        }
+        if meta:
+            self.meta.update(meta)
+        self._write_meta()
+        self.closed = False
+
+    def update_meta(self, **values: Any) -> None:
+        self.meta.update(values)
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        _atomic_write_text(self.path / META_FILE, json.dumps(self.meta, indent=2, default=str) + "\n")
+
+    def write(self, table: str, columns: Mapping[str, Sequence[Any]]) -> None:
+        """Write one part of ``table`` from column lists (all the same length; may be empty)."""
+        schema = SCHEMAS[table]
+        lengths = {len(columns[name]) for name in schema.names}
+        if len(lengths) != 1:
+            raise ValueError(f"ragged columns for table {table}: {lengths}")
+        if lengths == {0}:
+            return
+        arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
+        batch = pa.Table.from_arrays(arrays, schema=schema)
+        folder = self.path / table
+        index = self._part_index[table]
+        self._part_index[table] = index + 1
+        final = folder / f"part-{index:05d}.parquet"
+        tmp = folder / f".part-{index:05d}.parquet.tmp"
+        pq.write_table(batch, tmp, compression="zstd", use_dictionary=True)
+        os.replace(tmp, final)
+        self.rows_written[table] += batch.num_rows
+        self.bytes_written[table] += final.stat().st_size
+
+    def close(self, exit_status: int | None = None, error: str | None = None, **meta: Any) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.meta.update(meta)
+        self.meta.update(
+            end_time=_utc_now(),
+            exit_status=exit_status,
+            error=error,
+            complete=True,
+            counts=dict(self.rows_written),
+        )
+        self._write_meta()
+
+
+def _warptrace_version() -> str:
+    from warptrace import __version__
+
+    return __version__
