@@ -1,0 +1,79 @@
+"""WT103: an untaped post-processing launch rescales the trajectory before backward.
+
+After recording, the trajectory is normalized in place for plotting. The launch runs
+outside ``with tape:`` (so it is not recorded) but before ``tape.backward``; the
+adjoints of the recorded steps then read the normalized states.
+"""
+
+import numpy as np
+import warp as wp
+
+wp.config.quiet = True
+
+DEVICE = "cpu"
+N = 3
+STEPS = 3
+DT = 0.4
+
+
+@wp.kernel
+def advance(q: wp.array(dtype=float), w: wp.array(dtype=float), q_next: wp.array(dtype=float)):
+    i = wp.tid()
+    q_next[i] = q[i] + DT * wp.tanh(w[i] * q[i])
+
+
+@wp.kernel
+def sum_squares(q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, q[i] * q[i])
+
+
+@wp.kernel
+def normalize_for_plot(q: wp.array(dtype=float), scale: float):
+    i = wp.tid()
+    q[i] = q[i] / scale
+
+
+def reference_loss(w, q0):
+    q = q0.astype(np.float64)
+    for _ in range(STEPS):
+        q = q + DT * np.tanh(w * q)
+    return np.sum(q * q)
+
+
+def central_differences(f, p, eps=1e-6):
+    grad = np.zeros_like(p)
+    for j in range(p.size):
+        step = np.zeros_like(p)
+        step[j] = eps
+        grad[j] = (f(p + step) - f(p - step)) / (2.0 * eps)
+    return grad
+
+
+def run() -> dict:
+    q0 = np.array([0.6, -1.0, 0.3])
+    w0 = np.array([1.2, 0.8, -1.5])
+
+    w = wp.array(w0, dtype=float, requires_grad=True, device=DEVICE)
+    states = [wp.array(q0, dtype=float, requires_grad=True, device=DEVICE)]
+    states += [wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE) for _ in range(STEPS)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
+
+    tape = wp.Tape()
+    with tape:
+        for t in range(STEPS):
+            wp.launch(advance, dim=N, inputs=[states[t], w], outputs=[states[t + 1]], device=DEVICE)
+        wp.launch(sum_squares, dim=N, inputs=[states[-1]], outputs=[loss], device=DEVICE)
+
+    plot_scale = float(np.abs(states[-1].numpy()).max())
+    for state in states:
+        wp.launch(normalize_for_plot, dim=N, inputs=[state, plot_scale], device=DEVICE)  # expect: WT103
+
+    tape.backward(loss)
+
+    expected = central_differences(lambda ww: reference_loss(ww, q0), w0)
+    return {"grad": w.grad.numpy().copy(), "expected": expected}
+
+
+if __name__ == "__main__":
+    run()
