@@ -1,0 +1,74 @@
+"""Every zoo program, recorded for real and analyzed: the findings are exactly its markers.
+
+For each program in ``tests/programs`` (see its README): run it under
+``warptrace.trace``, analyze the trace, then
+
+- every ``# expect: CODE`` marker is a finding of that code at that file:line;
+- no ``error``/``warning`` finding sits anywhere a marker does not ask for it (a fixed
+  twin or a look-alike therefore gets none at all);
+- a program marked ``# forbid-info`` gets no ``info`` finding either.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.zoo import Program, discover, expected_locations, load
+from warptrace.analysis.findings import Finding, Severity
+
+PROGRAMS = discover()
+
+
+def _recorder_available() -> str | None:
+    try:
+        import warp  # noqa: F401
+    except ImportError:
+        return "warp is not installed"
+    try:
+        from warptrace.record import recorder  # noqa: F401
+    except ImportError as exc:
+        return f"the recorder is not importable yet ({exc})"
+    return None
+
+
+def _where(finding: Finding) -> tuple[str, str, int]:
+    return (finding.code, os.path.realpath(finding.location.file), finding.location.line)
+
+
+def _describe(finding: Finding) -> str:
+    return f"{finding.severity.label} {finding.code} at {finding.location}: {finding.message}"
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_findings_match_markers(program: Program, tmp_path):
+    missing_recorder = _recorder_available()
+    if missing_recorder:
+        pytest.skip(missing_recorder)
+    import warptrace
+
+    module = load(program, module_name="zoo_traced_" + program.name.replace("/", "_"))
+    trace_path = tmp_path / "run.wtrace"
+    # warptrace.start/stop rather than `with warptrace.trace(...)`: once any test imported the
+    # `warptrace.trace` subpackage, that attribute is the subpackage, not the function
+    warptrace.start(trace_path)
+    try:
+        module.run()
+    finally:
+        warptrace.stop()
+    report = warptrace.analyze(trace_path)
+
+    expected = {(code, os.path.realpath(file), line) for code, file, line in expected_locations(program)}
+    found = {_where(f) for f in report.findings}
+    missing = sorted(expected - found)
+    unexpected = [
+        f
+        for f in report.findings
+        if _where(f) not in expected and (f.severity >= Severity.WARNING or program.forbid_info)
+    ]
+    problems = [f"missing {code} at {file}:{line}" for code, file, line in missing]
+    problems += ["unexpected " + _describe(f) for f in unexpected]
+    if problems:
+        listing = "\n".join("  " + _describe(f) for f in report.findings) or "  (none)"
+        pytest.fail(f"{program.name}:\n" + "\n".join(problems) + "\nall findings:\n" + listing, pytrace=False)

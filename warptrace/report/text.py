@@ -1,0 +1,99 @@
+"""The human report: one block per finding, worst first, paths relative to where the run started.
+
+Example::
+
+    warptrace: 1 error in run.wtrace (Warp 1.19.0)
+
+    error WT101 overwrite-after-read
+      kernel `spring_force` (argument `force`) overwrites `force`, which kernel `integrate` ...
+      change      train.py:68  wp.launch(spring_force, dim=N, inputs=[states[t], k], outputs=[force])
+      read        train.py:69  wp.launch(integrate, dim=N, inputs=[states[t], force], outputs=[...])
+      allocation  train.py:62  force = wp.zeros(N, dtype=float, requires_grad=True)
+      backward    train.py:71  tape.backward(loss)
+      occurred 4 times
+      fix: write each step's result to a new array ...
+      doc: Warp documentation, Differentiability > Array Overwrites
+
+A clean trace is one line: ``no gradient bugs found (checked: memory, accumulation, flow)``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from warptrace.analysis.findings import Finding, Location, Severity
+
+if TYPE_CHECKING:
+    from warptrace.analysis.report import Report
+
+INDENT = "  "
+
+
+def display_path(path: str, cwd: str | None) -> str:
+    """``path`` relative to ``cwd`` when it lies inside it, else unchanged."""
+    if not path or not cwd or not os.path.isabs(path):
+        return path
+    base = os.path.normpath(cwd)
+    full = os.path.normpath(path)
+    if not full.startswith(base.rstrip(os.sep) + os.sep):
+        return path
+    return os.path.relpath(full, base)
+
+
+def render(report: Report) -> str:
+    cwd = report.meta.get("cwd")
+    lines: list[str] = []
+    serious = [f for f in report.findings if f.severity >= Severity.WARNING]
+    checked = ", ".join(report.families_checked) or "none"
+    if not serious:
+        lines.append(f"no gradient bugs found (checked: {checked})")
+    else:
+        lines.append(
+            f"warptrace: {_summary(report)} in {display_path(report.trace_path, cwd)}{_warp(report)}"
+        )
+    if not report.meta.get("complete", False):
+        lines.append(
+            "note: the trace is incomplete (the run stopped before warptrace finished writing it); "
+            "findings cover only what was recorded"
+        )
+    for finding in report.findings:
+        lines.append("")
+        lines.extend(_finding_lines(finding, cwd))
+    if serious and report.families_checked:
+        lines.append("")
+        lines.append(f"checked: {checked}")
+    return "\n".join(lines) + "\n"
+
+
+def _summary(report: Report) -> str:
+    counts = []
+    for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
+        n = sum(1 for f in report.findings if f.severity == severity)
+        if n:
+            counts.append(f"{n} {severity.label}{'s' if n > 1 else ''}")
+    return ", ".join(counts)
+
+
+def _warp(report: Report) -> str:
+    version = report.meta.get("warp_version")
+    return f" (Warp {version})" if version else ""
+
+
+def _finding_lines(finding: Finding, cwd: str | None) -> list[str]:
+    lines = [f"{finding.severity.label} {finding.code} {finding.name}", INDENT + finding.message]
+    located = [("change", finding.location)] + [(loc.role or "related", loc) for loc in finding.related]
+    width = max(len(role) for role, _ in located)
+    for role, loc in located:
+        lines.append(f"{INDENT}{role.ljust(width)}  {_place(loc, cwd)}")
+    lines.append(INDENT + ("occurred once" if finding.count == 1 else f"occurred {finding.count} times"))
+    if finding.fix:
+        lines.append(f"{INDENT}fix: {finding.fix}")
+    if finding.doc:
+        lines.append(f"{INDENT}doc: Warp documentation, {finding.doc}")
+    return lines
+
+
+def _place(loc: Location, cwd: str | None) -> str:
+    where = f"{display_path(loc.file, cwd)}:{loc.line}"
+    return f"{where}  {loc.text}" if loc.text else where

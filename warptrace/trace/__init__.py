@@ -1,0 +1,1 @@
+"""The on-disk trace: schema, streaming writer and validating reader (pyarrow only)."""
