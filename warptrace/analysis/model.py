@@ -19,15 +19,21 @@ from __future__ import annotations
 
 import bisect
 import json
+import linecache
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from warptrace.analysis.findings import Location
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
+
+if TYPE_CHECKING:
+    from warptrace.analysis.dataflow import Dataflow
 
 EVENT_KIND_CODES = {kind: code for code, kind in enumerate(S.EVENT_KINDS)}
 K = EVENT_KIND_CODES  # short alias for rules: K[S.LAUNCH]
@@ -149,6 +155,24 @@ class KernelInfo:
     analysis: str
     args: list[KernelArg] = field(default_factory=list)
 
+    @cached_property
+    def def_index(self) -> int:
+        """Index in ``source`` of the ``def`` line (``source`` starts with the decorators; ``line`` is the def)."""
+        for index, text in enumerate(self.source.splitlines()):
+            if text.lstrip().startswith(("def ", "async def ")):
+                return index
+        return 0
+
+    def source_line(self, line: int) -> str | None:
+        """Stripped text of absolute file line ``line`` when it lies inside the kernel source, else None."""
+        if not self.source or self.line <= 0:
+            return None
+        lines = self.source.splitlines()
+        index = line - self.line + self.def_index
+        if 0 <= index < len(lines):
+            return lines[index].strip()
+        return None
+
     def arg(self, name: str, field_path: str = "") -> KernelArg | None:
         for arg in self.args:
             if arg.name == name and arg.field == field_path:
@@ -175,41 +199,36 @@ class Model:
         self.meta: dict[str, Any] = trace.meta
         self.warp_version: tuple[int, ...] = _version_tuple(trace.warp_version or "0")
         ev = trace.tables["events"]
-        order = np.argsort(ev.column("seq").to_numpy(), kind="stable")
-        ev = ev.take(order)
+        ev, _ = _sorted_by(ev, ev.column("seq").to_numpy())
 
-        def col(table: Any, name: str, fill: Any) -> np.ndarray:
-            return table.column(name).fill_null(fill).to_numpy(zero_copy_only=False)
-
-        self.seq = col(ev, "seq", -1).astype(np.int64)
-        kinds = ev.column("kind").to_pylist()
-        self.kind = np.array([EVENT_KIND_CODES.get(k, -1) for k in kinds], dtype=np.int16)
-        self.tape = col(ev, "tape", -1).astype(np.int64)
-        self.recorded = col(ev, "recorded", False).astype(bool)
-        self.phase = col(ev, "phase", 0).astype(np.int8)
-        self.adjoint = col(ev, "adjoint", False).astype(bool)
-        self.executed = col(ev, "executed", True).astype(bool)
-        self.site = col(ev, "site", -1).astype(np.int64)
-        self.kernel = col(ev, "kernel", -1).astype(np.int64)
-        self.thread = col(ev, "thread", 0).astype(np.int64)
-        self.parent = col(ev, "parent", -1).astype(np.int64)
-        self.array_id = col(ev, "array_id", -1).astype(np.int64)
-        self.ref_id = col(ev, "ref_id", -1).astype(np.int64)
-        self.value = ev.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
+        self.seq = _column(ev, "seq", -1, np.int64)
+        # vectorized EVENT_KIND_CODES.get(kind, -1): EVENT_KIND_CODES is the position in EVENT_KINDS
+        kind_codes = pc.index_in(ev.column("kind"), value_set=pa.array(S.EVENT_KINDS, type=pa.string()))
+        self.kind = kind_codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int16)
+        self.tape = _column(ev, "tape", -1, np.int64)
+        self.recorded = _column(ev, "recorded", False, bool)
+        self.phase = _column(ev, "phase", 0, np.int8)
+        self.adjoint = _column(ev, "adjoint", False, bool)
+        self.executed = _column(ev, "executed", True, bool)
+        self.site = _column(ev, "site", -1, np.int64)
+        self.kernel = _column(ev, "kernel", -1, np.int64)
+        self.thread = _column(ev, "thread", 0, np.int64)
+        self.parent = _column(ev, "parent", -1, np.int64)
+        self.array_id = _column(ev, "array_id", -1, np.int64)
+        self.ref_id = _column(ev, "ref_id", -1, np.int64)
+        self.value = _column(ev, "value", None, np.float64)  # nulls -> nan
         self._detail = ev.column("detail")
         self.n_events = len(self.seq)
 
         acc = trace.tables["accesses"]
-        acc_seq = col(acc, "seq", -1).astype(np.int64)
-        order = np.argsort(acc_seq, kind="stable")
-        acc = acc.take(order)
-        self.acc_seq = acc_seq[order]
-        self.acc_array = col(acc, "array_id", -1).astype(np.int64)
-        self.acc_alloc = col(acc, "alloc_id", -1).astype(np.int64)
-        self.acc_role = col(acc, "role", 0).astype(np.int8)
-        self.acc_flags = col(acc, "flags", 0).astype(np.int16)
-        self.acc_arg = np.array(acc.column("arg").fill_null("").to_pylist(), dtype=object)
-        self.acc_field = np.array(acc.column("field").fill_null("").to_pylist(), dtype=object)
+        acc_seq = _column(acc, "seq", -1, np.int64)
+        acc, self.acc_seq = _sorted_by(acc, acc_seq)
+        self.acc_array = _column(acc, "array_id", -1, np.int64)
+        self.acc_alloc = _column(acc, "alloc_id", -1, np.int64)
+        self.acc_role = _column(acc, "role", 0, np.int8)
+        self.acc_flags = _column(acc, "flags", 0, np.int16)
+        self.acc_arg = _object_strings(acc.column("arg"))
+        self.acc_field = _object_strings(acc.column("field"))
         # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
         self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
         self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
@@ -240,7 +259,9 @@ class Model:
             if info.grad_of >= 0:
                 self.grad_of_owner.setdefault(info.grad_of, info.array_id)
 
-        self.sites: dict[int, dict[str, Any]] = {row["site_id"]: row for row in trace.tables["sites"].to_pylist()}
+        self.sites: dict[int, dict[str, Any]] = {
+            row["site_id"]: row for row in trace.tables["sites"].to_pylist()
+        }
 
         self.kernels: dict[int, KernelInfo] = {}
         for row in trace.tables["kernels"].to_pylist():
@@ -278,24 +299,23 @@ class Model:
 
         self.tapes: dict[int, TapeInfo] = {}
         tape_events = np.nonzero(self.tape >= 0)[0]
-        for ev_index in tape_events:
-            tape_id = int(self.tape[ev_index])
-            tape = self.tapes.get(tape_id)
-            if tape is None:
-                tape = self.tapes[tape_id] = TapeInfo(tape_id)
-            tape.events.append(int(ev_index))
-            kind = self.kind[ev_index]
-            seq = int(self.seq[ev_index])
-            if kind == K[S.TAPE_CREATE]:
-                tape.created_ev = int(ev_index)
-            elif kind == K[S.BACKWARD_BEGIN]:
-                tape.backward_begins.append(seq)
-            elif kind == K[S.BACKWARD_END]:
-                tape.backward_ends.append(seq)
-            elif kind == K[S.TAPE_RESET]:
-                tape.resets.append(seq)
-            elif kind == K[S.TAPE_ZERO]:
-                tape.zeros.append(seq)
+        # group the events of each tape (event order kept), tapes in order of first appearance
+        tape_ids = self.tape[tape_events]
+        by_tape = np.argsort(tape_ids, kind="stable")
+        unique, starts = np.unique(tape_ids[by_tape], return_index=True)
+        stops = np.append(starts[1:], len(by_tape))
+        for u in np.argsort(tape_events[by_tape[starts]], kind="stable").tolist():
+            evs = tape_events[by_tape[starts[u] : stops[u]]]
+            tape = self.tapes[int(unique[u])] = TapeInfo(int(unique[u]))
+            tape.events = evs.tolist()
+            kinds, seqs = self.kind[evs], self.seq[evs]
+            created = evs[kinds == K[S.TAPE_CREATE]]
+            if len(created):
+                tape.created_ev = int(created[-1])
+            tape.backward_begins = seqs[kinds == K[S.BACKWARD_BEGIN]].tolist()
+            tape.backward_ends = seqs[kinds == K[S.BACKWARD_END]].tolist()
+            tape.resets = seqs[kinds == K[S.TAPE_RESET]].tolist()
+            tape.zeros = seqs[kinds == K[S.TAPE_ZERO]].tolist()
 
     # ------------------------------------------------------------ events
     def ev_of_seq(self, seq: int) -> int:
@@ -319,6 +339,41 @@ class Model:
     def events_of_kind(self, *kinds: str) -> np.ndarray:
         codes = [K[k] for k in kinds]
         return np.nonzero(np.isin(self.kind, codes))[0]
+
+    @cached_property
+    def acc_ev(self) -> np.ndarray:
+        """Event index of every access row (-1 when its seq has no event row)."""
+        index = np.searchsorted(self.seq, self.acc_seq)
+        index = np.minimum(index, max(self.n_events - 1, 0))
+        if self.n_events == 0:
+            return np.full(len(self.acc_seq), -1, dtype=np.int64)
+        return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64)
+
+    def backward_after_many(self, tape_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """Vectorized :meth:`backward_after`: the backward seq per (tape, seq) pair, -1 for none."""
+        tape_ids = np.asarray(tape_ids, dtype=np.int64)
+        seqs = np.asarray(seqs, dtype=np.int64)
+        result = np.full(len(seqs), -1, dtype=np.int64)
+        order = np.argsort(tape_ids, kind="stable")
+        unique, starts = np.unique(tape_ids[order], return_index=True)
+        stops = np.append(starts[1:], len(order))
+        for tape_id, start, stop in zip(unique.tolist(), starts.tolist(), stops.tolist()):
+            tape = self.tapes.get(tape_id)
+            if tape is None or not tape.backward_begins:
+                continue
+            rows = order[start:stop]
+            begins = np.asarray(tape.backward_begins, dtype=np.int64)
+            i = np.searchsorted(begins, seqs[rows], side="right")
+            has = i < len(begins)
+            begin = np.where(has, begins[np.minimum(i, len(begins) - 1)], -1)
+            if tape.resets:
+                resets = np.asarray(tape.resets, dtype=np.int64)
+                j = np.searchsorted(resets, seqs[rows], side="right")
+                never = np.iinfo(np.int64).max
+                reset = np.where(j < len(resets), resets[np.minimum(j, len(resets) - 1)], never)
+                has &= ~(reset < begin)
+            result[rows] = np.where(has, begin, -1)
+        return result
 
     def backward_after(self, tape_id: int, seq: int) -> int | None:
         """Seq of the backward that will replay an event recorded on ``tape_id`` at ``seq``."""
@@ -358,12 +413,9 @@ class Model:
         kernel = self.kernels.get(int(kernel_id))
         if kernel is None or line is None or line < 0:
             return None
-        text = ""
-        if kernel.source and kernel.line > 0:
-            lines = kernel.source.splitlines()
-            rel = line - kernel.line
-            if 0 <= rel < len(lines):
-                text = lines[rel].strip()
+        text = kernel.source_line(int(line))
+        if text is None:  # a line of a @wp.func callee: read it from the file when it is still there
+            text = linecache.getline(kernel.file, int(line)).strip() if kernel.file else ""
         return Location(file=kernel.file, line=int(line), role=role, text=text, function=kernel.key)
 
     def array_label(self, array_id: int, arg: str = "") -> str:
@@ -405,6 +457,36 @@ class Model:
             table.setdefault(info.alloc_id, []).append(info)
         return table
 
+    @cached_property
+    def allocs(self) -> dict[int, dict[str, Any]]:
+        """Rows of the allocs table by alloc_id."""
+        return {row["alloc_id"]: row for row in self.trace.tables["allocs"].to_pylist()}
+
+    def allocation_site(self, array_id: int) -> int:
+        """Site id where the memory behind ``array_id`` was allocated (its owner's creation), -1 unknown."""
+        info = self.arrays.get(int(array_id))
+        if info is None:
+            return -1
+        seen = set()
+        root = info
+        while root.base_id >= 0 and root.base_id in self.arrays and root.base_id not in seen:
+            seen.add(root.base_id)
+            root = self.arrays[root.base_id]
+        if root.kind == S.ARRAY_OWNED and root.site >= 0:
+            return root.site
+        for other in self.arrays_by_alloc.get(root.alloc_id, ()):
+            if other.kind == S.ARRAY_OWNED and other.site >= 0:
+                return other.site
+        alloc = self.allocs.get(root.alloc_id)
+        if alloc is not None and alloc.get("site") is not None and alloc["site"] >= 0:
+            return int(alloc["site"])
+        return root.site
+
+    @cached_property
+    def grad_array_ids(self) -> np.ndarray:
+        """Sorted array ids of every gradient buffer (and views of one): ``is_grad_array`` for all."""
+        return np.array(sorted(a for a in self.arrays if self.is_grad_array(a)), dtype=np.int64)
+
     def is_grad_array(self, array_id: int) -> bool:
         info = self.arrays.get(int(array_id))
         if info is None:
@@ -418,6 +500,44 @@ class Model:
                 return True
             base = parent.base_id
         return False
+
+    @cached_property
+    def dataflow(self) -> Dataflow:
+        """Def-use edges, backward calls, tape epochs, gradient state and provenance (built on first use)."""
+        from warptrace.analysis.dataflow import Dataflow
+
+        return Dataflow(self)
+
+
+def _sorted_by(table: pa.Table, seq: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """``table`` and ``seq`` in stable ``seq`` order; no copy when already sorted (as the recorder writes)."""
+    if len(seq) < 2 or bool(np.all(seq[1:] >= seq[:-1])):
+        return table, seq
+    order = np.argsort(seq, kind="stable")
+    return table.take(order), seq[order]
+
+
+def _column(table: pa.Table, name: str, fill: Any, dtype: Any) -> np.ndarray:
+    """A fresh, writable numpy array of ``dtype`` with the column's values (nulls -> ``fill``,
+    or nan when ``fill`` is None): one allocation, filled chunk by chunk."""
+    column = table.column(name)
+    out = np.empty(len(column), dtype=dtype)
+    pos = 0
+    for chunk in column.chunks:
+        if chunk.null_count and fill is not None:
+            chunk = chunk.fill_null(fill)
+        out[pos : pos + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
+        pos += len(chunk)
+    return out
+
+
+def _object_strings(column: pa.ChunkedArray) -> np.ndarray:
+    """Object array of the column's strings (null -> ""); repeated values share one str object."""
+    if column.null_count:
+        column = column.fill_null("")
+    values = pc.unique(column)
+    codes = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
+    return np.array(values.to_pylist(), dtype=object)[codes]
 
 
 def _json_list(text: str | None) -> list[str]:

@@ -11,8 +11,11 @@ from collections.abc import Callable
 
 from warptrace.analysis.findings import Finding, RuleInfo
 from warptrace.analysis.model import Model
+from warptrace.analysis.rules import accumulation, flow, memory
 
 Rule = Callable[[Model], list[Finding]]
 
-ALL_RULES: tuple[Rule, ...] = ()
-RULE_INFO: dict[str, RuleInfo] = {}
+ALL_RULES: tuple[Rule, ...] = (memory.check, accumulation.check, flow.check)
+RULE_INFO: dict[str, RuleInfo] = {
+    info.code: info for info in (*memory.RULES, *accumulation.RULES, *flow.RULES)
+}

@@ -1,0 +1,326 @@
+"""Offline analysis benchmark (DESIGN.md §7): time and memory of ``analyze`` vs trace size.
+
+    python tools/bench_analyze.py                       # 10k, 100k and 1M launches, a table
+    python tools/bench_analyze.py --sizes 100k --keep /tmp/traces
+    python tools/bench_analyze.py --sizes 1M --profile  # cProfile of load + analysis, top functions
+    python tools/bench_analyze.py --accumulate 4        # gradient accumulation: 4 backward calls per step
+
+Traces come from ``tools/synth_trace.py``: a differentiable-simulation training loop
+(one tape per iteration, ``3 * substeps + 1`` recorded launches, loss, backward with
+adjoints, optimizer launch, ``tape.zero()`` memsets, one reused scratch buffer so that
+WT101 fires); ``--part-rows 16384`` gives parts as small as the recorder's. Each size is
+analyzed in its own process, so the peak RSS reported is that process's ``ru_maxrss``
+(imports included). Reported per size: launches, events, access rows, bytes on disk (and
+per access row), generation seconds, load seconds (``read_trace``), analyze seconds
+(``analyze_trace``: model, then every rule in ``ALL_RULES``), peak RSS, and findings
+(root causes and occurrences). Times are wall and CPU (user + system) seconds of the
+analysis process; the scaling exponents between consecutive sizes
+(``log(t2/t1) / log(n2/n1)``: 1.0 is linear) and the §7 targets (1M launches under 30 s
+for load + analyze, under 4 GiB) use CPU seconds, which stay meaningful on a shared,
+busy machine (the analysis is single-threaded). Exit status 1 when a target is missed.
+
+The breakdown printed per size times ``Model()``, the ``Dataflow`` build (lazy, on the first
+rule that asks for it; not counted in that rule) and each rule, inside the same
+``analyze_trace`` call, by wrapping them. A rule that raises is reported and skipped.
+``--all-rule-modules`` also runs rule modules in ``warptrace/analysis/rules/`` that are
+not registered in ``ALL_RULES`` yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+TARGET_SECONDS = 30.0
+TARGET_BYTES = 4 << 30
+TARGET_ROW_BYTES = 64
+
+
+def _parse_size(text: str) -> int:
+    text = text.strip().lower().replace("_", "")
+    scale = 1
+    if text.endswith("k"):
+        scale, text = 1_000, text[:-1]
+    elif text.endswith("m"):
+        scale, text = 1_000_000, text[:-1]
+    return int(float(text) * scale)
+
+
+def _label(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.3g}M"
+    if n >= 1_000:
+        return f"{n / 1_000:.3g}k"
+    return str(n)
+
+
+# ----------------------------------------------------------------------------- child
+def _child(path: str, all_rule_modules: bool, profile: int) -> None:
+    import resource
+
+    from warptrace.analysis import dataflow as dataflow_module
+    from warptrace.analysis import report as report_module
+    from warptrace.analysis import rules as rules_package
+    from warptrace.trace.reader import read_trace
+
+    timings: dict[str, float] = {}
+    peaks: dict[str, int] = {}  # peak RSS (KiB) of the process when each timed step ended
+    rules = list(report_module.ALL_RULES)
+    if all_rule_modules:
+        for module_info in pkgutil.iter_modules(rules_package.__path__):
+            module = importlib.import_module(f"{rules_package.__name__}.{module_info.name}")
+            check = getattr(module, "check", None)
+            if callable(check) and check not in rules:
+                rules.append(check)
+
+    nested: list[float] = []  # time spent in timed callees of the running timed call (exclusive timings)
+
+    def timed(name: str, func: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            nested.append(0.0)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                elapsed = time.process_time() - start
+                inner = nested.pop()
+                timings[name] = timings.get(name, 0.0) + elapsed - inner
+                peaks[name] = _hwm_kib()
+                if nested:
+                    nested[-1] += elapsed
+
+        return wrapper
+
+    errors: dict[str, str] = {}
+
+    def guarded(name: str, rule: Any) -> Any:
+        # rules are still being written: a crashing rule is reported, not fatal to the benchmark
+        def wrapper(model: Any) -> Any:
+            try:
+                return rule(model)
+            except Exception as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                return []
+
+        return timed(name, wrapper)
+
+    report_module.Model = timed("model", report_module.Model)
+    report_module.ALL_RULES = tuple(guarded(f"rule {r.__module__.rsplit('.', 1)[-1]}", r) for r in rules)
+    dataflow_cls = getattr(dataflow_module, "Dataflow", None)
+    if dataflow_cls is not None:
+        dataflow_cls.__init__ = timed("dataflow", dataflow_cls.__init__)
+
+    rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    start, cpu = time.perf_counter(), time.process_time()
+    trace = read_trace(path)
+    load_s, load_cpu = time.perf_counter() - start, time.process_time() - cpu
+    rss_loaded = _hwm_kib()
+    start, cpu = time.perf_counter(), time.process_time()
+    report = report_module.analyze_trace(trace)
+    analyze_s, analyze_cpu = time.perf_counter() - start, time.process_time() - cpu
+    if profiler is not None:
+        import io
+        import pstats
+
+        profiler.disable()
+        for order in ("tottime", "cumulative"):
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(profile)
+            text = out.getvalue()
+            print(text[text.find("   ncalls") :] if "   ncalls" in text else text, file=sys.stderr)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = {
+        "load_s": load_s,
+        "analyze_s": analyze_s,
+        "load_cpu": load_cpu,
+        "analyze_cpu": analyze_cpu,
+        "rss_kib": rss,
+        "rss_imports_kib": rss_imports,
+        "findings": len(report.findings),
+        "occurrences": sum(f.count for f in report.findings),
+        "codes": sorted({f"{f.code}x{f.count}" for f in report.findings}),
+        "rules": len(report_module.ALL_RULES),
+        "timings": timings,
+        "peaks": peaks,
+        "rss_loaded_kib": rss_loaded,
+        "errors": errors,
+        "counts": report.counts,
+    }
+    print("RESULT " + json.dumps(result))
+
+
+def _hwm_kib() -> int:
+    """Peak RSS so far (VmHWM, KiB); 0 where /proc is missing."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# ----------------------------------------------------------------------------- parent
+def _run_child(path: Path, all_rule_modules: bool, profile: int) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path)]
+    if all_rule_modules:
+        cmd.append("--all-rule-modules")
+    if profile:
+        cmd += ["--profile-lines", str(profile)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.stderr:
+        sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"analysis child failed with status {proc.returncode} on {path}")
+    line = next(ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def _exponent(a: float, b: float, na: int, nb: int) -> float:
+    if a <= 0 or b <= 0 or na == nb:
+        return float("nan")
+    return math.log(b / a) / math.log(nb / na)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10k,100k,1M", help="launch counts, comma separated (10k,100k,1M)")
+    parser.add_argument("--keep", metavar="DIR", help="write the traces here and keep them")
+    parser.add_argument("--substeps", type=int, default=16, help="simulation substeps per iteration (tape)")
+    parser.add_argument("--part-rows", type=int, default=100_000, help="access rows per Parquet part")
+    parser.add_argument("--accumulate", type=int, default=1,
+                        help="gradient accumulation: backward calls per optimizer step and tape.zero()")  # fmt: skip
+    parser.add_argument("--all-rule-modules", action="store_true", help="also run unregistered rule modules")
+    parser.add_argument("--profile", action="store_true", help="cProfile each child; print the top functions")
+    parser.add_argument("--profile-lines", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        _child(args.child, args.all_rule_modules, args.profile_lines)
+        return 0
+
+    from synth_trace import generate
+
+    sizes = [_parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="wt_bench_"))
+    root.mkdir(parents=True, exist_ok=True)
+    profile = 30 if args.profile else 0
+    print(f"warptrace analysis benchmark: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, traces in {root}")
+    rows = []
+    try:
+        for n in sizes:
+            path = root / f"synth-{_label(n)}-s{args.substeps}-a{args.accumulate}.wtrace"
+            start = time.perf_counter()
+            info = generate(path, n, substeps=args.substeps, part_rows=args.part_rows, accumulate=args.accumulate)
+            gen_s = time.perf_counter() - start
+            print(f"  generated {path.name}: {info.launches} launches, {info.events} events, "
+                  f"{info.accesses} access rows in {gen_s:.1f} s", flush=True)  # fmt: skip
+            result = _run_child(path, args.all_rule_modules, profile)
+            rows.append((info, gen_s, result))
+            peaks = result["peaks"]
+            breakdown = ", ".join(f"{k} {v:.2f} s [{peaks.get(k, 0) / 1024:.0f}]" for k, v in result["timings"].items())
+            print(f"  analyzed, CPU s [peak RSS MiB so far]: load {result['load_cpu']:.2f} s "
+                  f"[{result['rss_loaded_kib'] / 1024:.0f}], {breakdown}", flush=True)  # fmt: skip
+            print(f"  findings: {' '.join(result['codes']) or 'none'}", flush=True)
+            for name, error in result["errors"].items():
+                print(f"  !! {name} raised {error} (its time is counted, its findings are missing)", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+    print()
+    _table(rows)
+    failures = _checks(rows)
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1):
+        print(f"note: load average {load:.1f} on {os.cpu_count()} CPUs: wall times are inflated; "
+              "targets and scaling use CPU seconds")  # fmt: skip
+    print()
+    if failures:
+        print("TARGETS MISSED:\n  " + "\n  ".join(failures))
+        return 1
+    print("targets met (DESIGN.md §7: linear; 1M launches < 30 s and < 4 GiB; < 64 B per access row)")
+    return 0
+
+
+def _table(rows: list[tuple[Any, float, dict[str, Any]]]) -> None:
+    head = (f"{'launches':>9} {'events':>9} {'acc rows':>10} {'disk MiB':>8} {'B/acc':>5} {'gen s':>5} "
+            f"{'load s':>11} {'analyze s':>11} {'total s':>11} {'RSS MiB':>7} {'findings':>13}")  # fmt: skip
+    print("times are wall/CPU seconds of the analysis process; findings: root causes (occurrences)")
+    print(head)
+    print("-" * len(head))
+    for info, gen_s, r in rows:
+        load, analyze = f"{r['load_s']:.2f}/{r['load_cpu']:.2f}", f"{r['analyze_s']:.2f}/{r['analyze_cpu']:.2f}"
+        total = f"{r['load_s'] + r['analyze_s']:.2f}/{r['load_cpu'] + r['analyze_cpu']:.2f}"
+        findings = f"{r['findings']} ({r['occurrences']})"
+        print(
+            f"{info.launches:>9} {info.events:>9} {info.accesses:>10} {info.bytes_on_disk / 2**20:>8.1f} "
+            f"{info.bytes_on_disk / info.accesses:>5.1f} {gen_s:>5.1f} {load:>11} {analyze:>11} {total:>11} "
+            f"{r['rss_kib'] / 1024:>7.0f} {findings:>13}"
+        )
+    if rows:
+        r = rows[0][2]
+        print(f"(rules run: {r['rules']}; RSS after imports {r['rss_imports_kib'] / 1024:.0f} MiB)")
+
+
+def _checks(rows: list[tuple[Any, float, dict[str, Any]]]) -> list[str]:
+    failures = []
+    if len(rows) > 1:
+        print("\nscaling exponent between consecutive sizes, CPU seconds and RSS vs access rows (1.0 = linear):")
+        for (ia, _, ra), (ib, _, rb) in zip(rows, rows[1:]):
+            na, nb = ia.accesses, ib.accesses
+            exps = {
+                "load": _exponent(ra["load_cpu"], rb["load_cpu"], na, nb),
+                "analyze": _exponent(ra["analyze_cpu"], rb["analyze_cpu"], na, nb),
+                "RSS above imports": _exponent(
+                    ra["rss_kib"] - ra["rss_imports_kib"], rb["rss_kib"] - rb["rss_imports_kib"], na, nb
+                ),
+            }
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in exps.items())
+            ratio = rb["analyze_cpu"] / ra["analyze_cpu"] if ra["analyze_cpu"] else float("nan")
+            print(f"  {_label(ia.launches)} -> {_label(ib.launches)} launches (x{nb / na:.1f} rows): {parts}; "
+                  f"analyze CPU time x{ratio:.1f}")  # fmt: skip
+        ia, _, ra = rows[-2]
+        ib, _, rb = rows[-1]
+        exp = _exponent(ra["analyze_cpu"] + ra["load_cpu"], rb["analyze_cpu"] + rb["load_cpu"], ia.accesses,
+                        ib.accesses)  # fmt: skip
+        if ib.launches >= 100_000 and exp > 1.15:
+            failures.append(f"load+analyze grows super-linearly (exponent {exp:.2f} between the two largest sizes)")
+    for info, _, r in rows:
+        name = f"{_label(info.launches)} launches"
+        if info.launches >= 1_000_000:
+            total = r["load_cpu"] + r["analyze_cpu"]
+            if total > TARGET_SECONDS * info.launches / 1_000_000:
+                failures.append(f"{name}: {total:.1f} CPU s (target < {TARGET_SECONDS:.0f} s per 1M launches)")
+            if r["rss_kib"] * 1024 > TARGET_BYTES:
+                failures.append(f"{name}: peak RSS {r['rss_kib'] / 2**20:.2f} GiB (target < 4 GiB)")
+        if info.bytes_on_disk / info.accesses > TARGET_ROW_BYTES:
+            failures.append(f"{name}: {info.bytes_on_disk / info.accesses:.0f} bytes per access row (target < 64)")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())

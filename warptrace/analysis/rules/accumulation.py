@@ -1,0 +1,532 @@
+"""Gradient accumulation (WT201-WT203): adjoints added twice, or added onto stale gradients.
+
+Adjoints *accumulate* into ``.grad`` buffers. Since Warp 1.13 a plain store's adjoint
+also *consumes* (zeroes) the output gradient after reading it, so only the last write
+to an element passes gradient on; ``retain_grad=True`` turns that consumption off for
+one array object. These rules prove, from the recorded launches and the order of tape
+events, that an adjoint is counted twice or lands on top of an old gradient:
+
+WT201 duplicate-launch (error, or info)
+    The same kernel is recorded twice on one tape over the same memory (same arrays
+    per argument, same launch dimensions), nothing it reads was written in between,
+    and it only stores (no ``+=``/atomics): the second launch recomputes exactly what
+    the first one wrote. A leftover line or two overlapping helper calls. When a
+    written array keeps its gradient (``retain_grad=True`` at the backward) or the
+    trace comes from Warp older than 1.13, the backward adds the adjoint twice and
+    every gradient upstream of that array doubles (error). Otherwise the second
+    store's adjoint consumes the output gradient and the gradient is right (info: a
+    redundant launch that breaks as soon as someone sets ``retain_grad``).
+    Not reported: the same kernel every step of a time loop on new memory, after its
+    inputs were rewritten, or accumulating into its outputs.
+    Fix: delete the duplicate launch (or the second helper call).
+
+WT202 retain-grad-multiwrite (error)
+    An array object with ``retain_grad=True`` is overwritten on a tape that is
+    backpropagated while an earlier recorded launch or copy on the same tape wrote
+    the same elements, or one kernel stores the same element twice (``y[i] = a`` then
+    ``y[i] = b``, read from the kernel source). The second write's adjoint does not
+    consume ``y.grad``, so the overwritten first write also receives it: its inputs
+    get gradient for a value that never reached the loss (an exact 2x on the
+    elements written twice when both writes compute the same thing).
+    Fix: write each value to its own array and keep ``retain_grad`` only on arrays
+    written once (or compute the final value in a local and store it once).
+
+WT203 grad-not-zeroed (error)
+    Two backward calls (of any tapes) accumulate into the same ``.grad`` buffers, the
+    parameters owning them are written in between (an optimizer step), nothing
+    zeroed those buffers in between (``tape.zero()``, ``tape.reset()``, ``zero_()``,
+    a fresh ``.grad``), and the accumulated buffer is read afterwards: the optimizer
+    consumes the running sum of gradients taken at different parameter values.
+    Deliberate accumulation of one objective over several backward calls with the
+    parameters unchanged (micro-batches, checkpoint segments) is not reported.
+    Fix: call ``tape.zero()`` (or zero the ``.grad`` arrays) after each optimizer
+    step, before the next backward.
+
+Warp documentation: "Differentiability", section "Gradient accumulation"
+(``Tape.zero``, ``retain_grad``) and "Debugging Gradients".
+
+Findings are grouped by root cause (the user line to change) with a count: a bug in a
+training loop is one finding whose count is the number of iterations it hit.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections import defaultdict
+from functools import lru_cache
+
+import numpy as np
+
+from warptrace.analysis.dataflow import BackwardCall, Dataflow
+from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
+from warptrace.analysis.model import K, KernelInfo, Model
+from warptrace.trace import schema as S
+
+DOC_ACCUMULATION = "Differentiability > Gradient accumulation"
+
+RULES = (
+    RuleInfo(
+        code="WT201",
+        name="duplicate-launch",
+        family="accumulation",
+        fix="delete the duplicate launch (or the second call of the helper that launches it)",
+        doc=DOC_ACCUMULATION,
+    ),
+    RuleInfo(
+        code="WT202",
+        name="retain-grad-multiwrite",
+        family="accumulation",
+        fix="write each value to its own array, or store the final value once from a local; keep "
+        "retain_grad=True only on arrays written once per tape",
+        doc=DOC_ACCUMULATION,
+    ),
+    RuleInfo(
+        code="WT203",
+        name="grad-not-zeroed",
+        family="accumulation",
+        fix="call tape.zero() (or zero the parameters' .grad arrays) after each optimizer step, before "
+        "the next backward",
+        doc=DOC_ACCUMULATION + "; Debugging Gradients",
+    ),
+)
+_INFO = {info.code: info for info in RULES}
+
+
+def check(model: Model) -> list[Finding]:
+    """Run WT201, WT202 and WT203 over the model."""
+    duplicates = _duplicate_pairs(model)
+    findings = _wt201(model, duplicates)
+    findings += _wt202(model, {(first, second) for first, second, _ in duplicates})
+    findings += _wt203(model)
+    return findings
+
+
+def _finding(code: str, severity: Severity, message: str, location: Location, **extra) -> Finding:
+    info = _INFO[code]
+    return Finding(
+        code=code,
+        name=info.name,
+        severity=severity,
+        message=message,
+        location=location,
+        fix=info.fix,
+        doc=info.doc,
+        **extra,
+    )
+
+
+def _names(labels: list[str]) -> str:
+    unique = list(dict.fromkeys(label for label in labels if label))
+    return ", ".join(f"`{label}`" for label in unique) or "an array"
+
+
+# ---------------------------------------------------------------- WT201
+def _launch_signature(model: Model, df: Dataflow, ev: int) -> tuple | None:
+    """What makes two launches the same computation over the same memory, or None when the
+    launch cannot be a duplicate (it accumulates, or writes nothing)."""
+    rows = range(int(model.acc_start[ev]), int(model.acc_stop[ev]))
+    parts = []
+    writes = False
+    for row in rows:
+        if df.is_write[row]:
+            if df.is_accumulate[row] or df.is_read[row]:
+                return None  # += / atomics / in-place: relaunching changes memory
+            writes = True
+        info = model.arrays.get(int(model.acc_array[row]))
+        geometry = (
+            (info.alloc_id, info.offset, info.shape, info.strides) if info else int(model.acc_array[row])
+        )
+        parts.append((model.acc_arg[row], model.acc_field[row], int(model.acc_role[row]), geometry))
+    if not writes:
+        return None
+    return (int(model.kernel[ev]), df.dims[ev], tuple(sorted(parts, key=repr)))
+
+
+def _duplicate_pairs(model: Model) -> list[tuple[int, int, list[int]]]:
+    """(first launch, duplicate launch, written access rows of the duplicate) on one tape epoch."""
+    df = model.dataflow
+    pairs = []
+    for epoch in df.epochs:
+        previous: dict[tuple, int] = {}
+        for ev in epoch.events:
+            if model.kind[ev] != K[S.LAUNCH]:
+                continue
+            signature = _launch_signature(model, df, ev)
+            if signature is None:
+                continue
+            first = previous.get(signature)
+            previous[signature] = ev
+            if first is None:
+                continue
+            first_seq = int(model.seq[first])
+            unchanged = True
+            for row in range(int(model.acc_start[ev]), int(model.acc_stop[ev])):
+                if df.is_read[row] and any(
+                    int(model.seq[df.acc_ev[w]]) >= first_seq for w in df.writer_rows(row).tolist()
+                ):
+                    unchanged = False
+                    break
+            if unchanged:
+                written = [
+                    r for r in range(int(model.acc_start[ev]), int(model.acc_stop[ev])) if df.is_write[r]
+                ]
+                pairs.append((first, ev, written))
+    return pairs
+
+
+def _wt201(model: Model, pairs: list[tuple[int, int, list[int]]]) -> list[Finding]:
+    df = model.dataflow
+    old_warp = (1, 0) <= model.warp_version < (1, 13)
+    findings = []
+    for first, ev, written in pairs:
+        call = df.backward_of_event(ev)
+        when = call.begin_seq if call else int(model.seq[ev])
+        kernel = model.kernel_name(ev)
+        outputs = [model.array_label(int(model.acc_array[r]), model.acc_arg[r]) for r in written]
+        retained = [
+            model.array_label(int(model.acc_array[r]), model.acc_arg[r])
+            for r in written
+            if df.has_grad(int(model.acc_array[r]), when) and df.retains_grad(int(model.acc_array[r]), when)
+        ]
+        flows = any(
+            df.is_read[r] and df.has_grad(int(model.acc_array[r]), when) and not df.grad_row_mask[r]
+            for r in range(int(model.acc_start[ev]), int(model.acc_stop[ev]))
+        )
+        first_where = (
+            "first by the same call, reached twice"
+            if int(model.site[first]) == int(model.site[ev])
+            else f"first at line {model.event_location(first).line}"
+        )
+        doubled = call is not None and flows and (retained or old_warp)
+        if doubled:
+            why = (
+                f"{_names(retained)} keeps its gradient (retain_grad=True), so the second store's adjoint does "
+                "not consume it"
+                if retained
+                else f"on Warp {'.'.join(map(str, model.warp_version))} (< 1.13) stores do not consume "
+                "output gradients"
+            )
+            message = (
+                f"`{kernel}` is recorded twice on the tape over the same memory with unchanged inputs "
+                f"({first_where}); {why}, and the backward adds its adjoint twice: every "
+                f"gradient upstream of {_names(outputs)} doubles"
+            )
+            severity = Severity.ERROR
+        else:
+            message = (
+                f"`{kernel}` is recorded twice on the tape over the same memory with unchanged inputs "
+                f"({first_where}): the second launch recomputes {_names(outputs)}. Gradients are "
+                "right here because the second store's adjoint consumes the output gradient (Warp >= 1.13), "
+                "but they double with retain_grad=True on the output or on older Warp"
+            )
+            severity = Severity.INFO
+        findings.append(
+            _finding(
+                "WT201",
+                severity,
+                message,
+                model.event_location(ev, "duplicate launch"),
+                related=[model.event_location(first, "first launch")]
+                + ([model.location(call.site, "backward")] if call else []),
+                evidence={
+                    "first_seq": int(model.seq[ev]),
+                    "launch_seqs": [int(model.seq[first]), int(model.seq[ev])],
+                },
+                key=(int(model.site[first]), int(model.site[ev]), int(model.kernel[ev]), severity),
+            )
+        )
+    return findings
+
+
+# ---------------------------------------------------------------- WT202
+def _wt202(model: Model, duplicates: set[tuple[int, int]]) -> list[Finding]:
+    df = model.dataflow
+    retaining = {a for a, info in model.arrays.items() if info.retain_grad} | set(df._retain)
+    if not retaining:
+        return []
+    findings = []
+    rows = np.nonzero(
+        np.isin(model.acc_array, np.fromiter(retaining, dtype=np.int64)) & df.is_store & ~df.is_uncertain
+    )[0]
+    for row in rows.tolist():
+        ev = int(df.acc_ev[row])
+        epoch = df.epoch_of(ev)
+        if epoch is None or model.kind[ev] not in (K[S.LAUNCH], K[S.COPY]):
+            continue
+        call = df.first_backward(epoch, int(model.seq[ev]))
+        array_id = int(model.acc_array[row])
+        if call is None or not (
+            df.has_grad(array_id, call.begin_seq) and df.retains_grad(array_id, call.begin_seq)
+        ):
+            continue
+        label = model.array_label(array_id, model.acc_arg[row])
+        # an earlier write on the same tape epoch whose adjoint would also receive the gradient
+        earlier = [
+            w
+            for w in df.writes_between(
+                array_id, int(model.seq[epoch.events[0]]) - 1, int(model.seq[ev])
+            ).tolist()
+            if df.ev_epoch[df.acc_ev[w]] == epoch.uid and not df.is_uncertain[w]
+        ]
+        first = int(df.acc_ev[earlier[-1]]) if earlier else -1
+        if first >= 0 and (first, ev) not in duplicates and _propagates(model, df, first, call.begin_seq):
+            findings.append(
+                _finding(
+                    "WT202",
+                    Severity.ERROR,
+                    f"`{label}` keeps its gradient (retain_grad=True) and is written twice on the tape: "
+                    f"{_what(model, first)} at line {model.event_location(first).line} and {_what(model, ev)} "
+                    f"here overwrite the same elements, so the backward passes `{label}.grad` to both and the "
+                    f"inputs of the overwritten write get gradient for a value that never reached the loss",
+                    model.event_location(ev, "second write"),
+                    related=[
+                        model.event_location(first, "first write"),
+                        model.location(call.site, "backward"),
+                    ],
+                    evidence={
+                        "first_seq": int(model.seq[ev]),
+                        "write_seqs": [int(model.seq[first]), int(model.seq[ev])],
+                        "array_id": array_id,
+                    },
+                    key=(int(model.site[first]), int(model.site[ev]), label),
+                )
+            )
+            continue
+        if model.kind[ev] != K[S.LAUNCH]:
+            continue
+        kernel = model.kernels.get(int(model.kernel[ev]))
+        lines = _stores_twice(kernel, model.acc_arg[row], model.acc_field[row]) if kernel else None
+        if lines and _propagates(model, df, ev, call.begin_seq):
+            related = [model.location(call.site, "backward")]
+            for line in lines:
+                related.append(Location(kernel.file, line, "store", _kernel_text(kernel, line), kernel.key))
+            findings.append(
+                _finding(
+                    "WT202",
+                    Severity.ERROR,
+                    f"`{kernel.key}` stores the same element of `{label}` twice (kernel lines "
+                    f"{', '.join(map(str, lines))}) and `{label}` keeps its gradient (retain_grad=True): the "
+                    f"adjoint of the second store does not consume `{label}.grad`, so the overwritten first "
+                    "store's adjoint also receives it",
+                    model.event_location(ev, "launch"),
+                    related=related,
+                    evidence={
+                        "first_seq": int(model.seq[ev]),
+                        "launch_seq": int(model.seq[ev]),
+                        "array_id": array_id,
+                    },
+                    key=(int(model.site[ev]), kernel.kernel_id, model.acc_arg[row], model.acc_field[row]),
+                )
+            )
+    return findings
+
+
+def _what(model: Model, ev: int) -> str:
+    if model.kind[ev] == K[S.LAUNCH]:
+        return f"`{model.kernel_name(ev)}`"
+    return "a copy"
+
+
+def _propagates(model: Model, df: Dataflow, ev: int, when: int) -> bool:
+    """Whether the adjoint of ``ev`` passes gradient on (it reads an array that has a .grad)."""
+    for row in range(int(model.acc_start[ev]), int(model.acc_stop[ev])):
+        if df.is_read[row] and not df.grad_row_mask[row] and df.has_grad(int(model.acc_array[row]), when):
+            return True
+    return False
+
+
+def _kernel_text(kernel: KernelInfo, line: int) -> str:
+    lines = kernel.source.splitlines()
+    tree_line = _def_line(kernel.source)
+    rel = line - kernel.line + tree_line - 1
+    return lines[rel].strip() if 0 <= rel < len(lines) else ""
+
+
+def _def_line(source: str) -> int:
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return 1
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node.lineno
+    return 1
+
+
+def _stores_twice(kernel: KernelInfo, arg: str, field_path: str) -> list[int] | None:
+    return _stores_twice_cached(kernel.source, kernel.line, arg, field_path)
+
+
+@lru_cache(maxsize=1024)
+def _stores_twice_cached(source: str, def_line: int, arg: str, field_path: str) -> list[int] | None:
+    """Absolute kernel lines of two plain stores to the same element of ``arg`` (``arg.field``),
+    or of one store that a ``for`` loop repeats on the same element; None when not proven.
+
+    "Same element": the index expressions are identical and every name in them is
+    assigned once in the kernel (``i = wp.tid()``), so both stores hit the same element."""
+    if not source:
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    func = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if func is None:
+        return None
+    target_text = arg + ("." + field_path if field_path else "")
+    assigned: dict[str, int] = defaultdict(int)
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assigned[node.id] += 1
+    stores: dict[str, list[int]] = defaultdict(list)
+    looped: list[int] = []
+    loops: list[set[str]] = []  # names (re)bound by each enclosing for loop
+
+    def absolute(node: ast.AST) -> int:
+        return def_line + node.lineno - func.lineno
+
+    def record(target: ast.AST) -> None:
+        if not isinstance(target, ast.Subscript) or ast.unparse(target.value) != target_text:
+            return
+        names = _names_in(target.slice)
+        if any(assigned[name] > 1 for name in names):
+            return
+        stores[ast.dump(target.slice)].append(absolute(target))
+        if any(not (names & bound) for bound in loops):
+            looped.append(absolute(target))
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.For):
+            bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            loops.append(bound)
+            for child in node.body + node.orelse:
+                walk(child)
+            loops.pop()
+            return
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                record(target)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            record(node.target)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                walk(child)
+
+    for statement in func.body:
+        walk(statement)
+    for lines in stores.values():
+        if len(lines) >= 2:
+            return sorted(lines)[:2]
+    return looped[:1] or None
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+# ---------------------------------------------------------------- WT203
+def _wt203(model: Model) -> list[Finding]:
+    df = model.dataflow
+    calls = df.backward_calls
+    if len(calls) < 2:
+        return []
+    rows = df.fill_rows
+    # grad memory -> backward calls accumulating into it (in time order) and one array object naming it
+    per_memory: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    grad_object: dict[tuple[int, int, int], int] = {}
+    grad_arg: dict[tuple[int, int, int], str] = {}
+    for row in rows.tolist():
+        call = int(df.ev_backward[df.acc_ev[row]])
+        if call < 0:
+            continue
+        key = (int(model.acc_alloc[row]), int(df.acc_lo[row]), int(df.acc_hi[row]))
+        if not per_memory[key] or per_memory[key][-1] != call:
+            per_memory[key].append(call)
+        grad_object.setdefault(key, int(model.acc_array[row]))
+        if model.adjoint[df.acc_ev[row]]:
+            grad_arg.setdefault(key, str(model.acc_arg[row]).removeprefix("adj_"))
+
+    # (earlier call, later call) -> evidence per grad
+    hits: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+    for key, call_indexes in per_memory.items():
+        grad_id = grad_object[key]
+        owner = df.owner_of(grad_id)
+        if owner < 0:
+            continue
+        for earlier_i, later_i in zip(call_indexes, call_indexes[1:]):
+            earlier, later = calls[earlier_i], calls[later_i]
+            if df.zeroed_between(grad_id, earlier.end_seq, later.begin_seq):
+                continue
+            update = _owner_update(model, df, owner, earlier.end_seq, later.begin_seq)
+            if update < 0:
+                continue
+            if not _read_after(model, df, grad_id, later):
+                continue
+            hits[(earlier_i, later_i)].append((grad_id, owner, update, grad_arg.get(key, "")))
+
+    findings = []
+    for (earlier_i, later_i), grads in hits.items():
+        earlier, later = calls[earlier_i], calls[later_i]
+        owners = [model.array_label(owner, arg) for _, owner, _, arg in grads]
+        grad_labels = [f"{label}.grad" for label in owners]
+        update_ev = grads[0][2]
+        related = [
+            model.location(earlier.site, "previous backward"),
+            model.event_location(update_ev, "parameter update"),
+        ]
+        previous = (
+            "this same call, one iteration earlier"
+            if earlier.site == later.site
+            else f"line {model.location(earlier.site).line}"
+        )
+        findings.append(
+            _finding(
+                "WT203",
+                Severity.ERROR,
+                f"this backward adds into {_names(grad_labels)}, which still "
+                f"{'holds' if len(set(grad_labels)) == 1 else 'hold'} the gradient of the "
+                f"previous backward ({previous}) although {_names(owners)} "
+                f"{'was' if len(set(owners)) == 1 else 'were'} updated in between (line "
+                f"{model.event_location(update_ev).line}) and nothing zeroed them: the optimizer gets the sum "
+                "of gradients taken at different parameter values",
+                model.location(later.site, "backward"),
+                related=related,
+                evidence={
+                    "first_seq": later.begin_seq,
+                    "backward_seqs": [earlier.begin_seq, later.begin_seq],
+                    "update_seq": int(model.seq[update_ev]),
+                    "grad_array_ids": sorted({g for g, _, _, _ in grads}),
+                },
+                key=(later.site,),
+            )
+        )
+    return findings
+
+
+def _owner_update(model: Model, df: Dataflow, owner: int, after_seq: int, before_seq: int) -> int:
+    """Event index of the first write to the owner's memory in the window made outside any tape
+    recording (an optimizer step), or -1."""
+    for row in df.iter_writes(owner, after_seq, before_seq):
+        ev = int(df.acc_ev[row])
+        if (
+            model.recorded[ev]
+            or model.phase[ev] != S.FORWARD
+            or model.parent[ev] >= 0
+            or df.grad_row_mask[row]
+        ):
+            continue
+        return ev
+    return -1
+
+
+def _read_after(model: Model, df: Dataflow, grad_id: int, later: BackwardCall) -> bool:
+    """Whether the accumulated grad is used after the later backward (a value read, an optimizer
+    kernel, a copy), before it is overwritten."""
+    store = df.next_store(grad_id, later.end_seq)
+    stop = int(model.acc_seq[store]) if store >= 0 else None
+    for row in df.iter_reads(grad_id, later.begin_seq, stop):
+        ev = int(df.acc_ev[row])
+        if model.phase[ev] == S.FORWARD and int(df.ev_backward[ev]) < 0:
+            return True
+    return False
