@@ -1,0 +1,79 @@
+"""A run killed with SIGKILL leaves a trace readable up to its last flush."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import warp as wp
+    wp.config.quiet = True
+    import warptrace
+    from warptrace.record import recorder
+
+    @wp.kernel
+    def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * 2.0
+
+    x = wp.zeros(4, dtype=float, device="cpu")
+    y = wp.zeros(4, dtype=float, device="cpu")
+    warptrace.start(sys.argv[1])
+    for _ in range(100):
+        wp.launch(double, dim=4, inputs=[x], outputs=[y], device="cpu")
+    if sys.argv[2] == "flush":
+        recorder.flush()
+    print("ready", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+@pytest.mark.parametrize("how", ["flush", "timer"])
+def test_sigkill_leaves_a_readable_partial_trace(tmp_path, how):
+    script = tmp_path / "victim.py"  # a real file: Warp reads kernel source from it
+    script.write_text(SCRIPT)
+    trace = tmp_path / "killed.wtrace"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(trace), how], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        for line in process.stdout:  # Warp may print a banner first
+            if line.strip() == "ready":
+                break
+        else:
+            pytest.fail("the script ended before it was ready")
+        # "timer": nothing flushed explicitly; the writer thread flushes within ~2 s
+        deadline = time.monotonic() + 30
+        while not list((trace / "events").glob("part-*.parquet")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+
+    meta = json.loads((trace / "meta.json").read_text())
+    assert meta["complete"] is False and meta["exit_status"] is None
+    events = ds.dataset(str(trace / "events"), format="parquet").to_table()
+    assert events.num_rows == 100
+    assert set(events.column("kind").to_pylist()) == {"launch"}
+    accesses = ds.dataset(str(trace / "accesses"), format="parquet").to_table()
+    assert accesses.num_rows == 200
+    arrays = ds.dataset(str(trace / "arrays"), format="parquet").to_table()
+    assert set(accesses.column("array_id").to_pylist()) <= set(arrays.column("array_id").to_pylist())
+    assert not list(trace.rglob("*.tmp"))

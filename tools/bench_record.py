@@ -1,0 +1,198 @@
+"""Recording overhead benchmark (DESIGN.md §7): plain vs traced vs Warp's verify flag.
+
+    python tools/bench_record.py                       # the table
+    python tools/bench_record.py --launches 20000 --steps 200 --repeat 7
+
+(a) ``--launches`` tiny launches inside one ``wp.Tape`` (launch-bound, so the
+    recording cost shows fully), in µs per launch;
+(b) a small training loop (3 forward kernels, a copy, loss, ``tape.backward``,
+    ``wp.optim.SGD`` step, ``tape.zero``), in µs per step;
+(c) trace size: bytes per access row and per event on disk.
+
+Plain and traced blocks alternate in one process (``start()``/``stop()`` around each
+traced block), so machine load drifts hit both alike; Warp's verify flag changes
+module hashes and forces a native recompile, so that mode runs in its own process.
+Wall time is the minimum over ``--repeat`` blocks (the least disturbed run); CPU time
+(all threads, including warptrace's writer thread) is the median. Kernels are
+compiled or loaded from the cache before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _child(mode: str, launches: int, steps: int, repeat: int) -> dict[str, Any]:
+    import warp as wp
+    import warp.optim
+
+    wp.config.quiet = True
+    if mode == "verify":
+        wp.config.verify_autograd_array_access = True
+    sys.path.insert(0, str(REPO))
+    import warptrace
+
+    @wp.kernel
+    def tiny(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * 2.0
+
+    @wp.kernel
+    def layer(x: wp.array(dtype=float), w: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = wp.tanh(w[i] * x[i] + 0.1)
+
+    @wp.kernel
+    def loss_kernel(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        d = y[i] - target[i]
+        wp.atomic_add(loss, 0, d * d)
+
+    device = "cpu"
+    x = wp.array(np.ones(8, dtype=np.float32), device=device)
+    y = wp.zeros(8, dtype=float, device=device)
+    for _ in range(200):  # compile/load, warm caches
+        wp.launch(tiny, dim=8, inputs=[x], outputs=[y], device=device)
+
+    def launch_block() -> None:
+        tape = wp.Tape()
+        with tape:
+            for _ in range(launches):
+                wp.launch(tiny, dim=8, inputs=[x], outputs=[y], device=device)
+        tape.reset()
+
+    rng = np.random.default_rng(0)
+    n = 64
+    x0 = wp.array(rng.standard_normal(n).astype(np.float32), device=device)
+    target = wp.array(rng.standard_normal(n).astype(np.float32), device=device)
+    weights = [wp.array(rng.standard_normal(n).astype(np.float32), requires_grad=True) for _ in range(3)]
+    hidden = [wp.zeros(n, requires_grad=True, device=device) for _ in range(3)]
+    staged = wp.zeros(n, requires_grad=True, device=device)
+    loss = wp.zeros(1, requires_grad=True, device=device)
+    optimizer = warp.optim.SGD(weights, lr=1e-3)
+
+    def step() -> None:
+        tape = wp.Tape()
+        with tape:
+            source = x0
+            for w, h in zip(weights, hidden):
+                wp.launch(layer, dim=n, inputs=[source, w], outputs=[h], device=device)
+                source = h
+            wp.copy(staged, source)
+            loss.zero_()
+            wp.launch(loss_kernel, dim=n, inputs=[staged, target], outputs=[loss], device=device)
+        tape.backward(loss)
+        optimizer.step([w.grad for w in weights])
+        tape.zero()
+
+    def step_block() -> None:
+        for _ in range(steps):
+            step()
+
+    for _ in range(5):
+        step()
+
+    tmp = Path(tempfile.mkdtemp(prefix="wt_bench_"))
+    traces: list[Path] = []
+
+    def timed(block: Callable[[], None], traced: bool) -> tuple[float, float, float]:
+        if traced:
+            traces.append(tmp / f"run{len(traces)}.wtrace")
+            warptrace.start(traces[-1])
+        wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+        block()
+        wall, cpu, main = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - main
+        if traced:
+            warptrace.stop()  # the final flush is not part of the run's cost
+        return wall, cpu, main
+
+    modes = ["plain", "traced"] if mode == "compare" else ["plain"]
+    result: dict[str, Any] = {}
+    for name, block, count in (("launch", launch_block, launches), ("step", step_block, steps)):
+        samples: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
+        for _ in range(repeat):
+            for m in modes:
+                samples[m].append(timed(block, m == "traced"))
+        for m in modes:
+            label = m if mode == "compare" else "verify"
+            result[f"{label}_{name}_wall_us"] = min(s[0] for s in samples[m]) / count * 1e6
+            result[f"{label}_{name}_cpu_us"] = statistics.median(s[1] for s in samples[m]) / count * 1e6
+            result[f"{label}_{name}_main_us"] = statistics.median(s[2] for s in samples[m]) / count * 1e6
+    result["final_loss"] = float(loss.numpy()[0])
+
+    if mode == "compare":
+        import pyarrow.parquet as pq
+
+        for which, trace in (("launch", traces[0]), ("step", traces[-1])):
+            for table in ("accesses", "events"):
+                files = list((trace / table).glob("part-*.parquet"))
+                rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+                size = sum(f.stat().st_size for f in files)
+                result[f"{which}_{table}_rows"] = rows
+                result[f"{which}_{table}_bytes_per_row"] = size / max(rows, 1)
+    return result
+
+
+def _run(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--mode", mode, "--launches", str(args.launches),
+         "--steps", str(args.steps), "--repeat", str(args.repeat)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--mode", choices=("compare", "verify"), help=argparse.SUPPRESS)
+    parser.add_argument("--launches", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args(argv)
+    if args.mode:
+        print(json.dumps(_child(args.mode, args.launches, args.steps, args.repeat)))
+        return 0
+
+    r = _run("compare", args)
+    r.update(_run("verify", args))
+    for name, what, unit in (
+        ("launch", f"(a) {args.launches} tiny launches inside a tape", "µs/launch"),
+        ("step", "(b) training step: 3 layers, copy, loss, backward, SGD, tape.zero", "µs/step"),
+    ):
+        print(f"{what} [{unit}; wall = min, cpu/main = median of {args.repeat}]")
+        print("    cpu: all threads (incl. warptrace's writer thread); main: the program's thread only")
+        for mode in ("plain", "traced", "verify"):
+            print(
+                f"    {mode:7s} wall {r[f'{mode}_{name}_wall_us']:9.2f}   cpu {r[f'{mode}_{name}_cpu_us']:9.2f}"
+                f"   main {r[f'{mode}_{name}_main_us']:9.2f}"
+            )
+        for mode in ("traced", "verify"):
+            dw = r[f"{mode}_{name}_wall_us"] - r[f"plain_{name}_wall_us"]
+            dc = r[f"{mode}_{name}_cpu_us"] - r[f"plain_{name}_cpu_us"]
+            dm = r[f"{mode}_{name}_main_us"] - r[f"plain_{name}_main_us"]
+            ratio = r[f"{mode}_{name}_wall_us"] / r[f"plain_{name}_wall_us"]
+            print(f"    {mode} adds: wall {dw:+.2f}, cpu {dc:+.2f}, main {dm:+.2f} ({ratio:.3f}x wall)")
+    print("(c) trace size on disk")
+    for name in ("launch", "step"):
+        print(
+            f"    {name:6s} run: {r[f'{name}_accesses_bytes_per_row']:5.1f} B/access row "
+            f"({r[f'{name}_accesses_rows']} rows), {r[f'{name}_events_bytes_per_row']:5.1f} B/event "
+            f"({r[f'{name}_events_rows']} events)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Install and uninstall the wrappers; restore exactly the objects that were replaced.
+
+One table (:data:`_installed`) holds every replaced attribute with its original and
+its wrapper, so ``uninstall()`` puts back the very same objects (a test checks ``is``)
+and only where our wrapper is still in place: someone who patched over us keeps their
+patch. Module-level functions are patched under every name that holds them: the
+canonical module (``warp._src.context.launch``), the package alias (``warp.launch``)
+and any module attribute that ``is`` the original (``from warp import launch`` done
+before tracing started, ``from warp._src.utils import array_scan`` in ``warp.fem``).
+``uninstall()`` also rescans for wrappers bound while tracing ran.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import warp._src.context as _context
+import warp._src.tape as _tape
+import warp._src.types as _types
+import warp._src.utils as _utils
+
+from warptrace.record import patches
+from warptrace.record.recorder import Recorder
+from warptrace.trace.schema import SET_REQUIRES_GRAD, SET_RETAIN_GRAD
+
+
+@dataclass
+class Patch:
+    owner: Any  # module or class
+    name: str
+    original: Any
+    wrapper: Any
+
+
+_installed: list[Patch] = []
+
+# Module-level functions: (module, name, factory). Patched under every alias.
+_FUNCTIONS: tuple[tuple[ModuleType, str, Callable[[Any], Any]], ...] = (
+    (_context, "launch", patches.make_launch),
+    (_context, "copy", patches.make_copy),
+    (_context, "capture_begin", patches.make_capture_begin),
+    (_context, "capture_end", patches.make_capture_end),
+    (_context, "capture_launch", patches.make_capture_launch),
+    *(
+        (_utils, name, lambda original, name=name: patches.make_native(original, name))
+        for name in patches.NATIVE_ROLES
+    ),
+)
+
+
+def _class_patches() -> Iterator[tuple[type, str, Callable[[Any], Any]]]:
+    """(class, attribute, factory) for methods and properties; absent ones are skipped."""
+    array = _types.array
+    yield array, "_init_new", patches.make_init_new
+    yield array, "_init_from_ptr", patches.make_init_from_ptr
+    yield array, "_alloc_grad", patches.make_alloc_grad
+    yield array, "zero_", lambda f: patches.make_memset(f, zero=True)
+    yield array, "fill_", lambda f: patches.make_memset(f, zero=False)
+    yield array, "numpy", patches.make_value_read
+    yield array, "list", patches.make_value_read
+    yield (
+        array,
+        "requires_grad",
+        lambda p: patches.wrap_property(p, lambda f: patches.make_flag_setter(f, SET_REQUIRES_GRAD)),
+    )
+    yield (
+        array,
+        "retain_grad",
+        lambda p: patches.wrap_property(p, lambda f: patches.make_flag_setter(f, SET_RETAIN_GRAD)),
+    )
+    yield array, "grad", lambda p: patches.wrap_property(p, patches.make_grad_setter)
+    base = getattr(_types, "noncontiguous_array_base", None)
+    if base is not None:
+        yield base, "zero_", lambda f: patches.make_memset(f, zero=True)
+        yield base, "fill_", lambda f: patches.make_memset(f, zero=False)
+        yield base, "numpy", patches.make_value_read
+        yield base, "list", patches.make_value_read
+    launch_cls = getattr(_context, "Launch", None)
+    if launch_cls is not None:
+        yield launch_cls, "launch", patches.make_launch_replay
+    tape = _tape.Tape
+    yield tape, "__init__", patches.make_tape_init
+    yield tape, "__enter__", patches.make_tape_enter
+    yield tape, "__exit__", patches.make_tape_exit
+    yield tape, "backward", patches.make_tape_backward
+    yield tape, "zero", patches.make_tape_zero
+    yield tape, "reset", patches.make_tape_reset
+    yield tape, "record_func", patches.make_record_func
+
+
+def _modules() -> list[ModuleType]:
+    own = "warptrace.record"
+    return [
+        module
+        for name, module in list(sys.modules.items())
+        if isinstance(module, ModuleType) and not name.startswith(own)
+    ]
+
+
+def _module_items(module: ModuleType) -> list[tuple[str, Any]]:
+    try:
+        return list(vars(module).items())
+    except Exception:
+        return []
+
+
+def install(rec: Recorder) -> None:
+    """Install every wrapper (no-op when installed) and point them at ``rec``."""
+    if _installed:
+        patches.bind(rec)
+        return
+    patches.bind(rec)
+
+    for owner, name, factory in _class_patches():
+        original = owner.__dict__.get(name)
+        if original is None:
+            continue
+        wrapper = factory(original)
+        setattr(owner, name, wrapper)
+        _installed.append(Patch(owner, name, original, wrapper))
+
+    # module functions: one wrapper per distinct original, bound under every alias
+    wrappers: dict[int, tuple[Any, Any]] = {}
+    for module, name, factory in _FUNCTIONS:
+        original = getattr(module, name, None)
+        if original is None or getattr(original, "__warptrace_original__", None) is not None:
+            continue
+        if id(original) not in wrappers:
+            wrappers[id(original)] = (original, factory(original))
+    for module in _modules():
+        for name, value in _module_items(module):
+            hit = wrappers.get(id(value))
+            if hit is None or hit[0] is not value:
+                continue
+            try:
+                setattr(module, name, hit[1])
+            except Exception:
+                continue
+            _installed.append(Patch(module, name, value, hit[1]))
+
+
+def uninstall() -> None:
+    """Unbind the recorder and restore every replaced attribute to its original object."""
+    patches.bind(None)
+    for patch in reversed(_installed):
+        if isinstance(patch.owner, type):
+            if patch.owner.__dict__.get(patch.name) is patch.wrapper:
+                setattr(patch.owner, patch.name, patch.original)
+        elif getattr(patch.owner, patch.name, None) is patch.wrapper:
+            setattr(patch.owner, patch.name, patch.original)
+    # wrappers picked up while tracing ran (`from warp import launch` after start())
+    wrappers = {id(p.wrapper): p for p in _installed if not isinstance(p.owner, type)}
+    if wrappers:
+        for module in _modules():
+            for name, value in _module_items(module):
+                patch = wrappers.get(id(value))
+                if patch is not None and patch.wrapper is value:
+                    try:
+                        setattr(module, name, patch.original)
+                    except Exception:
+                        continue
+    _installed.clear()
+
+
+def installed() -> list[Patch]:
+    """The patches in place now (for tests and ``show``)."""
+    return list(_installed)
+
+
+__all__ = ["Patch", "install", "installed", "uninstall"]
