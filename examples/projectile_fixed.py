@@ -17,7 +17,10 @@ DRAG = 0.3
 
 @wp.kernel
 def integrate(
-    q: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), q_out: wp.array(dtype=wp.vec3), v_out: wp.array(dtype=wp.vec3)
+    q: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    q_out: wp.array(dtype=wp.vec3),
+    v_out: wp.array(dtype=wp.vec3),
 ):
     i = wp.tid()
     speed = wp.length(v[i])

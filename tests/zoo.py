@@ -42,32 +42,32 @@ def discover() -> list[Program]:
         text = path.read_text()
         if "\ndef run(" not in text:
             continue
-        marks = _markers(path)
-        if path.parent != PROGRAMS:  # a package program: markers anywhere in its folder
-            for sibling in path.parent.glob("*.py"):
-                if sibling != path:
-                    marks |= _markers(sibling)
+        marks = _program_markers(path)
         grad = _GRAD.search(text)
-        buggy = bool(marks)
         programs.append(
             Program(
                 path=path,
-                expected={(code, line) for code, _, line in marks} if path.parent == PROGRAMS else
-                {(code, line) for code, _, line in marks},
-                grad_wrong=(grad.group(1) == "wrong") if grad else buggy,
+                expected={(code, line) for code, _, line in marks},
+                grad_wrong=(grad.group(1) == "wrong") if grad else bool(marks),
                 forbid_info="# forbid-info" in text,
             )
         )
     return programs
 
 
+def _program_markers(path: Path) -> set[tuple[str, Path, int]]:
+    """Markers of an entry file; a package program's markers may sit anywhere in its folder."""
+    marks = _markers(path)
+    if path.parent != PROGRAMS:
+        for sibling in path.parent.glob("*.py"):
+            if sibling != path:
+                marks |= _markers(sibling)
+    return marks
+
+
 def expected_locations(program: Program) -> set[tuple[str, str, int]]:
     """(code, file, line) triples the analyzer must report for a program."""
-    marks = _markers(program.path)
-    if program.path.parent != PROGRAMS:
-        for sibling in program.path.parent.glob("*.py"):
-            if sibling != program.path:
-                marks |= _markers(sibling)
+    marks = _program_markers(program.path)
     return {(code, str(path.resolve()), line) for code, path, line in marks}
 
 

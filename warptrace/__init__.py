@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 # The subpackage warptrace.trace shares its name with the trace() function below. Import
 # it first (it is empty and cheap) so the function, defined later, is what the package
 # attribute names; later imports of warptrace.trace.* do not rebind the attribute.
-import warptrace.trace  # noqa: E402, F401  (pyarrow is not imported by this)
+import warptrace.trace  # noqa: F401  (pyarrow is not imported by this)
 
 if TYPE_CHECKING:
     from os import PathLike

@@ -103,6 +103,4 @@ def merge_findings(findings: list[Finding]) -> list[Finding]:
         for loc in finding.related:
             if loc not in kept.related:
                 kept.related.append(loc)
-    return sorted(
-        merged.values(), key=lambda f: (-int(f.severity), f.evidence.get("first_seq", 0), f.code)
-    )
+    return sorted(merged.values(), key=lambda f: (-int(f.severity), f.evidence.get("first_seq", 0), f.code))

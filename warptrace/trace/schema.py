@@ -92,6 +92,7 @@ TABLES = ("events", "accesses", "arrays", "allocs", "kernels", "kernel_args", "s
 _i8, _i16, _i32, _i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
 _str, _bool, _f64 = pa.string(), pa.bool_(), pa.float64()
 
+# fmt: off
 SCHEMAS: dict[str, pa.Schema] = {
     # One row per event, in seq order within a part.
     "events": pa.schema([
@@ -112,7 +113,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("value", _f64),  # memset fill value, flag value; null otherwise
         ("dim", _str),  # launch dims "64" / "32x3"; null otherwise
         ("detail", _str),  # rare extra facts as JSON; null otherwise
-    ]),  # fmt: skip
+    ]),
     # One row per (event, array object) touched by a launch, copy, memset, native or read.
     "accesses": pa.schema([
         ("seq", _i64),
@@ -122,7 +123,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("flags", _i8),  # FLAG_* bits
         ("arg", _str),  # kernel argument name ("src"/"dest" for copies, "" for memsets)
         ("field", _str),  # struct field path below the argument ("q", "inner.q"); "" if none
-    ]),  # fmt: skip
+    ]),
     # One row per Warp array object seen (including grads, views and aliases).
     "arrays": pa.schema([
         ("array_id", _i64),
@@ -141,7 +142,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("seq", _i64),  # seq of the last event before registration (creation order)
         ("site", _i32),  # allocation call site
         ("label", _str),  # user label from the call-site line ("stage1", "state.q") or ""
-    ]),  # fmt: skip
+    ]),
     # One row per allocation (fresh memory or external memory first seen).
     "allocs": pa.schema([
         ("alloc_id", _i64),  # monotonic; pointer reuse after free gets a new id
@@ -151,7 +152,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("kind", _str),  # ALLOC_*
         ("seq", _i64),
         ("site", _i32),
-    ]),  # fmt: skip
+    ]),
     # One row per analysed kernel (per key, module hash and overload).
     "kernels": pa.schema([
         ("kernel_id", _i32),
@@ -165,7 +166,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("custom_replay", _str),  # JSON list of user functions with func_replay
         ("native_snippets", _bool),
         ("analysis", _str),  # "codegen+ast", "ast", "failed: <why>"
-    ]),  # fmt: skip
+    ]),
     # One row per (kernel, argument, field path): the kernel's read/write facts.
     "kernel_args": pa.schema([
         ("kernel_id", _i32),
@@ -180,7 +181,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("accumulate", _bool),  # += / -= / atomic_*
         ("write_line", _i32),  # first source line writing it (absolute file line); -1
         ("read_line", _i32),  # first source line reading it; -1
-    ]),  # fmt: skip
+    ]),
     # Interned user call sites.
     "sites": pa.schema([
         ("site_id", _i32),
@@ -189,8 +190,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("function", _str),
         ("text", _str),  # stripped source line
         ("label", _str),  # assignment target on that line ("x", "state.q") or ""
-    ]),  # fmt: skip
+    ]),
 }
+# fmt: on
 
 META_FILE = "meta.json"
 # meta.json keys: schema_version, warptrace_version, warp_version, python_version,
