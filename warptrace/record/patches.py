@@ -69,6 +69,7 @@ from warptrace.trace.schema import (
     ROLE_READWRITE,
     ROLE_WRITE,
     SET_GRAD,
+    SET_REQUIRES_GRAD,
     TAPE_CREATE,
     TAPE_ENTER,
     TAPE_EXIT,
@@ -1027,9 +1028,27 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
         saved = tls.grad_owner
         tls.grad_owner = self
         try:
-            return original(self, *args, **kwargs)
+            result = original(self, *args, **kwargs)
         finally:
             tls.grad_owner = saved
+        # An array registered before its grad existed (wp.array(data, requires_grad=True)
+        # copies its data, and so gets registered, before it sets _requires_grad) carries
+        # requires_grad=False in its arrays row: say that it has a grad from now on.
+        # (The requires_grad setter reports itself: skip when it is the caller.)
+        st = getattr(self, STATE, None)
+        from_setter = sys._getframe(1).f_code.co_name == "requires_grad"
+        if st is not None and st[0] is _tok and not tls.guard and not from_setter:
+            try:
+                _rec.emit(
+                    SET_REQUIRES_GRAD,
+                    tape=_current_tape(_rec, tls),
+                    site=_rec.sites.caller(),
+                    array_id=st[1],
+                    value=1.0,
+                )
+            except Exception as exc:
+                _rec.fail(exc)
+        return result
 
     return _wraps(original, _alloc_grad)
 
