@@ -71,6 +71,21 @@ class Epoch:
     backwards: list[int] = field(default_factory=list)  # BackwardCall.index values replaying it
 
 
+@dataclass
+class FillGroups:
+    """Per gradient memory filled by backward calls (see :attr:`Dataflow.fill_groups`), in order of
+    first fill: its (alloc, lo, hi), its first fill row and first fill row made by an adjoint launch
+    (-1 when none); ``calls[cuts[g]:cuts[g + 1]]`` are the calls filling memory ``g``."""
+
+    alloc: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    first_row: np.ndarray
+    adjoint_row: np.ndarray
+    cuts: np.ndarray
+    calls: np.ndarray
+
+
 class Dataflow:
     """Def-use edges, backward calls, tape epochs, gradient state and provenance of one model."""
 
@@ -81,9 +96,8 @@ class Dataflow:
         m = model
         n_rows = len(m.acc_seq)
         # event index of each access row
-        self.acc_ev = np.searchsorted(m.seq, m.acc_seq).astype(np.int64)
-        if n_rows:
-            self.acc_ev = np.minimum(self.acc_ev, max(m.n_events - 1, 0))
+        self.acc_ev = m.acc_first_ev()
+        np.minimum(self.acc_ev, max(m.n_events - 1, 0), out=self.acc_ev)
         # byte hull of each access row within its allocation
         max_id = max(m.arrays, default=-1)
         lo_of = np.zeros(max_id + 2, dtype=np.int64)
@@ -104,13 +118,15 @@ class Dataflow:
         executed = m.executed[self.acc_ev] if n_rows else np.zeros(0, dtype=bool)
         self._exec = executed
         self._K = K
-        events = model.trace.tables["events"]
-        order = np.argsort(events.column("seq").to_numpy(), kind="stable")
-        self.dims = np.array(events.column("dim").take(order).to_pylist(), dtype=object)
 
         self._build_edges()
         self._build_tapes()
         self._build_grad_state()
+
+    @cached_property
+    def dims(self) -> np.ndarray:
+        """Launch ``dim`` string of each event (None when null), as an object array."""
+        return np.array(self.model._dim.to_pylist(), dtype=object)
 
     # ------------------------------------------------------------ def-use
     def _build_edges(self) -> None:
@@ -143,7 +159,9 @@ class Dataflow:
         self.edge_writer = self.edge_writer[order]
         self.edge_reader_ev = self.acc_ev[self.edge_reader]
         self.edge_writer_ev = self.acc_ev[self.edge_writer]
-        self._edge_start = np.searchsorted(self.edge_reader, np.arange(len(m.acc_seq) + 1), side="left")
+        # edges of reader row r: _edge_start[r]:_edge_start[r + 1]
+        self._edge_start = np.zeros(len(m.acc_seq) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_reader, minlength=len(m.acc_seq)), out=self._edge_start[1:])
 
     def _writers_for(
         self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
@@ -205,6 +223,16 @@ class Dataflow:
     def writer_rows(self, row: int) -> np.ndarray:
         """Write rows that produced what access row ``row`` read (empty for writes or fresh memory)."""
         return self.edge_writer[self._edge_start[row] : self._edge_start[row + 1]]
+
+    def rows_of_events(self, evs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The access rows of each event of ``evs`` in turn (``accesses_of``), and for each row the
+        position in ``evs`` of its event."""
+        m = self.model
+        start, stop = m.acc_start[evs], m.acc_stop[evs]
+        counts = stop - start
+        offsets = np.cumsum(counts) - counts
+        rows = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(start - offsets, counts)
+        return rows, np.repeat(np.arange(len(evs), dtype=np.int64), counts)
 
     def writer_events(self, ev: int) -> set[int]:
         """Events whose writes the reads of event ``ev`` saw."""
@@ -283,6 +311,49 @@ class Dataflow:
             return row
         return -1
 
+    def write_index(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The write rows for which ``keep[row]`` holds, in :meth:`iter_writes` order (allocation,
+        then seq): (keys, lo, hi, rows), for :meth:`first_writes`."""
+        sel = np.nonzero(keep[self.w_rows])[0]
+        return self.w_key[sel], self.w_lo[sel], self.w_hi[sel], self.w_rows[sel]
+
+    def first_writes(
+        self,
+        index: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        alloc: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        after_seq: np.ndarray,
+        before_seq: np.ndarray,
+    ) -> np.ndarray:
+        """Vectorized first match of :meth:`iter_writes` over a :meth:`write_index`: per query, the
+        first write row of ``index`` overlapping bytes [lo, hi) of allocation ``alloc`` with
+        after_seq < seq < before_seq, or -1 (always -1 where ``alloc`` < 0)."""
+        keys, lows, highs, rows = index
+        n = len(alloc)
+        found = np.full(n, -1, dtype=np.int64)
+        if n == 0 or len(keys) == 0:
+            return found
+        base = alloc * self._big
+        pos = np.searchsorted(keys, base + after_seq, side="right")
+        stop = np.searchsorted(keys, base + before_seq, side="left")
+        active = np.nonzero((pos < stop) & (alloc >= 0))[0]
+        for _ in range(_STEP_LIMIT):
+            if len(active) == 0:
+                break
+            p = pos[active]
+            hit = (lows[p] < hi[active]) & (lo[active] < highs[p])
+            found[active[hit]] = rows[p[hit]]
+            active = active[~hit]
+            pos[active] += 1
+            active = active[pos[active] < stop[active]]
+        for q in active.tolist():  # rare: long runs of writes to other parts of the allocation
+            start, end = int(pos[q]), int(stop[q])
+            hits = np.nonzero((lows[start:end] < hi[q]) & (lo[q] < highs[start:end]))[0]
+            if len(hits):
+                found[q] = rows[start + hits[0]]
+        return found
+
     def iter_reads(self, array_id: int, after_seq: int, before_seq: int | None = None) -> Iterator[int]:
         """Read rows overlapping ``array_id`` after ``after_seq`` (and before ``before_seq``), lazily."""
         m = self.model
@@ -351,10 +422,45 @@ class Dataflow:
         forward_recorded = np.nonzero(
             m.recorded & (m.phase == S.FORWARD) & (m.tape >= 0) & ~m.adjoint & (m.parent < 0)
         )[0]
-        for ev in forward_recorded.tolist():
-            uid = uid_of(int(m.tape[ev]), int(m.seq[ev]))
-            self.ev_epoch[ev] = uid
-            self.epochs[uid].events.append(ev)
+        if len(forward_recorded):
+            # the epoch (tape, resets of that tape before the event) of every recorded forward event;
+            # epochs numbered in order of their first event
+            tape_ids = m.tape[forward_recorded]
+            seqs = m.seq[forward_recorded]
+            tapes, tape_index = np.unique(tape_ids, return_inverse=True)
+            tape_index = tape_index.reshape(-1).astype(np.int64)
+            numbers = np.zeros(len(forward_recorded), dtype=np.int64)
+            reset_tapes = [i for i, t in enumerate(tapes.tolist()) if t in m.tapes and m.tapes[t].resets]
+            if reset_tapes:
+                # per tape, the number of its resets before the event (bisect_left): one sorted key array
+                resets = [np.asarray(m.tapes[int(tapes[i])].resets, dtype=np.int64) for i in reset_tapes]
+                low = min(int(seqs.min()), *(int(r.min()) for r in resets))
+                high = max(int(seqs.max()), *(int(r.max()) for r in resets))
+                span = high - low + 2
+                reset_keys = np.sort(
+                    np.concatenate([i * span + (r - low) for i, r in zip(reset_tapes, resets)])
+                )
+                base = tape_index * span
+                numbers = np.searchsorted(reset_keys, base + (seqs - low), side="left") - np.searchsorted(
+                    reset_keys, base, side="left"
+                )
+            keys = tape_index * (int(numbers.max()) + 1) + numbers
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            rank = np.empty(len(first), dtype=np.int64)
+            by_first = np.argsort(first, kind="stable")
+            rank[by_first] = np.arange(len(first))
+            uids = rank[inverse]
+            self.ev_epoch[forward_recorded] = uids
+            order = np.argsort(uids, kind="stable")
+            cuts = np.searchsorted(uids[order], np.arange(len(first) + 1), side="left").tolist()
+            grouped = forward_recorded[order]
+            for uid, index in enumerate(first[by_first].tolist()):
+                tape_id, number = int(tape_ids[index]), int(numbers[index])
+                epoch_uid[(tape_id, number)] = uid
+                epoch = Epoch(uid=uid, tape=tape_id, number=number)
+                epoch.events = grouped[cuts[uid] : cuts[uid + 1]].tolist()
+                self.epochs.append(epoch)
 
         self.backward_calls: list[BackwardCall] = []
         begins = np.nonzero(m.kind == K[S.BACKWARD_BEGIN])[0].tolist()
@@ -457,6 +563,21 @@ class Dataflow:
         initial = bool(info.requires_grad) if info else False
         return bool(self._at(self._has_grad.get(int(array_id)), seq, initial))
 
+    def grad_since(self, array_id: int, never: int) -> int:
+        """The first seq from which :meth:`has_grad` is true at every seq (``-2**63`` when
+        always; ``never`` when it ends false)."""
+        info = self.model.arrays.get(int(array_id))
+        state = bool(info.requires_grad) if info else False
+        changes = self._has_grad.get(int(array_id)) or []
+        since = np.iinfo(np.int64).min if state else never
+        for seq, value in changes:  # sorted: the last change at or before a seq decides
+            if value and not state:
+                since = seq
+            elif not value:
+                since = never
+            state = bool(value)
+        return since
+
     def retains_grad(self, array_id: int, seq: int) -> bool:
         info = self.model.arrays.get(int(array_id))
         initial = bool(info.retain_grad) if info else False
@@ -530,17 +651,58 @@ class Dataflow:
     def grad_fills(self) -> dict[tuple[int, int, int], list[int]]:
         """Gradient memory (alloc, lo, hi) -> backward call indexes whose adjoint launches
         accumulate into it, in time order (the loss seed and consumption are not fills)."""
+        groups = self.fill_groups
+        calls = groups.calls.tolist()
+        cuts = groups.cuts.tolist()
+        return {
+            (alloc, lo, hi): calls[cuts[g] : cuts[g + 1]]
+            for g, (alloc, lo, hi) in enumerate(
+                zip(groups.alloc.tolist(), groups.lo.tolist(), groups.hi.tolist())
+            )
+        }
+
+    @cached_property
+    def fill_groups(self) -> FillGroups:
+        """:attr:`grad_fills` as numpy columns: the fill rows run by a backward call, grouped by
+        gradient memory (alloc, lo, hi) in order of first fill; per memory, the calls filling it in
+        row order with repeats of the same call in a row dropped."""
         m = self.model
-        fills: dict[tuple[int, int, int], list[int]] = {}
-        for row in self.fill_rows.tolist():
-            call = int(self.ev_backward[self.acc_ev[row]])
-            if call < 0:
-                continue
-            key = (int(m.acc_alloc[row]), int(self.acc_lo[row]), int(self.acc_hi[row]))
-            calls = fills.setdefault(key, [])
-            if not calls or calls[-1] != call:
-                calls.append(call)
-        return fills
+        rows = self.fill_rows
+        calls = self.ev_backward[self.acc_ev[rows]]
+        keep = calls >= 0
+        rows, calls = rows[keep], calls[keep]
+        n = len(rows)
+        alloc, lo, hi = m.acc_alloc[rows], self.acc_lo[rows], self.acc_hi[rows]
+        order = np.lexsort((hi, lo, alloc))  # stable: each memory's rows stay in row order
+        a, lo_s, hi_s, c = alloc[order], lo[order], hi[order], calls[order]
+        new_group = np.ones(n, dtype=bool)
+        new_group[1:] = (a[1:] != a[:-1]) | (lo_s[1:] != lo_s[:-1]) | (hi_s[1:] != hi_s[:-1])
+        starts = np.nonzero(new_group)[0]
+        group = np.cumsum(new_group) - 1  # group of each sorted position (groups in memory order)
+        # number the groups by first fill (their first sorted position holds their first row)
+        rank = np.empty(len(starts), dtype=np.int64)
+        rank[np.argsort(order[starts], kind="stable")] = np.arange(len(starts))
+        firsts = np.empty(len(starts), dtype=np.int64)
+        firsts[rank] = starts
+        kept = new_group.copy()
+        kept[1:] |= c[1:] != c[:-1]
+        kept = np.nonzero(kept)[0]
+        kept = kept[np.argsort(rank[group[kept]], kind="stable")]
+        cuts = np.searchsorted(rank[group[kept]], np.arange(len(starts) + 1), side="left")
+        adjoint = np.nonzero(m.adjoint[self.acc_ev[rows[order]]])[0]
+        adjoint_row = np.full(len(starts), -1, dtype=np.int64)
+        if len(adjoint):
+            adj_groups, first_adj = np.unique(group[adjoint], return_index=True)
+            adjoint_row[rank[adj_groups]] = rows[order[adjoint[first_adj]]]
+        return FillGroups(
+            alloc=a[firsts],
+            lo=lo_s[firsts],
+            hi=hi_s[firsts],
+            first_row=rows[order[firsts]],
+            adjoint_row=adjoint_row,
+            cuts=cuts,
+            calls=c[kept],
+        )
 
     def fills(self, array_id: int, call_index: int) -> bool:
         """Whether backward call ``call_index`` accumulated into ``array_id``."""
@@ -762,6 +924,22 @@ class Dataflow:
             key = frozenset(leaves)
             prov[ev] = interned.setdefault(key, key)
         return prov
+
+
+def combine_codes(columns: list[np.ndarray]) -> np.ndarray:
+    """One non-negative int64 code per position of equally long integer columns: equal codes
+    <=> equal values in every column."""
+    if len(columns[0]) == 0:
+        return np.zeros(0, dtype=np.int64)
+    columns = [np.asarray(column, dtype=np.int64) for column in columns]
+    columns = [column - int(column.min()) for column in columns]
+    radix = [int(column.max()) + 1 for column in columns]
+    if float(np.prod(np.asarray(radix, dtype=np.float64))) < 2.0**62:
+        codes = columns[0]
+        for column, size in zip(columns[1:], radix[1:]):
+            codes = codes * size + column
+        return codes
+    return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _bisect_seq(changes: list[tuple[int, object]], seq: int) -> int:

@@ -218,6 +218,7 @@ class Model:
         self.ref_id = _column(ev, "ref_id", -1, np.int64)
         self.value = _column(ev, "value", None, np.float64)  # nulls -> nan
         self._detail = ev.column("detail")
+        self._dim = ev.column("dim")
         self.n_events = len(self.seq)
 
         acc = trace.tables["accesses"]
@@ -227,8 +228,9 @@ class Model:
         self.acc_alloc = _column(acc, "alloc_id", -1, np.int64)
         self.acc_role = _column(acc, "role", 0, np.int8)
         self.acc_flags = _column(acc, "flags", 0, np.int16)
-        self.acc_arg = _object_strings(acc.column("arg"))
-        self.acc_field = _object_strings(acc.column("field"))
+        # acc_arg_code / acc_field_code: small non-negative ints, equal codes <=> equal strings
+        self.acc_arg, self.acc_arg_code = _object_strings(acc.column("arg"))
+        self.acc_field, self.acc_field_code = _object_strings(acc.column("field"))
         # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
         self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
         self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
@@ -341,10 +343,23 @@ class Model:
         return np.nonzero(np.isin(self.kind, codes))[0]
 
     @cached_property
+    def dim_code(self) -> np.ndarray:
+        """Per event, a code of its launch ``dim`` string: equal codes <=> equal strings; -1 for null."""
+        column = self._dim
+        values = pc.unique(column).drop_null()
+        codes = pc.index_in(column, value_set=values).fill_null(-1)
+        return codes.to_numpy(zero_copy_only=False).astype(np.int64)
+
+    def acc_first_ev(self) -> np.ndarray:
+        """A new array ``np.searchsorted(seq, acc_seq)``: per access row, the number of events before
+        its seq (the index of its event when it has one), counted in linear time from ``acc_stop``."""
+        counts = np.bincount(self.acc_stop, minlength=len(self.acc_seq) + 1)[: len(self.acc_seq)]
+        return np.cumsum(counts, dtype=np.int64)
+
+    @cached_property
     def acc_ev(self) -> np.ndarray:
         """Event index of every access row (-1 when its seq has no event row)."""
-        index = np.searchsorted(self.seq, self.acc_seq)
-        index = np.minimum(index, max(self.n_events - 1, 0))
+        index = np.minimum(self.acc_first_ev(), max(self.n_events - 1, 0))
         if self.n_events == 0:
             return np.full(len(self.acc_seq), -1, dtype=np.int64)
         return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64)
@@ -531,13 +546,18 @@ def _column(table: pa.Table, name: str, fill: Any, dtype: Any) -> np.ndarray:
     return out
 
 
-def _object_strings(column: pa.ChunkedArray) -> np.ndarray:
-    """Object array of the column's strings (null -> ""); repeated values share one str object."""
+def _object_strings(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Object array of the column's strings (null -> ""; repeated values share one str object),
+    and the code of each value in the smallest int type (equal codes <=> equal strings)."""
     if column.null_count:
         column = column.fill_null("")
     values = pc.unique(column)
     codes = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
-    return np.array(values.to_pylist(), dtype=object)[codes]
+    strings = np.array(values.to_pylist(), dtype=object)[codes]
+    for dtype in (np.int8, np.int16):
+        if len(values) <= np.iinfo(dtype).max:
+            return strings, codes.astype(dtype)
+    return strings, codes
 
 
 def _json_list(text: str | None) -> list[str]:

@@ -58,7 +58,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, combine_codes
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.trace import schema as S
@@ -122,56 +122,82 @@ def _names(labels: list[str]) -> str:
 
 
 # ---------------------------------------------------------------- WT201
-def _launch_signature(model: Model, df: Dataflow, ev: int) -> tuple | None:
-    """What makes two launches the same computation over the same memory, or None when the
-    launch cannot be a duplicate (it accumulates, or writes nothing)."""
-    rows = range(int(model.acc_start[ev]), int(model.acc_stop[ev]))
-    parts = []
-    writes = False
-    for row in rows:
-        if df.is_write[row]:
-            if df.is_accumulate[row] or df.is_read[row]:
-                return None  # += / atomics / in-place: relaunching changes memory
-            writes = True
-        info = model.arrays.get(int(model.acc_array[row]))
-        geometry = (
-            (info.alloc_id, info.offset, info.shape, info.strides) if info else int(model.acc_array[row])
-        )
-        parts.append((model.acc_arg[row], model.acc_field[row], int(model.acc_role[row]), geometry))
-    if not writes:
-        return None
-    return (int(model.kernel[ev]), df.dims[ev], tuple(sorted(parts, key=repr)))
+def _launch_signatures(model: Model, df: Dataflow, evs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The launches among ``evs`` that can be duplicates (they write, and no write accumulates or
+    also reads: relaunching those changes memory), and for each an id of what makes two launches
+    the same computation over the same memory: the kernel, the launch dims and the multiset of
+    accesses (argument, field, role, view geometry). Equal ids <=> equal signatures."""
+    start, stop = model.acc_start[evs], model.acc_stop[evs]
+
+    def per_event(mask: np.ndarray) -> np.ndarray:
+        sums = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(mask, dtype=np.int64)])
+        return sums[stop] - sums[start]
+
+    keep = (per_event(df.is_write & (df.is_accumulate | df.is_read)) == 0) & (per_event(df.is_write) > 0)
+    evs, counts = evs[keep], (stop - start)[keep]
+    if not len(evs):
+        return evs, np.zeros(0, dtype=np.int64)
+    rows, _ = df.rows_of_events(evs)
+    offsets = np.cumsum(counts) - counts
+
+    # view geometry: (alloc, offset, shape, strides), or the array id when the array is unknown
+    array_ids, inverse = np.unique(model.acc_array[rows], return_inverse=True)
+    interned: dict[object, int] = {}
+    codes = np.empty(len(array_ids), dtype=np.int64)
+    for i, array_id in enumerate(array_ids.tolist()):
+        info = model.arrays.get(array_id)
+        geometry = (info.alloc_id, info.offset, info.shape, info.strides) if info else array_id
+        codes[i] = interned.setdefault(geometry, len(interned))
+    parts = combine_codes(
+        [
+            codes[inverse.reshape(-1)],
+            model.acc_role[rows].astype(np.int64) + 128,
+            model.acc_field_code[rows],
+            model.acc_arg_code[rows],
+        ]
+    )
+    parts = np.unique(parts, return_inverse=True)[1].reshape(-1)  # dense: few distinct accesses
+    what = combine_codes([model.kernel[evs] + 1, model.dim_code[evs] + 1])  # kernel and dims
+
+    # launches with k accesses: [kernel and dims, sorted part codes], equal codes <=> equal signatures
+    signatures = np.empty(len(evs), dtype=np.int64)
+    next_id = 0
+    for k in np.unique(counts).tolist():
+        sel = np.nonzero(counts == k)[0]
+        table = np.sort(parts[offsets[sel][:, None] + np.arange(k)], axis=1)
+        unique, ids = np.unique(combine_codes([what[sel], *table.T]), return_inverse=True)
+        signatures[sel] = ids.reshape(-1) + next_id
+        next_id += len(unique)
+    return evs, signatures
 
 
 def _duplicate_pairs(model: Model) -> list[tuple[int, int, list[int]]]:
     """(first launch, duplicate launch, written access rows of the duplicate) on one tape epoch."""
     df = model.dataflow
+    launches = np.nonzero((df.ev_epoch >= 0) & (model.kind == K[S.LAUNCH]))[0]
+    evs, signatures = _launch_signatures(model, df, launches)
+    if len(evs) < 2:
+        return []
+    # each launch and the latest earlier launch with its signature on the same epoch
+    epochs = df.ev_epoch[evs]
+    order = np.lexsort((evs, signatures, epochs))
+    evs, signatures, epochs = evs[order], signatures[order], epochs[order]
+    same = (epochs[1:] == epochs[:-1]) & (signatures[1:] == signatures[:-1])
+    firsts, seconds, epochs = evs[:-1][same], evs[1:][same], epochs[1:][same]
+    order = np.lexsort((seconds, epochs))  # epochs in order, launches in order within each
     pairs = []
-    for epoch in df.epochs:
-        previous: dict[tuple, int] = {}
-        for ev in epoch.events:
-            if model.kind[ev] != K[S.LAUNCH]:
-                continue
-            signature = _launch_signature(model, df, ev)
-            if signature is None:
-                continue
-            first = previous.get(signature)
-            previous[signature] = ev
-            if first is None:
-                continue
-            first_seq = int(model.seq[first])
-            unchanged = True
-            for row in range(int(model.acc_start[ev]), int(model.acc_stop[ev])):
-                if df.is_read[row] and any(
-                    int(model.seq[df.acc_ev[w]]) >= first_seq for w in df.writer_rows(row).tolist()
-                ):
-                    unchanged = False
-                    break
-            if unchanged:
-                written = [
-                    r for r in range(int(model.acc_start[ev]), int(model.acc_stop[ev])) if df.is_write[r]
-                ]
-                pairs.append((first, ev, written))
+    for first, ev in zip(firsts[order].tolist(), seconds[order].tolist()):
+        first_seq = int(model.seq[first])
+        unchanged = True
+        for row in range(int(model.acc_start[ev]), int(model.acc_stop[ev])):
+            if df.is_read[row] and any(
+                int(model.seq[df.acc_ev[w]]) >= first_seq for w in df.writer_rows(row).tolist()
+            ):
+                unchanged = False
+                break
+        if unchanged:
+            written = [r for r in range(int(model.acc_start[ev]), int(model.acc_stop[ev])) if df.is_write[r]]
+            pairs.append((first, ev, written))
     return pairs
 
 
@@ -431,39 +457,15 @@ def _wt203(model: Model) -> list[Finding]:
     calls = df.backward_calls
     if len(calls) < 2:
         return []
-    rows = df.fill_rows
-    # grad memory -> backward calls accumulating into it (in time order) and one array object naming it
-    per_memory: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-    grad_object: dict[tuple[int, int, int], int] = {}
-    grad_arg: dict[tuple[int, int, int], str] = {}
-    for row in rows.tolist():
-        call = int(df.ev_backward[df.acc_ev[row]])
-        if call < 0:
-            continue
-        key = (int(model.acc_alloc[row]), int(df.acc_lo[row]), int(df.acc_hi[row]))
-        if not per_memory[key] or per_memory[key][-1] != call:
-            per_memory[key].append(call)
-        grad_object.setdefault(key, int(model.acc_array[row]))
-        if model.adjoint[df.acc_ev[row]]:
-            grad_arg.setdefault(key, str(model.acc_arg[row]).removeprefix("adj_"))
-
+    groups = df.fill_groups
     # (earlier call, later call) -> evidence per grad
-    hits: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
-    for key, call_indexes in per_memory.items():
-        grad_id = grad_object[key]
-        owner = df.owner_of(grad_id)
-        if owner < 0:
+    hits: dict[tuple[int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
+    for g, earlier_i, later_i, grad_id, owner, update in _updated_pairs(model, df):
+        if not _read_after(model, df, grad_id, calls[later_i]):
             continue
-        for earlier_i, later_i in zip(call_indexes, call_indexes[1:]):
-            earlier, later = calls[earlier_i], calls[later_i]
-            if df.zeroed_between(grad_id, earlier.end_seq, later.begin_seq):
-                continue
-            update = _owner_update(model, df, owner, earlier.end_seq, later.begin_seq)
-            if update < 0:
-                continue
-            if not _read_after(model, df, grad_id, later):
-                continue
-            hits[(earlier_i, later_i)].append((grad_id, owner, update, grad_arg.get(key, "")))
+        arg_row = int(groups.adjoint_row[g])
+        arg = str(model.acc_arg[arg_row]).removeprefix("adj_") if arg_row >= 0 else ""
+        hits[(earlier_i, later_i)].append((grad_id, owner, update, arg))
 
     findings = []
     for (earlier_i, later_i), grads in hits.items():
@@ -504,20 +506,91 @@ def _wt203(model: Model) -> list[Finding]:
     return findings
 
 
-def _owner_update(model: Model, df: Dataflow, owner: int, after_seq: int, before_seq: int) -> int:
-    """Event index of the first write to the owner's memory in the window made outside any tape
-    recording (an optimizer step), or -1."""
-    for row in df.iter_writes(owner, after_seq, before_seq):
-        ev = int(df.acc_ev[row])
-        if (
-            model.recorded[ev]
-            or model.phase[ev] != S.FORWARD
-            or model.parent[ev] >= 0
-            or df.grad_row_mask[row]
-        ):
+def _updated_pairs(model: Model, df: Dataflow) -> list[tuple[int, int, int, int, int, int]]:
+    """Consecutive backward calls accumulating into the same gradient memory with nothing zeroing
+    it in between (:meth:`Dataflow.zeroed_between`) while its owner was written outside any tape
+    recording (an optimizer step): (memory group of :attr:`Dataflow.fill_groups`, earlier call,
+    later call, grad array id, owner array id, event index of the owner's first such update), per
+    memory in order of first fill, then in time order. Memories whose owner is unknown are skipped."""
+    calls = df.backward_calls
+    groups = df.fill_groups
+    cuts = groups.cuts.tolist()
+    pair_group: list[int] = []
+    pair_owner: list[int] = []
+    pair_earlier: list[np.ndarray] = []
+    pair_later: list[np.ndarray] = []
+    for g, first_row in enumerate(groups.first_row.tolist()):
+        if cuts[g + 1] - cuts[g] < 2:
             continue
-        return ev
-    return -1
+        owner = df.owner_of(int(model.acc_array[first_row]))
+        if owner < 0:
+            continue
+        call_indexes = groups.calls[cuts[g] : cuts[g + 1]]
+        pair_group += [g] * (len(call_indexes) - 1)
+        pair_owner += [owner] * (len(call_indexes) - 1)
+        pair_earlier.append(call_indexes[:-1])
+        pair_later.append(call_indexes[1:])
+    if not pair_group:
+        return []
+    group_of = np.asarray(pair_group, dtype=np.int64)
+    earlier_of = np.concatenate(pair_earlier)
+    later_of = np.concatenate(pair_later)
+    end_seqs = np.array([call.end_seq for call in calls], dtype=np.int64)
+    begin_seqs = np.array([call.begin_seq for call in calls], dtype=np.int64)
+    after, before = end_seqs[earlier_of], begin_seqs[later_of]
+    grad_ids = model.acc_array[groups.first_row[group_of]]
+
+    # zeroed in between: a plain store outside any backward (a window search over those writes),
+    # or a tape zero/reset of a tape whose backward filled it
+    grad_alloc, grad_lo, grad_hi = _memory_of(model, grad_ids)
+    forward_store = (model.phase[df.acc_ev] == S.FORWARD) & df.is_store
+    zeroed = df.first_writes(df.write_index(forward_store), grad_alloc, grad_lo, grad_hi, after, before) >= 0
+    bounds = [0, *(np.nonzero(np.diff(group_of))[0] + 1).tolist(), len(group_of)]
+    for start, stop in zip(bounds, bounds[1:]):
+        zeros = np.asarray(df._fill_info(int(grad_ids[start]))[2], dtype=np.int64)
+        if len(zeros):
+            window = slice(start, stop)
+            i = np.searchsorted(zeros, after[window], side="right")
+            zeroed[window] |= (i < len(zeros)) & (zeros[np.minimum(i, len(zeros) - 1)] < before[window])
+
+    # the first write to the owner's memory in the window made outside any tape recording
+    todo = np.nonzero(~zeroed)[0]
+    owners = np.asarray(pair_owner, dtype=np.int64)[todo]
+    owner_alloc, owner_lo, owner_hi = _memory_of(model, owners)
+    ev = df.acc_ev
+    recorded = (
+        model.recorded[ev] | (model.phase[ev] != S.FORWARD) | (model.parent[ev] >= 0) | df.grad_row_mask
+    )
+    updates = df.first_writes(
+        df.write_index(~recorded), owner_alloc, owner_lo, owner_hi, after[todo], before[todo]
+    )
+    found = np.nonzero(updates >= 0)[0]
+    pairs = todo[found]
+    return list(
+        zip(
+            group_of[pairs].tolist(),
+            earlier_of[pairs].tolist(),
+            later_of[pairs].tolist(),
+            grad_ids[pairs].tolist(),
+            owners[found].tolist(),
+            ev[updates[found]].tolist(),
+        )
+    )
+
+
+def _memory_of(model: Model, array_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(alloc, lo, hi) of each array object's view (alloc -1 when unknown)."""
+    unique, inverse = np.unique(array_ids, return_inverse=True)
+    alloc = np.full(len(unique), -1, dtype=np.int64)
+    lo = np.zeros(len(unique), dtype=np.int64)
+    hi = np.zeros(len(unique), dtype=np.int64)
+    for i, array_id in enumerate(unique.tolist()):
+        info = model.arrays.get(array_id)
+        if info is not None and info.alloc_id >= 0:
+            alloc[i] = info.alloc_id
+            lo[i], hi[i] = info.hull
+    inverse = inverse.reshape(-1)
+    return alloc[inverse], lo[inverse], hi[inverse]
 
 
 def _read_after(model: Model, df: Dataflow, grad_id: int, later: BackwardCall) -> bool:

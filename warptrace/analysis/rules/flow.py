@@ -95,7 +95,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, combine_codes
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.trace import schema as S
@@ -234,40 +234,74 @@ def _backpropagated(df: Dataflow) -> list[tuple[Epoch, BackwardCall]]:
 def _wt301(model: Model) -> list[Finding]:
     df = model.dataflow
     findings = []
-    for epoch, call in _backpropagated(df):
-        objective = df.objective_events(call)
-        if not objective:
-            continue
+    # the objective events (sorted) of each backpropagated epoch, and the reads they make of arrays
+    # that may lack a gradient at the backward: rows that cannot (no such array, a gradient buffer,
+    # an integer dtype, an array that has a gradient then) are dropped in numpy
+    work = [(epoch, call, sorted(df.objective_events(call))) for epoch, call in _backpropagated(df)]
+    consumers = np.fromiter((ev for _, _, evs in work for ev in evs), dtype=np.int64)
+    whens = np.repeat(
+        np.array([call.begin_seq for _, call, _ in work], dtype=np.int64), [len(evs) for _, _, evs in work]
+    )
+    rows, index = df.rows_of_events(consumers)
+    candidate, grad_from = _may_lack_grad(model, df)
+    keep = candidate[rows] & (whens[index] < grad_from[rows])
+    rows, index = rows[keep], index[keep]
+    consumed = consumers[index].tolist()
+    rows = rows.tolist()
+    cuts = np.searchsorted(index, np.cumsum([len(evs) for _, _, evs in work]), side="left").tolist()
+    start = 0
+    for (epoch, call, _), stop in zip(work, cuts):
         when = call.begin_seq
         reported: set[int] = set()
         # producer write rows of arrays without grad, consumed by an objective event
-        for consumer in sorted(objective):
-            for row in _rows(model, consumer):
-                if not df.is_read[row] or df.grad_row_mask[row]:
+        for consumer, row in zip(consumed[start:stop], rows[start:stop]):
+            array_id = int(model.acc_array[row])
+            info = model.arrays.get(array_id)
+            if (
+                info is None
+                or array_id in reported
+                or df.has_grad(array_id, when)
+                or not _differentiable_dtype(info.dtype)
+            ):
+                continue
+            for writer_row in df.writer_rows(row).tolist():
+                if df.is_uncertain[writer_row]:
+                    continue  # an unanalysable kernel may not write it at all
+                producer = int(df.acc_ev[writer_row])
+                if df.ev_epoch[producer] != epoch.uid and not _tape_copy(model, producer, epoch):
                     continue
-                array_id = int(model.acc_array[row])
-                info = model.arrays.get(array_id)
-                if (
-                    info is None
-                    or array_id in reported
-                    or df.has_grad(array_id, when)
-                    or not _differentiable_dtype(info.dtype)
-                ):
+                sources = _differentiable_reads(model, df, producer, when)
+                if not sources:
                     continue
-                for writer_row in df.writer_rows(row).tolist():
-                    if df.is_uncertain[writer_row]:
-                        continue  # an unanalysable kernel may not write it at all
-                    producer = int(df.acc_ev[writer_row])
-                    if df.ev_epoch[producer] != epoch.uid and not _tape_copy(model, producer, epoch):
-                        continue
-                    sources = _differentiable_reads(model, df, producer, when)
-                    if not sources:
-                        continue
-                    leaves = df.provenance.get(producer, frozenset())
-                    findings.append(_severed(model, df, array_id, producer, consumer, call, sources, leaves))
-                    reported.add(array_id)
-                    break
+                leaves = df.provenance.get(producer, frozenset())
+                findings.append(_severed(model, df, array_id, producer, consumer, call, sources, leaves))
+                reported.add(array_id)
+                break
+        start = stop
     return findings
+
+
+def _may_lack_grad(model: Model, df: Dataflow) -> tuple[np.ndarray, np.ndarray]:
+    """Access rows that WT301 looks at: reads, not of a gradient buffer, of a known array with a
+    floating-point dtype; and per row the seq from which its array always has a gradient
+    (:meth:`Dataflow.has_grad` is true at every later seq; int64 max when never)."""
+    never = np.iinfo(np.int64).max
+    ids = [array_id for array_id in model.arrays if array_id >= 0]
+    max_id = max(ids, default=-1)
+    known = np.zeros(max_id + 2, dtype=bool)  # last slot: ids out of range
+    since = np.full(max_id + 2, never, dtype=np.int64)
+    for array_id in ids:
+        info = model.arrays[array_id]
+        known[array_id] = _differentiable_dtype(info.dtype)
+        since[array_id] = df.grad_since(array_id, never)
+    array_ids = model.acc_array
+    slots = np.where((array_ids >= 0) & (array_ids <= max_id), array_ids, max_id + 1)
+    mask = known[slots]
+    grad_from = since[slots]
+    if len(ids) < len(model.arrays):  # negative array ids: left to the exact test
+        mask |= array_ids < 0
+        grad_from[array_ids < 0] = never
+    return mask & df.is_read & ~df.grad_row_mask, grad_from
 
 
 def _tape_copy(model: Model, ev: int, epoch: Epoch) -> bool:
@@ -926,7 +960,7 @@ def _wt308(model: Model) -> list[Finding]:
     adjoints = np.nonzero((model.kind == K[S.LAUNCH]) & model.adjoint)[0]
     findings = []
     pending: dict[int, dict[tuple, list[int]]] = {}
-    for ev in adjoints.tolist():
+    for ev in _replaying_adjoints(model, df, adjoints).tolist():
         side = [
             row
             for row in _rows(model, ev)
@@ -973,6 +1007,23 @@ def _wt308(model: Model) -> list[Finding]:
             )
         )
     return findings
+
+
+def _replaying_adjoints(model: Model, df: Dataflow, adjoints: np.ndarray) -> np.ndarray:
+    """The adjoint launches among ``adjoints`` with a certain write to forward memory that the
+    adjoint replays (:func:`_replayed_write`; a known kernel), in order: the only ones WT308 checks."""
+    rows, index = df.rows_of_events(adjoints)
+    side = df.is_write[rows] & ~df.grad_row_mask[rows] & ~df.is_uncertain[rows]
+    rows, index = rows[side], index[side]
+    kernels = model.kernel[adjoints[index]]
+    _, kernel_codes = np.unique(kernels, return_inverse=True)
+    codes = combine_codes([kernel_codes.reshape(-1), model.acc_arg_code[rows], model.acc_field_code[rows]])
+    unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    replayed = np.zeros(len(unique), dtype=bool)
+    for i, row in enumerate(rows[first].tolist()):
+        kernel = model.kernels.get(int(kernels[first[i]]))
+        replayed[i] = kernel is not None and _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])
+    return adjoints[np.unique(index[replayed[inverse.reshape(-1)]])]
 
 
 def _match_forward(

@@ -364,22 +364,21 @@ def _overwrites(
         return [], clobbered
 
     # writes that may hit them: same allocation, after its first read, before its last backward
-    read_allocs, inverse = np.unique(alloc[read_rows], return_inverse=True)
-    first_read = np.full(len(read_allocs), np.iinfo(np.int64).max, dtype=np.int64)
-    last_bwd = np.full(len(read_allocs), -1, dtype=np.int64)
-    np.minimum.at(first_read, inverse, model.acc_seq[read_rows])
-    np.maximum.at(last_bwd, inverse, read_bwd)
     write_kinds = np.isin(model.kind[ev_safe], [K[k] for k in _WRITE_KINDS])
     write_mask = valid & ((role & S.ROLE_WRITE) != 0) & not_grad & (alloc >= 0) & write_kinds
-    write_rows = np.nonzero(write_mask)[0]
-    slot = np.searchsorted(read_allocs, alloc[write_rows])
-    slot_ok = slot < len(read_allocs)
-    slot_c = np.minimum(slot, len(read_allocs) - 1)
-    hit_alloc = slot_ok & (read_allocs[slot_c] == alloc[write_rows])
-    seqs = model.acc_seq[write_rows]
-    write_rows = write_rows[hit_alloc & (seqs > first_read[slot_c]) & (seqs < last_bwd[slot_c])]
+    write_rows = _writes_in_windows(model, np.nonzero(write_mask)[0], read_rows, read_bwd)
     if not len(write_rows):
         return [], clobbered
+    # a read is at risk only when a write to its allocation comes after it and before its backward;
+    # the others can neither be reported nor hide another read (a later read with the same pending
+    # key replaces an earlier one, whose backward comes no later): drop them, and the writes that
+    # no longer fall in the window of any remaining read
+    at_risk = _next_write_before(model, write_rows, read_rows, read_bwd)
+    if not at_risk.all():
+        read_rows, read_bwd = read_rows[at_risk], read_bwd[at_risk]
+        if not len(read_rows):
+            return [], clobbered
+        write_rows = _writes_in_windows(model, write_rows, read_rows, read_bwd)
 
     # one pass per allocation in seq order; at equal seq, writes are checked before reads are added
     rows = np.concatenate([write_rows, read_rows])
@@ -519,6 +518,43 @@ def _overwrites(
             )
         )
     return findings, clobbered
+
+
+def _writes_in_windows(
+    model: Model, write_rows: np.ndarray, read_rows: np.ndarray, read_bwd: np.ndarray
+) -> np.ndarray:
+    """The write rows to an allocation that ``read_rows`` read, after its first read and before the
+    last backward of those reads."""
+    alloc = model.acc_alloc
+    read_allocs, inverse = np.unique(alloc[read_rows], return_inverse=True)
+    first_read = np.full(len(read_allocs), np.iinfo(np.int64).max, dtype=np.int64)
+    last_bwd = np.full(len(read_allocs), -1, dtype=np.int64)
+    np.minimum.at(first_read, inverse, model.acc_seq[read_rows])
+    np.maximum.at(last_bwd, inverse, read_bwd)
+    slot = np.searchsorted(read_allocs, alloc[write_rows])
+    slot_ok = slot < len(read_allocs)
+    slot_c = np.minimum(slot, len(read_allocs) - 1)
+    hit_alloc = slot_ok & (read_allocs[slot_c] == alloc[write_rows])
+    seqs = model.acc_seq[write_rows]
+    return write_rows[hit_alloc & (seqs > first_read[slot_c]) & (seqs < last_bwd[slot_c])]
+
+
+def _next_write_before(
+    model: Model, write_rows: np.ndarray, read_rows: np.ndarray, read_bwd: np.ndarray
+) -> np.ndarray:
+    """Per read row: whether one of ``write_rows`` writes its allocation after it (a later seq)
+    and before its backward (seq ``read_bwd``)."""
+    alloc, seq = model.acc_alloc, model.acc_seq
+    w_alloc, w_seq = alloc[write_rows], seq[write_rows]
+    r_alloc, r_seq = alloc[read_rows], seq[read_rows]
+    low = min(int(w_seq.min()), int(r_seq.min()))
+    span = max(int(w_seq.max()), int(r_seq.max())) - low + 2
+    keys = np.sort(w_alloc * span + (w_seq - low))
+    pos = np.searchsorted(keys, r_alloc * span + (r_seq - low), side="right")
+    has = pos < len(keys)
+    nxt = keys[np.minimum(pos, len(keys) - 1)]
+    same_alloc = nxt // span == r_alloc
+    return has & same_alloc & (nxt % span + low < read_bwd)
 
 
 def _copy_window(model: Model, ev: int, dest: int) -> tuple[int, int] | None:
