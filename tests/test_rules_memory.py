@@ -351,7 +351,32 @@ def test_linearity_of_a_kernel_read(body, linear):
     from warptrace.analysis.rules.memory import _needs_value
 
     source = f"@wp.kernel\ndef k(qd: wp.array(dtype=float), q: wp.array(dtype=float)):\n    i = wp.tid()\n    {body}\n"
-    assert _needs_value(source, "qd", ("qd", "q")) is not linear
+    assert _needs_value(source, "qd", ("qd", "q"), ("qd", "q")) is not linear
+
+
+@pytest.mark.parametrize(
+    "body, active, linear",
+    [
+        # a product with an array that has no gradient: the adjoint needs only that array
+        ("q[i] = qd[i] * mask[i]", ("qd", "q"), True),
+        ("q[i] = qd[i] * mask[i]", ("qd", "q", "mask"), False),
+        # qd without a gradient of its own: squaring it feeds no gradient
+        ("q[i] = qd[i] * qd[i]", ("q",), True),
+        ("q[i] = qd[i] * qd[i]", ("q", "qd"), False),
+        # tiles: load, transpose, FFT and store are linear maps
+        ("t = wp.tile_load(qd, shape=(1, 4), offset=(i, 0))\n    wp.tile_fft(t)\n    wp.tile_store(q, t)", ("qd", "q"), True),
+        ("t = wp.tile_load(qd, shape=(4, 4))\n    wp.tile_store(q, wp.tile_transpose(t))", ("qd", "q"), True),
+        ("t = wp.tile_load(qd, shape=(4, 4))\n    wp.tile_store(q, wp.tile_map(wp.sin, t))", ("qd", "q"), False),
+    ],
+)
+def test_linearity_depends_on_which_arrays_carry_gradients(body, active, linear):
+    from warptrace.analysis.rules.memory import _needs_value
+
+    source = (
+        "@wp.kernel\ndef k(qd: wp.array(dtype=float), q: wp.array(dtype=float), mask: wp.array(dtype=float)):\n"
+        f"    i = wp.tid()\n    {body}\n"
+    )
+    assert _needs_value(source, "qd", ("qd", "q", "mask"), active) is not linear
 
 
 # ---------------------------------------------------------------- WT103

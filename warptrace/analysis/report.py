@@ -7,6 +7,7 @@ from typing import Any
 
 from warptrace.analysis.findings import Finding, Severity, merge_findings
 from warptrace.analysis.model import Model
+from warptrace.analysis.replay import expand_captures
 from warptrace.analysis.rules import ALL_RULES, RULE_INFO
 from warptrace.trace.reader import Trace
 
@@ -33,7 +34,7 @@ class Report:
 
 
 def analyze_trace(trace: Trace) -> Report:
-    model = Model(trace)
+    model = Model(expand_captures(trace))
     findings: list[Finding] = []
     for rule in ALL_RULES:
         findings.extend(rule(model))

@@ -406,7 +406,8 @@ def _overwrites(
     e_arg = model.acc_arg[rows].tolist()
     e_field = model.acc_field[rows].tolist()
     e_ev = evs.tolist()
-    needs_value: dict[tuple[int, str, str], bool] = {}
+    needs_value: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
+    grad_args: dict[int, frozenset[str] | None] = {}
     copy_windows: dict[int, tuple[int, int] | None] = {}
 
     overlap_cache: dict[tuple[int, int], bool] = {}
@@ -454,14 +455,20 @@ def _overwrites(
                     window = copy_windows[e_ev[p]] = _copy_window(model, e_ev[p], e_array[p])
                 if window is not None and not _overlaps_window(geometry_rep[r_geom], window):
                     continue  # a partial copy (dest_offset/count) that misses the elements read
-            if accumulate:
-                fact_key = (e_kernel[r], e_arg[r], e_field[r])
-                needed = needs_value.get(fact_key)
-                if needed is None:
-                    kernel = model.kernels.get(e_kernel[r])
-                    needed = needs_value[fact_key] = _adjoint_needs_value(kernel, e_arg[r], e_field[r])
-                if not needed:
-                    continue  # the reader uses the values linearly: its adjoint never looks at them
+            # Does the reader's adjoint look at the values it read? Not when it uses them
+            # only linearly against constants and grad-less arrays (a transpose, an FFT,
+            # `y = x * mask[i]`): then the overwrite cannot change any gradient.
+            reader_ev = e_ev[r]
+            grads = grad_args.get(reader_ev)
+            if grads is None:
+                grads = grad_args[reader_ev] = _grad_args(model, reader_ev)
+            fact_key = (e_kernel[r], e_arg[r], e_field[r], grads)
+            needed = needs_value.get(fact_key)
+            if needed is None:
+                kernel = model.kernels.get(e_kernel[r])
+                needed = needs_value[fact_key] = _adjoint_needs_value(kernel, e_arg[r], e_field[r], grads)
+            if not needed and accumulate:
+                continue  # the reader uses the values linearly: its adjoint never looks at them
             r_tape = e_tape[r]
             kind = e_kind[p]
             on_tape = e_tape[p] == r_tape and (
@@ -474,7 +481,10 @@ def _overwrites(
             else:
                 code = "WT101"
             uncertain = (e_flags[r] | w_flags) & S.FLAG_UNCERTAIN
-            severity = Severity.WARNING if accumulate or uncertain else Severity.ERROR
+            if not needed:
+                severity = Severity.INFO  # right today; fragile if the reading kernel changes
+            else:
+                severity = Severity.WARNING if accumulate or uncertain else Severity.ERROR
             if code != "WT103" and e_ev[p] in post_loss:
                 # post-loss housekeeping inside `with tape:`: reported once, as WT105
                 post_key = (e_site[p], e_kernel[p])
@@ -685,7 +695,13 @@ def _overwrite_finding(
             f"{writer} overwrites {subject}, which kernel {reader} read{read_as} earlier on the same tape "
             f"({read_at}), so tape.backward() ({backward_at}) runs the adjoint of {reader} against the new values"
         )
-    if group.severity < Severity.ERROR:
+    if group.severity == Severity.INFO:
+        message += (
+            f"; gradients are right today because the adjoint of {reader} never looks at these values (it uses "
+            "them only linearly, against constants and arrays without gradient), but a change to that kernel "
+            "would silently break them"
+        )
+    elif group.severity < Severity.ERROR:
         if (int(model.acc_flags[read_row]) | int(model.acc_flags[write_row])) & S.FLAG_UNCERTAIN:
             message += (
                 " (a kernel here could not be analysed, so its read/write sets are a conservative guess)"
@@ -925,7 +941,23 @@ def _store_after_read(kernel: KernelInfo | None, arg: str, field_path: str) -> b
     return False
 
 
-def _adjoint_needs_value(kernel: KernelInfo | None, arg: str, field_path: str) -> bool:
+def _grad_args(model: Model, ev: int) -> frozenset[str] | None:
+    """Argument paths (``x``, ``state.q``) of a launch whose arrays carry a gradient then;
+    None when some access cannot be resolved (then every array counts)."""
+    seq = int(model.seq[ev])
+    paths = set()
+    for row in model.accesses_of(ev):
+        array_id = int(model.acc_array[row])
+        if array_id not in model.arrays:
+            return None
+        if model.dataflow.has_grad(array_id, seq):
+            paths.add(_field_path(model.acc_arg[row], model.acc_field[row]))
+    return frozenset(paths)
+
+
+def _adjoint_needs_value(
+    kernel: KernelInfo | None, arg: str, field_path: str, grad_args: frozenset[str] | None = None
+) -> bool:
     """Does the adjoint of this kernel depend on the values it read from ``arg[.field]``?
 
     False only when every use of those values is provably linear (sums, differences,
@@ -935,11 +967,12 @@ def _adjoint_needs_value(kernel: KernelInfo | None, arg: str, field_path: str) -
     if kernel is None or not kernel.source:
         return True
     array_params = tuple(a.name for a in kernel.args if a.is_array or a.field)
-    return _needs_value(kernel.source, _field_path(arg, field_path), array_params)
+    active = array_params if grad_args is None else tuple(sorted(grad_args))
+    return _needs_value(kernel.source, _field_path(arg, field_path), array_params, active)
 
 
 @lru_cache(maxsize=4096)
-def _needs_value(source: str, path: str, array_params: tuple[str, ...]) -> bool:
+def _needs_value(source: str, path: str, array_params: tuple[str, ...], active: tuple[str, ...]) -> bool:
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
@@ -947,7 +980,7 @@ def _needs_value(source: str, path: str, array_params: tuple[str, ...]) -> bool:
     func = next((node for node in tree.body if isinstance(node, ast.FunctionDef)), None)
     if func is None:
         return True
-    check = _Linearity(path, set(array_params))
+    check = _Linearity(path, set(array_params), set(active))
     try:
         check.block(func.body)
         check.block(func.body)  # a second pass reaches the loop-carried dependencies
@@ -960,7 +993,12 @@ class _NonLinear(Exception):
     """The kernel uses the watched values in a way whose adjoint needs them."""
 
 
-_LINEAR_CALLS = {"float", "float32", "float64", "float16", "neg", "add", "sub", "atomic_add", "atomic_sub"}
+_LINEAR_CALLS = {
+    "float", "float32", "float64", "float16", "neg", "add", "sub", "atomic_add", "atomic_sub",
+    # tile operations that are linear maps of their tile argument
+    "tile_transpose", "tile_fft", "tile_ifft", "tile_store", "tile_view", "tile_broadcast",
+    "tile_reshape", "tile_squeeze", "tile_sum", "tile_atomic_add", "untile", "tile",
+}  # fmt: skip
 _BILINEAR_CALLS = {"mul", "dot", "cross", "outer", "ddot", "cw_mul"}
 _CONSTANT_CALLS = {"tid", "int", "int32", "int64", "uint32", "len"}
 
@@ -970,9 +1008,10 @@ class _Linearity:
     depends on any array value. A product of watched and active, a watched divisor, a
     watched value in a condition, an index or a non-linear function proves a dependency."""
 
-    def __init__(self, path: str, array_params: set[str]) -> None:
+    def __init__(self, path: str, array_params: set[str], active_params: set[str]) -> None:
         self.path = path
         self.array_params = array_params
+        self.active_params = active_params  # arrays whose values feed a gradient
         self.watched: set[str] = set()
         self.active: set[str] = set()
         self.seen = False
@@ -1079,10 +1118,11 @@ class _Linearity:
             dotted = self._dotted(node.value)
             if dotted == self.path:
                 self.seen = True
-                return True, True
+                return True, self.path in self.active_params
             root = self._root_name(node.value)
             if root in self.array_params:
-                return False, True  # another array's values
+                # another array's values: they matter to the adjoint only if it has a grad
+                return False, (dotted or root) in self.active_params or root in self.active_params
             return self.expr(node.value)
         if isinstance(node, (ast.Tuple, ast.List)):
             return self._any(node.elts)
@@ -1110,6 +1150,18 @@ class _Linearity:
         if isinstance(node, ast.Call):
             name = self._call_name(node.func)
             args = list(node.args) + [kw.value for kw in node.keywords]
+            if name == "tile_load" and node.args:
+                source = self._dotted(node.args[0])
+                rest = self._any(args[1:])
+                if rest[0]:
+                    raise _NonLinear  # a watched value as a tile offset
+                if source == self.path:
+                    self.seen = True
+                    return True, self.path in self.active_params
+                root = self._root_name(node.args[0])
+                if root in self.array_params:
+                    return False, source in self.active_params or root in self.active_params
+                return self.expr(node.args[0])
             if name in _CONSTANT_CALLS:
                 if self._any(args)[0]:
                     raise _NonLinear

@@ -1,0 +1,139 @@
+"""Graph capture seen as the program experienced it: captured work runs at each replay.
+
+Inside ``wp.ScopedCapture()`` / ``capture_begin``..``capture_end`` Warp records launches,
+copies and memsets into a graph without running them (``executed`` is false in the
+trace); ``wp.capture_launch(graph)`` runs them later, once per call. Rules reason about
+what memory held when, so before the model is built this module rewrites the event
+order: the events of a capture window (same thread, between the begin and end of that
+graph; tape events included, since a captured ``tape.backward()`` is a backward that
+happens at each replay) are removed from where they were captured and inserted after
+every ``capture_launch`` of that graph, marked executed, with fresh sequence numbers.
+Each replay is its own recording: the tapes it uses get a fresh (virtual) tape id per
+replay, so two replays never look like one tape recording the same launch twice.
+Events never replayed never happened. ``orig_seq`` keeps the recorded number.
+
+A trace without capture is returned unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warptrace.trace import schema as S
+from warptrace.trace.reader import Trace
+
+
+def expand_captures(trace: Trace) -> Trace:
+    events = trace.tables["events"]
+    kinds = events.column("kind")
+    if not pc.any(pc.equal(kinds, S.CAPTURE_BEGIN)).as_py():
+        return trace
+    order = np.argsort(events.column("seq").to_numpy(), kind="stable")
+    events = events.take(order)
+    seq = events.column("seq").to_numpy().astype(np.int64)
+    kind = np.array(events.column("kind").to_pylist(), dtype=object)
+    thread = events.column("thread").fill_null(0).to_numpy()
+    graph = events.column("ref_id").fill_null(-1).to_numpy()
+    n = len(seq)
+
+    # capture windows: graph id -> event indices captured into it (same thread only)
+    in_window = np.zeros(n, dtype=bool)
+    windows: dict[int, np.ndarray] = {}
+    begins = np.nonzero(kind == S.CAPTURE_BEGIN)[0]
+    ends = np.nonzero(kind == S.CAPTURE_END)[0]
+    for begin in begins:
+        after = ends[(ends > begin) & (thread[ends] == thread[begin])]
+        stop = int(after[0]) if len(after) else n
+        inside = np.arange(begin + 1, stop)
+        inside = inside[thread[inside] == thread[begin]]
+        gid = int(graph[stop]) if stop < n else int(graph[begin])
+        windows[gid] = inside
+        in_window[inside] = True
+
+    tape = events.column("tape").fill_null(-1).to_numpy().astype(np.int64)
+    next_tape = int(tape.max(initial=-1)) + 1
+    take: list[np.ndarray] = []
+    replayed: list[np.ndarray] = []
+    tapes: list[np.ndarray] = []
+    kept = np.nonzero(~in_window)[0]
+    launches = kept[kind[kept] == S.CAPTURE_LAUNCH]
+    cursor = 0
+    for launch in launches:
+        upto = kept[cursor : np.searchsorted(kept, launch) + 1]
+        cursor += len(upto)
+        take.append(upto)
+        replayed.append(np.zeros(len(upto), dtype=bool))
+        tapes.append(tape[upto])
+        body = windows.get(int(graph[launch]), np.empty(0, dtype=np.int64))
+        take.append(body)
+        replayed.append(np.ones(len(body), dtype=bool))
+        body_tapes = tape[body].copy()
+        for used in np.unique(body_tapes[body_tapes >= 0]):
+            body_tapes[body_tapes == used] = next_tape
+            next_tape += 1
+        tapes.append(body_tapes)
+    take.append(kept[cursor:])
+    replayed.append(np.zeros(len(kept) - cursor, dtype=bool))
+    tapes.append(tape[kept[cursor:]])
+    index = np.concatenate(take).astype(np.int64)
+    is_replay = np.concatenate(replayed)
+
+    new_seq = np.arange(len(index), dtype=np.int64)
+    # parent links point at the most recent copy of the parent event
+    parent = events.column("parent").fill_null(-1).to_numpy().astype(np.int64)
+    new_parent = parent[index].copy()
+    latest: dict[int, int] = {}
+    for position, origin in enumerate(index.tolist()):
+        latest[int(seq[origin])] = position
+        p = new_parent[position]
+        if p >= 0:
+            new_parent[position] = latest.get(int(p), -1)
+
+    new_events = events.take(pa.array(index))
+    executed = events.column("executed").fill_null(True).to_numpy(zero_copy_only=False)[index] | is_replay
+    new_events = _set(new_events, "seq", pa.array(new_seq, type=pa.int64()))
+    new_events = _set(new_events, "parent", pa.array(new_parent, type=pa.int64()))
+    new_events = _set(new_events, "executed", pa.array(executed, type=pa.bool_()))
+    new_events = _set(new_events, "tape", pa.array(np.concatenate(tapes), type=pa.int32()))
+    new_events = new_events.append_column("orig_seq", pa.array(seq[index], type=pa.int64()))
+
+    # accesses follow their event, once per copy
+    accesses = trace.tables["accesses"]
+    acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
+    acc_order = np.argsort(acc_seq, kind="stable")
+    accesses = accesses.take(acc_order)
+    acc_seq = acc_seq[acc_order]
+    origin_seq = seq[index]
+    starts = np.searchsorted(acc_seq, origin_seq, side="left")
+    counts = np.searchsorted(acc_seq, origin_seq, side="right") - starts
+    total = int(counts.sum())
+    offsets = np.repeat(np.cumsum(counts) - counts, counts)
+    rows = np.arange(total, dtype=np.int64) - offsets + np.repeat(starts, counts)
+    new_accesses = accesses.take(pa.array(rows))
+    new_accesses = _set(new_accesses, "seq", pa.array(np.repeat(new_seq, counts), type=pa.int64()))
+
+    # creation seqs of arrays and allocations: the first kept event at or after them
+    first_position = np.full(n + 1, len(index), dtype=np.int64)
+    first_position[index[::-1]] = new_seq[::-1]
+    first_position = np.minimum.accumulate(first_position[::-1])[::-1]
+
+    def remap(table: pa.Table) -> pa.Table:
+        old = table.column("seq").fill_null(-1).to_numpy().astype(np.int64)
+        where = np.searchsorted(seq, np.maximum(old, 0), side="left")
+        mapped = np.where(old < 0, old, first_position[np.minimum(where, n)])
+        return _set(table, "seq", pa.array(mapped, type=pa.int64()))
+
+    tables = dict(trace.tables)
+    tables["events"] = new_events
+    tables["accesses"] = new_accesses
+    tables["arrays"] = remap(tables["arrays"])
+    tables["allocs"] = remap(tables["allocs"])
+    return replace(trace, tables=tables)
+
+
+def _set(table: pa.Table, name: str, column: pa.Array) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, column)
