@@ -67,10 +67,15 @@ class Trainer:
 
 def run() -> dict:
     trainer = Trainer()
+    # a finite-difference style probe before training: assign, evaluate, restore
+    start = trainer.x.numpy().copy()
+    trainer.x.assign(start + 1e-3)
+    trainer.forward()
+    trainer.x.assign(start)
+    grad = trainer.check_grad()
     for _ in range(3):
         trainer.step()
-    grad = trainer.check_grad()
-    return {"grad": grad, "expected": 2.0 * trainer.x.numpy()}
+    return {"grad": grad, "expected": 2.0 * start}
 
 
 if __name__ == "__main__":
