@@ -821,10 +821,7 @@ class Dataflow:
         by_grad: dict[int, tuple[int, bool]] = {}
         for ev, grad_id, is_seed in latest.values():
             if is_seed:
-                from_grad = any(
-                    self.is_read[r] and self.grad_row_mask[r]
-                    for r in range(int(m.acc_start[ev]), int(m.acc_stop[ev]))
-                )
+                from_grad = self._carries_gradient(ev)
                 by_grad[grad_id] = (ev, from_grad)
                 if ev > call.begin_ev and m.phase[ev] == S.BACKWARD:
                     continue  # a grads= assign: reported with its key below
@@ -838,6 +835,27 @@ class Dataflow:
                 from_grad = adopted >= 0 and self.owner_of(adopted) not in (-1, array_id)
             found.append((call.begin_ev, grad_id, array_id, from_grad))
         return found
+
+    def _carries_gradient(self, ev: int) -> bool:
+        """Whether the values event ``ev`` writes are an adjoint handed over: it reads a gradient
+        buffer, or reads memory whose last writer read one or was an adjoint launch (a gradient
+        saved in a plain buffer between checkpoint segments, a hand-run loss adjoint)."""
+        m = self.model
+        rows = range(int(m.acc_start[ev]), int(m.acc_stop[ev]))
+        if any(self.is_read[r] and self.grad_row_mask[r] for r in rows):
+            return True
+        for r in rows:
+            if not self.is_read[r]:
+                continue
+            for writer_row in self.writers_of_memory(int(m.acc_array[r]), int(m.seq[ev])):
+                writer = int(self.acc_ev[writer_row])
+                if m.adjoint[writer] or any(
+                    self.is_read[w] and self.grad_row_mask[w]
+                    for w in range(int(m.acc_start[writer]), int(m.acc_stop[writer]))
+                ):
+                    return True
+                break  # only the newest writer decides what the buffer holds
+        return False
 
     def _adopted_grad(self, array_id: int, call: BackwardCall) -> int:
         """The array ``grads=`` made ``array_id``'s .grad inside the call (set_grad), or -1."""
