@@ -364,9 +364,17 @@ def test_linearity_of_a_kernel_read(body, linear):
         ("q[i] = qd[i] * qd[i]", ("q",), True),
         ("q[i] = qd[i] * qd[i]", ("q", "qd"), False),
         # tiles: load, transpose, FFT and store are linear maps
-        ("t = wp.tile_load(qd, shape=(1, 4), offset=(i, 0))\n    wp.tile_fft(t)\n    wp.tile_store(q, t)", ("qd", "q"), True),
+        (
+            "t = wp.tile_load(qd, shape=(1, 4), offset=(i, 0))\n    wp.tile_fft(t)\n    wp.tile_store(q, t)",
+            ("qd", "q"),
+            True,
+        ),
         ("t = wp.tile_load(qd, shape=(4, 4))\n    wp.tile_store(q, wp.tile_transpose(t))", ("qd", "q"), True),
-        ("t = wp.tile_load(qd, shape=(4, 4))\n    wp.tile_store(q, wp.tile_map(wp.sin, t))", ("qd", "q"), False),
+        (
+            "t = wp.tile_load(qd, shape=(4, 4))\n    wp.tile_store(q, wp.tile_map(wp.sin, t))",
+            ("qd", "q"),
+            False,
+        ),
     ],
 )
 def test_linearity_depends_on_which_arrays_carry_gradients(body, active, linear):

@@ -77,7 +77,10 @@ def run() -> dict:
     for k in range(N):
         bump = np.zeros(N)
         bump[k] = eps
-        expected[k] = (forward_np(x0_np.astype(np.float64), w_np + bump) - forward_np(x0_np.astype(np.float64), w_np - bump)) / (2 * eps)
+        expected[k] = (
+            forward_np(x0_np.astype(np.float64), w_np + bump)
+            - forward_np(x0_np.astype(np.float64), w_np - bump)
+        ) / (2 * eps)
     return {"grad": w.grad.numpy(), "expected": expected}
 
 

@@ -43,9 +43,8 @@ from typing import Any
 import warp
 import warp._src.context as _context
 
-from warptrace.record.callsite import _skip_code
 from warptrace.record.identity import NEW, STATE
-from warptrace.record.recorder import EVENT_WIDTH, Recorder, ThreadState
+from warptrace.record.recorder import EVENT_WIDTH, KIND_CODES, Recorder, ThreadState
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     BACKWARD_END,
@@ -88,27 +87,45 @@ GRAPH_ATTR = "_warptrace_graph"  # (token, graph_id) on Graph objects
 CMD_ARGS_ATTR = "_warptrace_args"  # (fwd_args, adj_args) on Launch objects (Warp < 1.19 keeps none)
 
 _PATCHES_FILE = __file__
+_getframe = sys._getframe
+# Code of the originals whose nested events share the enclosing event's call site
+# (set when the wrappers are made): wp.copy (its grad copy and record_func) and
+# Tape.zero (its memsets). A nested event takes the shortcut only when its wrapper's
+# caller is that very code, so no user frame can sit in between.
+_COPY_CODE: Any = None
+_TAPE_ZERO_CODE: Any = None
+_json_names: dict[str, str] = {}
 _EMPTY: tuple[Any, ...] = ()
 _warp_array = warp.array
 _ARRAY_INIT_CODE = warp.array.__init__.__code__
 _perf_ns = time.perf_counter_ns
 _WARP_VERSION = tuple(int(part) for part in warp.config.version.split(".")[:2] if part.isdigit())
 
-# Per-session caches, reset by bind(): kernel object -> launch plan; dims -> "64"/"32x3".
+_LAUNCH = KIND_CODES[LAUNCH]
+_COPY = KIND_CODES[COPY]
+_MEMSET = KIND_CODES[MEMSET]
+_RECORD_FUNC = KIND_CODES[RECORD_FUNC]
+_TAPE_CREATE = KIND_CODES[TAPE_CREATE]
+
+# Per-session caches, reset by bind(): kernel object -> launch plan; dims -> code of
+# "64"/"32x3" (Recorder.dim_code); generic kernel -> positions of its generic arguments.
 _plans: dict[Any, LaunchPlan] = {}
 _plans_by_facts: dict[int, tuple[Any, LaunchPlan]] = {}
 _generic_plans: dict[tuple[Any, ...], LaunchPlan] = {}
-_dims: dict[Any, str] = {}
+_generic_args: dict[Any, tuple[int, ...] | None] = {}
+_dims: dict[Any, int] = {}
+_src_dest: tuple[int, int] = (0, 0)  # name codes of a copy's "src" and "dest"
 _kernel_facts: Callable[..., Any] | None = None
 _kernel_facts_resolved = False
 
 
 def bind(rec: Recorder | None) -> None:
     """Point every wrapper at ``rec`` (None: all wrappers become pass-through)."""
-    global _rec, _local, _tok, _kernel_facts_resolved
+    global _rec, _local, _tok, _kernel_facts_resolved, _src_dest
     _plans.clear()
     _plans_by_facts.clear()
     _generic_plans.clear()
+    _generic_args.clear()
     _dims.clear()
     _kernel_facts_resolved = False
     if rec is None:
@@ -116,6 +133,7 @@ def bind(rec: Recorder | None) -> None:
         return
     _local = rec.local
     _tok = rec.tok
+    _src_dest = (rec.name_code("src"), rec.name_code("dest"))
     _rec = rec
 
 
@@ -125,6 +143,14 @@ def _state() -> ThreadState:
         return _local.state
     except AttributeError:
         return _rec.thread_state()  # type: ignore[union-attr]
+
+
+def _site(rec: Recorder) -> int:
+    """Call site of the wrapper that calls this: its caller's position if that is a known
+    user position (one dict hit), else the frame walk of ``Sites.caller``."""
+    frame = _getframe(2)
+    site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
+    return site if site is not None else rec.sites.caller(2)
 
 
 def _wraps(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
@@ -232,12 +258,13 @@ class LaunchPlan:
     (array arguments: ``(index, name, role, flags)``) and ``fields`` (struct fields, with
     their attribute ``path``) for the launch fast path.
     ``adj`` rows: ``(index, name, field, path, fwd_role, fwd_flags, grad_role, grad_flags,
-    retained_grad_role, retained_grad_flags)``.
+    retained_grad_role, retained_grad_flags)``. ``name``/``field`` are
+    :meth:`Recorder.name_code` codes.
     """
 
     __slots__ = ("adj", "facts", "fields", "fwd", "kernel_id", "simple")
 
-    def __init__(self, kernel_id: int, facts: Any) -> None:
+    def __init__(self, rec: Recorder, kernel_id: int, facts: Any) -> None:
         self.kernel_id = kernel_id
         self.facts = facts
         uncertain = str(facts.analysis).startswith("failed")
@@ -247,8 +274,9 @@ class LaunchPlan:
             if not arg.is_array:
                 continue
             path = tuple(arg.field.split(".")) if arg.field else None
-            fwd.append((arg.index, arg.name, arg.field or "", path, *_forward_role(arg, uncertain)))
-            adj.append((arg.index, arg.name, arg.field or "", path, *_adjoint_roles(arg, uncertain)))
+            name, field_name = rec.name_code(arg.name), rec.name_code(arg.field or "")
+            fwd.append((arg.index, name, field_name, path, *_forward_role(arg, uncertain)))
+            adj.append((arg.index, name, field_name, path, *_adjoint_roles(arg, uncertain)))
         self.fwd = tuple(fwd)
         self.adj = tuple(adj)
         self.simple = tuple((i, name, role, flags) for i, name, _, path, role, flags in fwd if path is None)
@@ -299,7 +327,7 @@ def _adjoint_roles(arg: Any, uncertain: bool) -> tuple[int, int, int, int, int, 
 def _plan(rec: Recorder, kernel: Any, args: Sequence[Any] | None) -> LaunchPlan:
     if getattr(kernel, "is_generic", False):
         # The overload depends on the argument types: key on what Warp infers them from.
-        key = (kernel, _type_key(args or ()))
+        key = (kernel, _type_key(kernel, args or ()))
         plan = _generic_plans.get(key)
         if plan is None:
             facts = _facts_for(kernel, args)
@@ -307,22 +335,45 @@ def _plan(rec: Recorder, kernel: Any, args: Sequence[Any] | None) -> LaunchPlan:
             if hit is not None and hit[0] is facts:
                 plan = hit[1]
             else:
-                plan = LaunchPlan(rec.intern_kernel(facts), facts)
+                plan = LaunchPlan(rec, rec.intern_kernel(facts), facts)
                 _plans_by_facts[id(facts)] = (facts, plan)
             _generic_plans[key] = plan
         return plan
     plan = _plans.get(kernel)
     if plan is None:
         facts = _facts_for(kernel, args)
-        plan = LaunchPlan(rec.intern_kernel(facts), facts)
+        plan = LaunchPlan(rec, rec.intern_kernel(facts), facts)
         _plans[kernel] = plan
     return plan
 
 
-def _type_key(args: Sequence[Any]) -> tuple[Any, ...]:
-    """Python type, plus dtype/ndim for arrays and the struct class for structs."""
+def _generic_positions(kernel: Any, count: int) -> tuple[int, ...] | None:
+    """Indices of the arguments whose annotation is generic (None: look at all of them).
+
+    Warp infers an overload's types only from those; the other arguments keep their
+    annotated type whatever is passed.
+    """
+    try:
+        types = list(kernel.adj.arg_types.values())
+        if len(types) != count:
+            return None
+        is_generic = warp._src.types.type_is_generic
+        return tuple(i for i, t in enumerate(types) if is_generic(t))
+    except Exception:
+        return None
+
+
+def _type_key(kernel: Any, args: Sequence[Any]) -> tuple[Any, ...]:
+    """Python type, plus dtype/ndim for arrays and the struct class for structs, of the generic arguments."""
+    positions = _generic_args.get(kernel, False)
+    if positions is False:
+        positions = _generic_positions(kernel, len(args))
+        _generic_args[kernel] = positions
+    if positions is None:
+        positions = range(len(args))
     key = []
-    for value in args:
+    for i in positions:
+        value = args[i]
         kind = value.__class__
         if kind is _warp_array:
             key.append((value.dtype, value.ndim))
@@ -332,21 +383,23 @@ def _type_key(args: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(key)
 
 
-def _dim_str(dim: Any) -> str | None:
+def _dim_code(rec: Recorder, dim: Any) -> int:
+    """Recorder.dim_code of the launch dims "64" / "32x3" (-1 for None)."""
     try:
-        text = _dims.get(dim)
+        code = _dims.get(dim)
     except TypeError:  # a list
         dim = tuple(dim)
-        text = _dims.get(dim)
-    if text is None:
+        code = _dims.get(dim)
+    if code is None:
         if isinstance(dim, int):
             text = str(dim)
         elif dim is None:
-            return None
+            return -1
         else:
             text = "x".join(str(int(d)) for d in dim)
-        _dims[dim] = text
-    return text
+        code = rec.dim_code(text)
+        _dims[dim] = code
+    return code
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -385,9 +438,10 @@ def _array_state(rec: Recorder, arr: Any) -> tuple[Any, ...]:
 
 def _access(
     rec: Recorder, arr: Any, role: int, flags: int, arg: str = "", field: str = ""
-) -> tuple[Any, ...]:
+) -> tuple[int, ...]:
+    """An access row for :meth:`Recorder.emit` (``arg``/``field`` coded)."""
     st = _array_state(rec, arr)
-    return (st[1], st[2], role, flags | st[3], arg, field)
+    return (st[1], st[2], role, flags | st[3], rec.name_code(arg), rec.name_code(field) if field else 0)
 
 
 def _device_alias(device: Any) -> str:
@@ -512,9 +566,9 @@ def _record_launch(
     plan = _plans.get(kernel)
     if plan is None:
         plan = _plan(rec, kernel, [*inputs, *outputs])
-    dim_text = _dims.get(dim) if dim.__class__ is int else None
-    if dim_text is None:
-        dim_text = _dim_str(dim)
+    dim_code = _dims.get(dim) if dim.__class__ is int or dim.__class__ is tuple else None
+    if dim_code is None:
+        dim_code = _dim_code(rec, dim)
     graph = _capture_of(rec, _launch_device(device, stream)) if rec.captures else -1
     phase = ts.phase
     if phase:
@@ -531,18 +585,22 @@ def _record_launch(
             metadata["caller"] = rec.sites.caller_dicts[site]
     t_ns = _perf_ns()
     adjoint = bool(adjoint)
-    with rec.lock:
+    lock = rec.lock
+    lock.acquire()
+    try:
         seq = rec.seq
         rec.seq = seq + 1
         ev = rec.ev
         ev.extend(
-            (seq, LAUNCH, tape_id, recorded, phase, adjoint, graph < 0 or graph in rec.executing_captures,
-             site, plan.kernel_id, ts.thread, t_ns, ts.parent, -1, graph, None, dim_text, None)
+            (seq, _LAUNCH, tape_id, recorded, phase, adjoint, graph < 0 or graph in rec.executing_captures,
+             site, plan.kernel_id, ts.thread, t_ns, ts.parent, -1, graph, dim_code)
         )  # fmt: skip
         acc = rec.acc
         _append_launch_accesses(acc, seq, plan, inputs, outputs, adjoint, adj_inputs, adj_outputs)
         if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or t_ns >= rec.flush_deadline:
             rec.flush()
+    finally:
+        lock.release()
 
 
 def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -555,7 +613,6 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
     if _positional_params(original) != _LAUNCH_PARAMS or len(defaults) != len(_LAUNCH_PARAMS) - 2:
         return _make_launch_generic(original)
     getframe = sys._getframe
-    skip_code = _skip_code
     plans = _plans
     dims = _dims
     perf_ns = _perf_ns
@@ -577,11 +634,9 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, stream,
                             adjoint, record_tape, record_cmd, max_blocks, block_dim)  # fmt: skip
         try:
+            # Sites.by_pos holds user positions only: a hit means the caller is the user's line.
             frame = getframe(1)
-            code = frame.f_code
-            site = (
-                rec.sites.by_code_line.get((code, frame.f_lineno)) if skip_code.get(code) is False else None
-            )
+            site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
             if site is None:
                 site = rec.sites.caller()
             runtime = _context.runtime
@@ -592,21 +647,21 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             site, tape, taped_before = -1, None, -1
         result = original(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, stream,
                           adjoint, record_tape, record_cmd, max_blocks, block_dim)  # fmt: skip
-        if adjoint or record_cmd or rec.captures or kernel.__class__ is not kernel_class:
+        if record_cmd or rec.captures or kernel.__class__ is not kernel_class:
             try:
                 _record_launch(rec, ts, site, tape, taped_before, kernel, dim, inputs, outputs, adj_inputs,
                                adj_outputs, device, stream, adjoint, record_cmd, result)  # fmt: skip
             except Exception as exc:
                 rec.fail(exc)
             return result
-        # The common case, inlined: a forward launch of a known kernel (same rows as _record_launch).
+        # The common case, inlined: a launch of a known kernel, not captured (same rows as _record_launch).
         try:
             plan = plans.get(kernel)
             if plan is None:
                 plan = _plan(rec, kernel, [*inputs, *outputs])
-            dim_text = dims.get(dim) if dim.__class__ is int else None
-            if dim_text is None:
-                dim_text = _dim_str(dim)
+            dim_code = dims.get(dim) if dim.__class__ is int or dim.__class__ is tuple else None
+            if dim_code is None:
+                dim_code = _dim_code(rec, dim)
             phase = ts.phase
             if tape is not None:
                 if phase:
@@ -624,15 +679,30 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
                 tape_id = ts.bw_tape if phase else -1
                 recorded = False
             t_ns = perf_ns()
-            with rec.lock:
+            lock = rec.lock
+            lock.acquire()
+            try:
                 seq = rec.seq
                 rec.seq = seq + 1
                 ev = rec.ev
-                ev.extend(
-                    (seq, LAUNCH, tape_id, recorded, phase, False, True, site, plan.kernel_id,
-                     ts.thread, t_ns, ts.parent, -1, -1, None, dim_text, None)
-                )  # fmt: skip
                 acc = rec.acc
+                if adjoint:
+                    ev.extend(
+                        (seq, _LAUNCH, tape_id, recorded, phase, True, True, site, plan.kernel_id,
+                         ts.thread, t_ns, ts.parent, -1, -1, dim_code)
+                    )  # fmt: skip
+                    _append_launch_accesses(acc, seq, plan, inputs, outputs, True, adj_inputs, adj_outputs)
+                    if (
+                        len(ev) >= rec.flush_ev_len
+                        or len(acc) >= rec.flush_acc_len
+                        or t_ns >= rec.flush_deadline
+                    ):
+                        rec.flush()
+                    return result
+                ev.extend(
+                    (seq, _LAUNCH, tape_id, recorded, phase, False, True, site, plan.kernel_id,
+                     ts.thread, t_ns, ts.parent, -1, -1, dim_code)
+                )  # fmt: skip
                 tok = _tok
                 args = (*inputs, *outputs)
                 for index, arg, role, flags in plan.simple:
@@ -642,7 +712,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
                         if value is None:
                             continue
                         st = rec.ident.register(value)
-                    acc.extend((seq, st[1], st[2], role, flags | st[3], arg, ""))
+                    acc.extend((seq, st[1], st[2], role, flags | st[3], arg, 0))
                 for index, arg, field_path, path, role, flags in plan.fields:
                     value = args[index]
                     for name in path:
@@ -655,6 +725,8 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
                     acc.extend((seq, st[1], st[2], role, flags | st[3], arg, field_path))
                 if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or t_ns >= rec.flush_deadline:
                     rec.flush()
+            finally:
+                lock.release()
         except Exception as exc:
             rec.fail(exc)
         return result
@@ -750,12 +822,20 @@ def make_launch_replay(original: Callable[..., Any]) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------------------- copies
 def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
+    global _COPY_CODE
+    _COPY_CODE = getattr(original, "__code__", None)
+    getframe = sys._getframe
+
     def copy(*args: Any, **kwargs: Any) -> Any:
         rec = _rec
-        tls = _state() if _rec is not None else None
         if rec is None:
             return original(*args, **kwargs)
+        try:
+            tls = _local.state
+        except AttributeError:
+            tls = rec.thread_state()
         parent = -1
+        site = None
         dest = args[0] if args else kwargs.get("dest")
         src = args[1] if len(args) > 1 else kwargs.get("src")
         if tls.guard:
@@ -770,15 +850,21 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             ):
                 return original(*args, **kwargs)
             parent = ctx[1]
+            if getframe(1).f_code is _COPY_CODE:
+                site = ctx[5]  # called by the copy in progress: same user frame
         try:
-            site = rec.sites.caller()
+            if site is None:
+                frame = getframe(1)
+                site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
+                if site is None:
+                    site = rec.sites.caller()
             seq = rec.reserve()
         except Exception as exc:
             rec.fail(exc)
             return original(*args, **kwargs)
         saved = tls.copy_ctx
         tls.guard += 1
-        ctx = [tls.guard, seq, dest, src, False]
+        ctx = [tls.guard, seq, dest, src, False, site]
         tls.copy_ctx = ctx
         try:
             result = original(*args, **kwargs)
@@ -799,21 +885,18 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
                     {"dest_offset": int(dest_offset), "src_offset": int(src_offset), "count": int(count)}
                 )
             graph = _capture_of(rec, getattr(dest, "device", None)) if rec.captures else -1
-            rec.emit(
-                COPY,
-                seq=seq,
-                tape=_current_tape(rec, tls),
-                recorded=ctx[4],
-                site=site,
-                parent=parent if parent >= 0 else tls.parent,
-                executed=graph < 0,
-                ref_id=graph,
-                detail=detail,
-                accesses=(
-                    _access(rec, src, ROLE_READ, 0, "src"),
-                    _access(rec, dest, ROLE_WRITE, FLAG_STORE, "dest"),
+            tape_id = _current_tape(rec, tls)
+            src_st = _array_state(rec, src)
+            dest_st = _array_state(rec, dest)
+            rec.row(
+                tls.thread, _COPY, tape_id, ctx[4], tls.phase, False, graph < 0, site,
+                parent if parent >= 0 else tls.parent, -1, graph, None, detail,
+                (
+                    (src_st[1], src_st[2], ROLE_READ, src_st[3], _src_dest[0], 0),
+                    (dest_st[1], dest_st[2], ROLE_WRITE, FLAG_STORE | dest_st[3], _src_dest[1], 0),
                 ),
-            )
+                seq,
+            )  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
         return result
@@ -838,10 +921,17 @@ def _is_fresh(rec: Recorder, arr: Any) -> bool:
 
 
 def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
+    getframe = sys._getframe
+
     def memset(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = _rec
-        tls = _state() if _rec is not None else None
-        if rec is None or tls.guard:
+        if rec is None:
+            return original(self, *args, **kwargs)
+        try:
+            tls = _local.state
+        except AttributeError:
+            tls = rec.thread_state()
+        if tls.guard:
             return original(self, *args, **kwargs)
         try:
             skip = getattr(self, "size", 1) == 0 or _is_fresh(rec, self)
@@ -850,7 +940,11 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             skip = True
         if skip:
             return original(self, *args, **kwargs)
-        result = _guarded(original, self, args, kwargs)
+        tls.guard += 1
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            tls.guard -= 1
         try:
             value: float | None = 0.0
             detail = None
@@ -864,16 +958,19 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             graph = _capture_of(rec, self.device) if rec.captures else -1
             if graph in rec.executing_captures:
                 graph = -1  # Warp < 1.15 runs a memset during a CPU capture and does not capture it
-            rec.emit(
-                MEMSET,
-                tape=_current_tape(rec, _state()),
-                site=rec.sites.caller(),
-                value=value,
-                detail=detail,
-                executed=graph < 0,
-                ref_id=graph,
-                accesses=(_access(rec, self, ROLE_WRITE, FLAG_STORE),),
-            )
+            tape_id = _current_tape(rec, tls)
+            frame = getframe(1)
+            site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
+            if site is None:
+                if tls.scope_tape >= 0 and frame.f_code is _TAPE_ZERO_CODE:
+                    site = tls.scope_site  # a gradient zeroed by Tape.zero(): its call site
+                else:
+                    site = rec.sites.caller()
+            st = getattr(self, STATE, None)
+            if st is None or st[0] is not _tok:
+                st = _array_state(rec, self)
+            rec.row(tls.thread, _MEMSET, tape_id, False, tls.phase, False, graph < 0, site, tls.parent, -1, graph,
+                    value, detail, ((st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0),), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
         return result
@@ -1130,15 +1227,25 @@ def wrap_property(
 # ---------------------------------------------------------------------------- tape
 def _tape_event(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """__enter__/__exit__: the Warp call, then the event."""
+    code = KIND_CODES[kind]
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(self, *args, **kwargs)
             rec = _rec
-            if rec is None or _state().guard:
+            if rec is None:
                 return result
             try:
-                rec.emit(kind, tape=_tape_id(rec, self), site=rec.sites.caller(), parent=-1)
+                tls = _local.state
+            except AttributeError:
+                tls = rec.thread_state()
+            if tls.guard:
+                return result
+            try:
+                tagged = getattr(self, TAPE_ATTR, None)
+                tape_id = tagged[1] if tagged is not None and tagged[0] is _tok else _tape_id(rec, self)
+                rec.row(tls.thread, code, tape_id, False, tls.phase, False, True, _site(rec), -1, -1, -1, None,
+                        None, (), -1)  # fmt: skip
             except Exception as exc:
                 rec.fail(exc)
             return result
@@ -1159,9 +1266,13 @@ def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
         if rec is None:
             return
         try:
-            tape_id = rec.new_id("next_tape")
+            with rec.lock:
+                tape_id = rec.next_tape
+                rec.next_tape = tape_id + 1
             setattr(self, TAPE_ATTR, (_tok, tape_id))
-            rec.emit(TAPE_CREATE, tape=tape_id, site=rec.sites.caller(), parent=-1)
+            tls = _state()
+            rec.row(tls.thread, _TAPE_CREATE, tape_id, False, tls.phase, False, True, _site(rec), -1, -1, -1, None,
+                    None, (), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
 
@@ -1171,7 +1282,13 @@ def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
 def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """zero()/reset(): the event first; the memsets it causes name it as parent."""
 
+    code = KIND_CODES[kind]
+
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        global _TAPE_ZERO_CODE
+        if kind == TAPE_ZERO:
+            _TAPE_ZERO_CODE = getattr(original, "__code__", None)
+
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             rec = _rec
             tls = _state() if _rec is not None else None
@@ -1179,16 +1296,18 @@ def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., 
                 return original(self, *args, **kwargs)
             try:
                 tape_id = _tape_id(rec, self)
-                seq = rec.emit(kind, tape=tape_id, site=rec.sites.caller())
+                site = _site(rec)
+                seq = rec.row(tls.thread, code, tape_id, False, tls.phase, False, True, site, tls.parent, -1, -1, None,
+                              None, (), -1)  # fmt: skip
             except Exception as exc:
                 rec.fail(exc)
                 return original(self, *args, **kwargs)
-            saved = tls.parent, tls.scope_tape
-            tls.parent, tls.scope_tape = seq, tape_id
+            saved = tls.parent, tls.scope_tape, tls.scope_site
+            tls.parent, tls.scope_tape, tls.scope_site = seq, tape_id, site
             try:
                 return original(self, *args, **kwargs)
             finally:
-                tls.parent, tls.scope_tape = saved
+                tls.parent, tls.scope_tape, tls.scope_site = saved
 
         return _wraps(original, method)
 
@@ -1240,11 +1359,14 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
         if rec is None:
             return result
         ctx = tls.copy_ctx
+        site = None
         if tls.guard:
             if ctx is None or ctx[0] != tls.guard:
                 return result
             ctx[4] = True  # the copy in progress is recorded on the tape
             parent = ctx[1]
+            if _getframe(1).f_code is _COPY_CODE:
+                site = ctx[5]  # recorded by the copy in progress: same user frame
         else:
             parent = tls.parent
         try:
@@ -1252,14 +1374,18 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
             arrays = args[1] if len(args) > 1 else kwargs.get("arrays", ())
             name = getattr(backward, "__qualname__", type(backward).__name__)
             ids = [_array_state(rec, a)[1] for a in arrays or () if isinstance(a, _warp_array)]
-            rec.emit(
-                RECORD_FUNC,
-                tape=_tape_id(rec, self),
-                recorded=True,
-                site=rec.sites.caller(),
-                parent=parent,
-                detail=json.dumps({"func": name, "arrays": ids}),
-            )
+            tape_id = _tape_id(rec, self)
+            if site is None:
+                site = _site(rec)
+            quoted = _json_names.get(name) if name.__class__ is str else None
+            if quoted is None:
+                quoted = json.dumps(name)
+                if name.__class__ is str:
+                    _json_names[name] = quoted
+            # == json.dumps({"func": name, "arrays": ids}), without the encoder's per-call setup
+            detail = '{"func": ' + quoted + ', "arrays": [' + ", ".join([str(i) for i in ids]) + "]}"
+            rec.row(tls.thread, _RECORD_FUNC, tape_id, True, tls.phase, False, True, site, parent, -1, -1, None,
+                    detail, (), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
         return result

@@ -7,6 +7,15 @@ and one C call per row keeps the per-launch cost near a microsecond. A single
 re-entrant lock guards the buffers and the counters; per-thread state (re-entrancy
 guard, backward phase, thread index) lives in a ``threading.local``.
 
+The two big tables hold *only ints* in memory, so that the writer thread turns a whole
+buffer into an int64 matrix with one ``np.fromiter`` pass and slices its columns without
+touching a Python object per value (the GIL-held part of a flush): an event row is
+:data:`EVENT_ROW` (``kind`` and ``dim`` as codes into :attr:`Recorder.kinds` /
+:attr:`Recorder.dim_texts`; the rare ``value``/``detail`` go to ``ev_extra`` as
+``(seq, value, detail)``), an access row is :data:`ACCESS_ROW` (``arg``/``field`` as
+codes into :attr:`Recorder.names`). The code tables only grow, so a code appended
+before its row is always resolvable when the row is written.
+
 Parts are flushed every ``FLUSH_EVENTS`` events or ``FLUSH_SECONDS`` seconds (checked
 on append, no background thread), dimension tables (sites, kernels, arrays, ...)
 before the events that reference them, so a run killed with SIGKILL leaves a trace
@@ -30,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import warp
 
 from warptrace.record.callsite import Sites
@@ -37,6 +47,7 @@ from warptrace.record.identity import Identity
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     COPY,
+    EVENT_KINDS,
     LAUNCH,
     MEMSET,
     SCHEMAS,
@@ -52,7 +63,17 @@ MAX_ERRORS = 20
 WRITER_THREAD = os.environ.get("WARPTRACE_SYNC_WRITES", "") in ("", "0")
 
 _WIDTH = {table: len(SCHEMAS[table].names) for table in TABLES}
-EVENT_WIDTH = _WIDTH["events"]
+
+# In-memory rows of the two big tables (all ints; see the module docstring).
+EVENT_ROW = (
+    "seq", "kind", "tape", "recorded", "phase", "adjoint", "executed", "site", "kernel",
+    "thread", "t_ns", "parent", "array_id", "ref_id", "dim",
+)  # fmt: skip
+EVENT_WIDTH = len(EVENT_ROW)
+ACCESS_ROW = ("seq", "array_id", "alloc_id", "role", "flags", "arg", "field")
+ACCESS_WIDTH = len(ACCESS_ROW)
+KIND_CODES = {kind: code for code, kind in enumerate(EVENT_KINDS)}
+_perf_ns = time.perf_counter_ns
 
 # Set WARPTRACE_STRICT=1 to make recorder bugs raise instead of being logged (tests).
 STRICT = os.environ.get("WARPTRACE_STRICT", "") not in ("", "0")
@@ -69,7 +90,9 @@ class ThreadState:
     slot access instead of a ``threading.local`` lookup.
     """
 
-    __slots__ = ("bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_tape", "thread")
+    __slots__ = (
+        "bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_site", "scope_tape", "thread",
+    )  # fmt: skip
 
     def __init__(self, thread: int) -> None:
         self.guard = 0  # > 0 while warptrace or a wrapped Warp call runs: nested calls are not events
@@ -77,8 +100,10 @@ class ThreadState:
         self.bw_tape = -1  # tape id of the backward in progress
         self.parent = -1  # seq of the enclosing event (tape.zero for its memsets)
         self.scope_tape = -1  # tape id inside Tape.zero()/reset(): their memsets belong to it
+        self.scope_site = -1  # call site of that zero()/reset()
         self.thread = thread  # small per-run thread index
-        self.copy_ctx: list[Any] | None = None  # [guard, seq, dest, src, recorded] of the copy in progress
+        # [guard, seq, dest, src, recorded, site] of the copy in progress
+        self.copy_ctx: list[Any] | None = None
         self.grad_owner: Any = None  # array whose .grad is being allocated
 
 
@@ -94,8 +119,16 @@ class Recorder:
         self.open_events = 0  # reserved seqs whose rows are not appended yet
         self.disordered = False  # a reserved seq was appended after later ones
 
-        self.ev: list[Any] = []
-        self.acc: list[Any] = []
+        self.ev: list[int] = []  # EVENT_ROW rows
+        self.ev_extra: list[tuple[int, float | None, str | None]] = []  # (seq, value, detail)
+        self.acc: list[int] = []  # ACCESS_ROW rows
+        # code tables of the int rows (append-only: the writer thread reads them)
+        self.kinds: list[str] = list(EVENT_KINDS)
+        self.kind_codes: dict[str, int] = dict(KIND_CODES)
+        self.names: list[str] = [""]  # access arg / field names; code 0 is ""
+        self.name_codes: dict[str, int] = {"": 0}
+        self.dim_texts: list[str] = []
+        self.dim_codes: dict[str, int] = {}
         self.array_rows: list[Any] = []
         self.alloc_rows: list[Any] = []
         self.kernel_rows: list[Any] = []
@@ -115,7 +148,7 @@ class Recorder:
 
         self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
         self.flush_ev_len = FLUSH_EVENTS * EVENT_WIDTH
-        self.flush_acc_len = FLUSH_ACCESSES * _WIDTH["accesses"]
+        self.flush_acc_len = FLUSH_ACCESSES * ACCESS_WIDTH
 
         self.sites = Sites(self.site_rows.extend, self.lock)
         self.ident = Identity(self)
@@ -142,6 +175,33 @@ class Recorder:
                 self.next_thread += 1
             self.local.state = state
             return state
+
+    def _code(self, table: list[str], codes: dict[str, int], text: str) -> int:
+        code = codes.get(text)
+        if code is None:
+            with self.lock:
+                code = codes.get(text)
+                if code is None:
+                    code = len(table)
+                    table.append(text)  # before the code is handed out: see the module docstring
+                    codes[text] = code
+        return code
+
+    def name_code(self, name: str) -> int:
+        """Code of an access ``arg``/``field`` name."""
+        code = self.name_codes.get(name)
+        return code if code is not None else self._code(self.names, self.name_codes, str(name))
+
+    def dim_code(self, dim: str | None) -> int:
+        """Code of a launch ``dim`` text (-1: null)."""
+        if dim is None:
+            return -1
+        code = self.dim_codes.get(dim)
+        return code if code is not None else self._code(self.dim_texts, self.dim_codes, dim)
+
+    def kind_code(self, kind: str) -> int:
+        code = self.kind_codes.get(kind)
+        return code if code is not None else self._code(self.kinds, self.kind_codes, kind)
 
     def new_id(self, counter: str) -> int:
         with self.lock:
@@ -215,19 +275,28 @@ class Recorder:
         accesses: tuple[tuple[Any, ...], ...] = (),
         seq: int | None = None,
     ) -> int:
-        """Append one event row (and its access rows ``(array_id, alloc_id, role, flags, arg, field)``).
+        """Append one event row (and its access rows ``(array_id, alloc_id, role, flags, arg, field)``,
+        ``arg``/``field`` as :meth:`name_code` codes).
 
         ``seq`` is given for events whose number was reserved with :meth:`reserve`
         (so that children could name them as parent before they finished).
         """
-        tls = self.thread_state()
-        thread = tls.thread
+        try:
+            tls = self.local.state
+        except AttributeError:
+            tls = self.thread_state()
         if phase is None:
             phase = tls.phase
         if parent is None:
             parent = tls.parent
-        t_ns = time.perf_counter_ns()
-        with self.lock:
+        code = self.kind_codes.get(kind)
+        if code is None:
+            code = self.kind_code(kind)
+        dim_code = -1 if dim is None else self.dim_code(dim)
+        t_ns = _perf_ns()
+        lock = self.lock
+        lock.acquire()
+        try:
             if seq is None:
                 seq = self.seq
                 self.seq = seq + 1
@@ -235,37 +304,71 @@ class Recorder:
                 self.open_events -= 1
                 if seq != self.seq - 1:
                     self.disordered = True
-            self.ev.extend(
-                (
-                    seq,
-                    kind,
-                    tape,
-                    recorded,
-                    phase,
-                    adjoint,
-                    executed,
-                    site,
-                    kernel,
-                    thread,
-                    t_ns,
-                    parent,
-                    array_id,
-                    ref_id,
-                    value,
-                    dim,
-                    detail,
-                )
-            )
+            ev = self.ev
+            ev.extend(
+                (seq, code, tape, recorded, phase, adjoint, executed, site, kernel, tls.thread, t_ns,
+                 parent, array_id, ref_id, dim_code)
+            )  # fmt: skip
+            if value is not None or detail is not None:
+                self.ev_extra.append((seq, value, detail))
             acc = self.acc
             for access in accesses:
                 acc.append(seq)
                 acc.extend(access)
-            if (
-                len(self.ev) >= self.flush_ev_len
-                or len(acc) >= self.flush_acc_len
-                or t_ns >= self.flush_deadline
-            ):
+            if len(ev) >= self.flush_ev_len or len(acc) >= self.flush_acc_len or t_ns >= self.flush_deadline:
                 self.flush()
+        finally:
+            lock.release()
+        return seq
+
+    def row(
+        self,
+        thread: int,
+        kind: int,
+        tape: int,
+        recorded: bool,
+        phase: int,
+        adjoint: bool,
+        executed: bool,
+        site: int,
+        parent: int,
+        array_id: int,
+        ref_id: int,
+        value: float | None,
+        detail: str | None,
+        accesses: tuple[tuple[int, ...], ...],
+        seq: int,
+    ) -> int:
+        """:meth:`emit` for the hot wrappers: every column given, positionally.
+
+        ``kind`` is a :data:`KIND_CODES` code, ``seq`` -1 for a new number; no kernel, no dim.
+        """
+        t_ns = _perf_ns()
+        lock = self.lock
+        lock.acquire()
+        try:
+            if seq < 0:
+                seq = self.seq
+                self.seq = seq + 1
+            else:
+                self.open_events -= 1
+                if seq != self.seq - 1:
+                    self.disordered = True
+            ev = self.ev
+            ev.extend(
+                (seq, kind, tape, recorded, phase, adjoint, executed, site, -1, thread, t_ns, parent, array_id,
+                 ref_id, -1)
+            )  # fmt: skip
+            if value is not None or detail is not None:
+                self.ev_extra.append((seq, value, detail))
+            acc = self.acc
+            for access in accesses:
+                acc.append(seq)
+                acc.extend(access)
+            if len(ev) >= self.flush_ev_len or len(acc) >= self.flush_acc_len or t_ns >= self.flush_deadline:
+                self.flush()
+        finally:
+            lock.release()
         return seq
 
     def reserve(self) -> int:
@@ -314,7 +417,7 @@ class Recorder:
                 ("allocs", self.alloc_rows),
                 ("arrays", self.array_rows),
                 ("accesses", self.acc),
-                ("events", self.ev),
+                ("events", (self.ev, self.ev_extra)),
             )
             disordered = self.disordered
             self.disordered = False
@@ -325,6 +428,7 @@ class Recorder:
             self.array_rows = []
             self.acc = []
             self.ev = []
+            self.ev_extra = []
             self.sites.rebind(self.site_rows.extend)
             if not WRITER_THREAD:
                 self._write_batch(batch, disordered)
@@ -334,19 +438,82 @@ class Recorder:
         if done is not None:
             done.wait()
 
-    def _write_batch(self, batch: tuple[tuple[str, list[Any]], ...], disordered: bool) -> None:
+    def _write_batch(self, batch: tuple[tuple[str, Any], ...], disordered: bool) -> None:
         # dimension tables first: a reader never sees an event whose site/array is missing
         for table, buf in batch:
+            if table == "events":
+                if buf[0]:
+                    self.writer.write(table, self._event_columns(buf[0], buf[1], disordered))
+                continue
             if not buf:
                 continue
-            if table == "events" and disordered:
-                buf = _sorted_events(buf)
+            if table == "accesses":
+                self.writer.write(table, self._access_columns(buf))
+                continue
             width = _WIDTH[table]
             names = SCHEMAS[table].names
             self.writer.write(table, {name: buf[i::width] for i, name in enumerate(names)})
 
+    def _int_rows(self, buf: list[int], row: tuple[str, ...]) -> np.ndarray:
+        """The buffer as an ``(n, width)`` int64 matrix (one C pass over the list)."""
+        try:
+            values = np.fromiter(buf, dtype=np.int64, count=len(buf))
+        except (TypeError, ValueError, OverflowError) as exc:  # a recorder bug put a non-int in a row
+            self._note(exc)
+            values = np.array([_as_int(v) for v in buf], dtype=np.int64)
+        return values.reshape(-1, len(row))
+
+    def _event_columns(
+        self, ev: list[int], extra: list[tuple[int, float | None, str | None]], disordered: bool
+    ) -> dict[str, Any]:
+        rows = self._int_rows(ev, EVENT_ROW)
+        if disordered:  # a copy's row is appended after its nested grad copy's
+            rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        n = len(rows)
+        fields = SCHEMAS["events"]
+        columns: dict[str, Any] = {}
+        for i, name in enumerate(EVENT_ROW):
+            column = rows[:, i]
+            if name == "kind":
+                columns[name] = _decode(self.kinds, column)
+            elif name == "dim":
+                columns[name] = _decode(self.dim_texts, column)
+            else:
+                columns[name] = pa.array(column.astype(fields.field(name).type.to_pandas_dtype()))
+        value = np.zeros(n, dtype=np.float64)
+        has_value = np.zeros(n, dtype=bool)
+        detail_index = np.full(n, -1, dtype=np.int64)
+        details: list[str] = []
+        if extra:
+            where = np.searchsorted(rows[:, 0], np.array([e[0] for e in extra], dtype=np.int64))
+            with_value = [i for i, e in enumerate(extra) if e[1] is not None]
+            if with_value:
+                at = where[with_value]
+                value[at] = [extra[i][1] for i in with_value]
+                has_value[at] = True
+            with_detail = [i for i, e in enumerate(extra) if e[2] is not None]
+            if with_detail:
+                detail_index[where[with_detail]] = np.arange(len(with_detail))
+                details = [extra[i][2] for i in with_detail]
+        columns["value"] = pa.array(value, mask=~has_value)
+        columns["detail"] = _decode(details, detail_index)
+        return columns
+
+    def _access_columns(self, acc: list[int]) -> dict[str, Any]:
+        rows = self._int_rows(acc, ACCESS_ROW)
+        fields = SCHEMAS["accesses"]
+        columns: dict[str, Any] = {}
+        for i, name in enumerate(ACCESS_ROW):
+            if name in ("arg", "field"):
+                columns[name] = _decode(self.names, rows[:, i])
+            else:
+                columns[name] = pa.array(rows[:, i].astype(fields.field(name).type.to_pandas_dtype()))
+        return columns
+
     def _writer_loop(self) -> None:
         """The writer thread: write queued batches; flush on its own every FLUSH_SECONDS when idle."""
+        with contextlib.suppress(Exception):
+            import pyarrow.compute  # noqa: F401  # Array.take imports it: once, here, not at the first flush
         while True:
             try:
                 item = self._queue.get(timeout=FLUSH_SECONDS)
@@ -427,11 +594,19 @@ class Recorder:
         return summary
 
 
-def _sorted_events(ev: list[Any]) -> list[Any]:
-    """Rows in seq order (a copy's row is appended after its nested grad copy's)."""
-    rows = [ev[i : i + EVENT_WIDTH] for i in range(0, len(ev), EVENT_WIDTH)]
-    rows.sort(key=lambda row: row[0])
-    return [value for row in rows for value in row]
+def _decode(texts: list[str], codes: np.ndarray) -> pa.Array:
+    """String column from codes into ``texts`` (-1: null), without a Python object per row."""
+    table = pa.array(texts[:], type=pa.string())  # a snapshot: the list may grow meanwhile
+    indices = codes.astype(np.int32)
+    missing = indices < 0
+    return table.take(pa.array(indices, mask=missing) if missing.any() else pa.array(indices))
+
+
+def _as_int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1
 
 
 def active() -> Recorder | None:
