@@ -971,13 +971,18 @@ def _wt308(model: Model) -> list[Finding]:
         kernel = model.kernels.get(int(model.kernel[ev]))
         if kernel is None:
             continue
-        side = [row for row in side if _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])]
-        if not side:
-            continue
         call_index = int(df.ev_backward[ev])
         if call_index < 0:
             continue
         call = df.backward_calls[call_index]
+        side = [
+            row
+            for row in side
+            if (mode := _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])) == _RESULT_USED
+            or (mode == _RESULT_DISCARDED and _read_by_later_adjoint(model, df, row, ev, call))
+        ]
+        if not side:
+            continue
         forward = _match_forward(model, df, ev, call, pending)
         if forward < 0:
             continue
@@ -986,9 +991,9 @@ def _wt308(model: Model) -> list[Finding]:
         for row in side:
             arg = kernel.arg(model.acc_arg[row], model.acc_field[row])
             if arg is not None and arg.write_line >= 0:
-                line = _kernel_line(kernel, arg.write_line)
-                if line is not None:
-                    related.append(line)
+                related.append(
+                    _kernel_line(kernel.file, kernel.key, kernel.source, kernel.line, arg.write_line)
+                )
         message = (
             f"the adjoint of `{kernel.key}` writes forward memory {_names(labels)} during the backward "
             f"(line {model.location(call.site).line}): the backward replays the forward body of the @wp.func "
@@ -1048,23 +1053,33 @@ def _forward_signature(model: Model, df: Dataflow, ev: int) -> tuple:
     return (int(model.kernel[ev]), tuple(arrays))
 
 
-def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> bool:
+# How the adjoint replays a write to forward memory (see _replayed_write)
+_NOT_REPLAYED = 0
+_RESULT_DISCARDED = 1  # replayed by a @wp.func whose result the kernel ignores (plain accumulation)
+_RESULT_USED = 2  # replayed by a @wp.func whose result the kernel uses (a counter handing out slots)
+
+
+def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> int:
     """Whether the adjoint of ``kernel`` really rewrites ``arg``: it is passed to a user function
     (replayed in full by the adjoint) that has no custom replay. Atomics written directly in the
-    kernel body are not replayed. Unknown source: trust the recorder."""
+    kernel body are not replayed. When the kernel uses the function's result (``slot = f(count)``)
+    the replay hands out different values than the forward did: the counter pattern. Unknown
+    source: trust the recorder."""
     if not kernel.source:
-        return True
+        return _RESULT_USED
     return _passes_to_function(kernel.source, arg, field_path, tuple(kernel.custom_replay))
 
 
 @lru_cache(maxsize=1024)
-def _passes_to_function(source: str, arg: str, field_path: str, custom_replay: tuple[str, ...]) -> bool:
+def _passes_to_function(source: str, arg: str, field_path: str, custom_replay: tuple[str, ...]) -> int:
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
-        return True
+        return _RESULT_USED
     target = arg + ("." + field_path if field_path else "")
     replayed = {name.rsplit(".", 1)[-1] for name in custom_replay}
+    discarded = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    found = _NOT_REPLAYED
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -1076,17 +1091,28 @@ def _passes_to_function(source: str, arg: str, field_path: str, custom_replay: t
         if any(ast.unparse(a) == target for a in node.args) or any(
             ast.unparse(k.value) == target for k in node.keywords
         ):
+            found = max(found, _RESULT_DISCARDED if id(node) in discarded else _RESULT_USED)
+    return found
+
+
+def _read_by_later_adjoint(model: Model, df: Dataflow, row: int, ev: int, call: BackwardCall) -> bool:
+    """Whether a later adjoint launch of the same backward reads the forward memory the replayed
+    accumulation at access ``row`` (of adjoint ``ev``) changed: only then does it alter a gradient."""
+    array_id = int(model.acc_array[row])
+    for read_row in df.reads_between(array_id, int(model.seq[ev]), call.end_seq).tolist():
+        if model.adjoint[int(df.acc_ev[read_row])]:
             return True
     return False
 
 
-def _kernel_line(kernel: KernelInfo, line: int) -> Location | None:
-    lines = kernel.source.splitlines()
+@lru_cache(maxsize=4096)
+def _kernel_line(file: str, key: str, source: str, kernel_line: int, line: int) -> Location:
+    lines = source.splitlines()
     try:
-        tree = ast.parse(textwrap.dedent(kernel.source))
+        tree = ast.parse(textwrap.dedent(source))
         def_line = next(n.lineno for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     except (SyntaxError, StopIteration):
         def_line = 1
-    rel = line - kernel.line + def_line - 1
+    rel = line - kernel_line + def_line - 1
     text = lines[rel].strip() if 0 <= rel < len(lines) else ""
-    return Location(kernel.file, int(line), "kernel write", text, kernel.key)
+    return Location(file, int(line), "kernel write", text, key)
