@@ -11,6 +11,9 @@ from pathlib import Path
 PROGRAMS = Path(__file__).parent / "programs"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 _GRAD = re.compile(r"^#\s*grad:\s*(wrong|right)\s*$", re.M)
+# `# grad-wrong-before: 1.17`: a `grad: right` program whose gradient depends on Warp behaviour
+# that changed in that version (e.g. copy adjoints accumulate from 1.17 on)
+_WRONG_BEFORE = re.compile(r"^#\s*grad-wrong-before:\s*(\d+)\.(\d+)", re.M)
 
 
 @dataclass
@@ -19,6 +22,12 @@ class Program:
     expected: set[tuple[str, int]] = field(default_factory=set)  # (code, line)
     grad_wrong: bool = False
     forbid_info: bool = False
+    wrong_before: tuple[int, int] | None = None
+
+    def gradient_wrong_on(self, warp_version: tuple[int, ...]) -> bool:
+        return self.grad_wrong or (
+            self.wrong_before is not None and tuple(warp_version[:2]) < self.wrong_before
+        )
 
     @property
     def name(self) -> str:
@@ -44,12 +53,14 @@ def discover() -> list[Program]:
             continue
         marks = _program_markers(path)
         grad = _GRAD.search(text)
+        before = _WRONG_BEFORE.search(text)
         programs.append(
             Program(
                 path=path,
                 expected={(code, line) for code, _, line in marks},
                 grad_wrong=(grad.group(1) == "wrong") if grad else bool(marks),
                 forbid_info="# forbid-info" in text,
+                wrong_before=(int(before.group(1)), int(before.group(2))) if before else None,
             )
         )
     return programs

@@ -8,6 +8,7 @@ the floor makes the gradient wrong); the fix is the same as for a real write-bac
 """
 
 # grad: right
+# grad-wrong-before: 1.17  (the copy adjoint overwrote the source gradient until then)
 
 import numpy as np
 import warp as wp
