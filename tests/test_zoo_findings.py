@@ -46,6 +46,8 @@ def test_findings_match_markers(program: Program, tmp_path):
     missing_recorder = _recorder_available()
     if missing_recorder:
         pytest.skip(missing_recorder)
+    if program.skip_reason():
+        pytest.skip(program.skip_reason())
     import warptrace
 
     module = load(program, module_name="zoo_traced_" + program.name.replace("/", "_"))

@@ -13,6 +13,7 @@ _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 _GRAD = re.compile(r"^#\s*grad:\s*(wrong|right)\s*$", re.M)
 # `# grad-wrong-before: 1.17`: a `grad: right` program whose gradient depends on Warp behaviour
 # that changed in that version (e.g. copy adjoints accumulate from 1.17 on)
+_REQUIRES = re.compile(r"^#\s*requires-warp:\s*(\d+)\.(\d+)", re.M)
 _WRONG_BEFORE = re.compile(r"^#\s*grad-wrong-before:\s*(\d+)\.(\d+)", re.M)
 
 
@@ -23,6 +24,15 @@ class Program:
     grad_wrong: bool = False
     forbid_info: bool = False
     wrong_before: tuple[int, int] | None = None
+    requires_warp: tuple[int, int] = (0, 0)  # `# requires-warp: 1.15`: the program needs that Warp
+
+    def skip_reason(self) -> str | None:
+        import warp
+
+        version = tuple(int(part) for part in warp.__version__.split(".")[:2])
+        if version < self.requires_warp:
+            return f"{self.name} needs warp-lang >= {self.requires_warp[0]}.{self.requires_warp[1]}"
+        return None
 
     def gradient_wrong_on(self, warp_version: tuple[int, ...]) -> bool:
         return self.grad_wrong or (
@@ -54,6 +64,7 @@ def discover() -> list[Program]:
         marks = _program_markers(path)
         grad = _GRAD.search(text)
         before = _WRONG_BEFORE.search(text)
+        requires = _REQUIRES.search(text)
         programs.append(
             Program(
                 path=path,
@@ -61,6 +72,7 @@ def discover() -> list[Program]:
                 grad_wrong=(grad.group(1) == "wrong") if grad else bool(marks),
                 forbid_info="# forbid-info" in text,
                 wrong_before=(int(before.group(1)), int(before.group(2))) if before else None,
+                requires_warp=(int(requires.group(1)), int(requires.group(2))) if requires else (0, 0),
             )
         )
     return programs

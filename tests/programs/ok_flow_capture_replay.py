@@ -6,6 +6,7 @@ a fresh tape on zeroed grads. Nothing here accumulates stale gradients or overwr
 read buffer, so warptrace must stay silent (the shape of Newton's diffsim examples).
 """
 
+# requires-warp: 1.15  (before that, backward launches cannot be captured)
 import numpy as np
 import warp as wp
 
