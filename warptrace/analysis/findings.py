@@ -88,7 +88,8 @@ def _loc(loc: Location) -> dict[str, Any]:
 
 
 def merge_findings(findings: list[Finding]) -> list[Finding]:
-    """One finding per root cause: equal (code, key, location) merge, counts add, related lines union.
+    """One finding per root cause: equal (code, key, location) merge, counts add, related lines union;
+    an info finding is dropped where the same rule already reports worse on the same line.
 
     Ordered by severity (worst first), then by first occurrence (evidence["first_seq"])."""
     merged: dict[tuple, Finding] = {}
@@ -103,4 +104,14 @@ def merge_findings(findings: list[Finding]) -> list[Finding]:
         for loc in finding.related:
             if loc not in kept.related:
                 kept.related.append(loc)
-    return sorted(merged.values(), key=lambda f: (-int(f.severity), f.evidence.get("first_seq", 0), f.code))
+    # An info finding on a line that already carries a worse finding of the same rule adds
+    # nothing the user acts on (same line to change, same fix): keep the worse one only.
+    worse = {
+        (f.code, f.location.file, f.location.line) for f in merged.values() if f.severity > Severity.INFO
+    }
+    kept = [
+        f
+        for f in merged.values()
+        if f.severity > Severity.INFO or (f.code, f.location.file, f.location.line) not in worse
+    ]
+    return sorted(kept, key=lambda f: (-int(f.severity), f.evidence.get("first_seq", 0), f.code))
