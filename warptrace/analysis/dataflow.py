@@ -922,26 +922,148 @@ class Dataflow:
         scope &= (m.phase == S.FORWARD) & ~m.adjoint & (m.parent < 0)
         empty: frozenset[int] = frozenset()
         interned: dict[frozenset[int], frozenset[int]] = {empty: empty}
-        for ev in np.nonzero(scope)[0].tolist():
-            call = self.backward_of_event(ev) if m.recorded[ev] else None
-            when = call.begin_seq if call else int(m.seq[ev])
-            leaves: set[int] = set()
-            for row in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
-                if not self.is_read[row]:
-                    continue
-                writers = self.writer_rows(row)
-                produced = False
-                for w in writers.tolist():
-                    writer_ev = int(self.acc_ev[w])
-                    if writer_ev in prov:
-                        produced = True
-                        leaves |= prov[writer_ev]
-                array_id = int(m.acc_array[row])
-                if not produced and self.has_grad(array_id, when) and not self.grad_row_mask[row]:
-                    leaves.add(self.root_array(array_id))
-            key = frozenset(leaves)
-            prov[ev] = interned.setdefault(key, key)
+        scope_evs = np.nonzero(scope)[0]
+        if len(scope_evs) == 0:
+            return prov
+        # when each event is replayed (the seq its leaves' gradients are looked up at)
+        when_of: dict[tuple[int, int], int] = {}
+        whens = np.empty(len(scope_evs), dtype=np.int64)
+        for i, ev in enumerate(scope_evs.tolist()):
+            seq = int(m.seq[ev])
+            if m.recorded[ev]:
+                uid = int(self.ev_epoch[ev])
+                cache_key = (uid, seq)
+                when = when_of.get(cache_key)
+                if when is None:
+                    call = self.backward_of_event(ev)
+                    when = when_of[cache_key] = call.begin_seq if call else seq
+            else:
+                when = seq
+            whens[i] = when
+        rows, index = self.rows_of_events(scope_evs)
+        read = self.is_read[rows]
+        rows, index = rows[read], index[read]
+        # producers: def-use edges from an earlier in-scope event (already in prov)
+        starts, stops = self._edge_start[rows], self._edge_start[rows + 1]
+        counts = stops - starts
+        offsets = np.cumsum(counts) - counts
+        edges = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts - offsets, counts)
+        edge_row = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+        writer_ev = self.edge_writer_ev[edges]
+        reader_ev = scope_evs[index[edge_row]]
+        live = scope[writer_ev] & (writer_ev < reader_ev)
+        produced = np.zeros(len(rows), dtype=bool)
+        produced[edge_row[live]] = True
+        live_index = index[edge_row[live]]
+        live_writer = writer_ev[live]
+        # leaves: unproduced reads of arrays with a gradient, not of a gradient buffer
+        cand = ~produced & ~self.grad_row_mask[rows]
+        leaf = np.zeros(len(rows), dtype=bool)
+        if np.any(cand):
+            leaf[cand] = self.has_grad_many(m.acc_array[rows[cand]], whens[index[cand]])
+        leaf_index = index[leaf]
+        leaf_array = m.acc_array[rows[leaf]]
+        roots: dict[int, int] = {}
+        n = len(scope_evs)
+        w_cut = np.searchsorted(live_index, np.arange(n + 1), side="left").tolist()
+        l_cut = np.searchsorted(leaf_index, np.arange(n + 1), side="left").tolist()
+        writers_list = live_writer.tolist()
+        leaves_list = leaf_array.tolist()
+        unions: dict[tuple, frozenset[int]] = {}
+        for i, ev in enumerate(scope_evs.tolist()):
+            parts = {id(p): p for p in (prov[w] for w in writers_list[w_cut[i] : w_cut[i + 1]])}
+            own = leaves_list[l_cut[i] : l_cut[i + 1]]
+            if own:
+                own_set = set()
+                for array_id in own:
+                    root = roots.get(array_id)
+                    if root is None:
+                        root = roots[array_id] = self.root_array(array_id)
+                    own_set.add(root)
+                leaves: set[int] = set(own_set)
+                for part in parts.values():
+                    leaves |= part
+                key = frozenset(leaves)
+                prov[ev] = interned.setdefault(key, key)
+                continue
+            if not parts:
+                prov[ev] = empty
+                continue
+            if len(parts) == 1:
+                prov[ev] = next(iter(parts.values()))
+                continue
+            ukey = tuple(sorted(parts))
+            cached = unions.get(ukey)
+            if cached is None:
+                union: set[int] = set()
+                for part in parts.values():
+                    union |= part
+                key = frozenset(union)
+                cached = unions[ukey] = interned.setdefault(key, key)
+            prov[ev] = cached
         return prov
+
+    @cached_property
+    def _grad_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Flattened has-grad change lists: (sorted array ids, their segment starts and stops,
+        change seqs, change values, initial state per dense array slot)."""
+        m = self.model
+        ids = sorted(self._has_grad)
+        starts, stops, seqs, values = [], [], [], []
+        for array_id in ids:
+            changes = self._has_grad[array_id]
+            starts.append(len(seqs))
+            seqs += [seq for seq, _ in changes]
+            values += [bool(v) for _, v in changes]
+            stops.append(len(seqs))
+        max_id = max(m.arrays, default=-1)
+        initial = np.zeros(max(max_id, -1) + 2, dtype=bool)
+        for info in m.arrays.values():
+            if info.array_id >= 0:
+                initial[info.array_id] = bool(info.requires_grad)
+        return (
+            np.asarray(ids, dtype=np.int64),
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(stops, dtype=np.int64),
+            np.asarray(seqs, dtype=np.int64),
+            np.asarray(values, dtype=bool),
+            initial,
+        )
+
+    def has_grad_many(self, array_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """:meth:`has_grad` of each (array id, seq) pair, vectorized."""
+        array_ids = np.asarray(array_ids, dtype=np.int64)
+        seqs = np.asarray(seqs, dtype=np.int64)
+        out = np.zeros(len(array_ids), dtype=bool)
+        if len(array_ids) == 0:
+            return out
+        ids, starts, stops, ch_seq, ch_val, initial = self._grad_table
+        max_slot = len(initial) - 1
+        dense = (array_ids >= 0) & (array_ids < max_slot)
+        out[dense] = initial[array_ids[dense]]
+        # ids outside the dense table: the exact test
+        for i in np.nonzero(~dense)[0].tolist():
+            out[i] = self.has_grad(int(array_ids[i]), int(seqs[i]))
+        if len(ids) == 0:
+            return out
+        rank = np.searchsorted(ids, array_ids)
+        rank_c = np.minimum(rank, len(ids) - 1)
+        hit = dense & (ids[rank_c] == array_ids)
+        if not np.any(hit):
+            return out
+        q = np.nonzero(hit)[0]
+        r = rank_c[q]
+        s = seqs[q]
+        # per query: number of changes of its array with seq <= query seq
+        seg_rank = np.repeat(np.arange(len(ids), dtype=np.int64), stops - starts)
+        low = min(int(ch_seq.min()), int(s.min())) if len(ch_seq) else int(s.min())
+        high = max(int(ch_seq.max()), int(s.max())) if len(ch_seq) else int(s.max())
+        span = high - low + 2
+        keys = seg_rank * span + (ch_seq - low)
+        pos = np.searchsorted(keys, r * span + (s - low), side="right") - 1
+        changed = pos >= starts[r]
+        out[q[changed]] = ch_val[pos[changed]]
+        return out
 
 
 def combine_codes(columns: list[np.ndarray]) -> np.ndarray:

@@ -528,6 +528,52 @@ def _memory_key(model: Model, array_id: int) -> tuple[int, int, int]:
     return (info.alloc_id, lo, hi)
 
 
+class _RowCodes:
+    """Per access row: an int code of its memory (equal codes <=> equal :func:`_memory_key`) and
+    of its argument path, so that (argument, memory) read signatures are plain ints."""
+
+    def __init__(self, model: Model, df: Dataflow) -> None:
+        self._df = df
+        self._lists: tuple[list, list, list, list] | None = None
+        ids = model.acc_array
+        unique, inverse = np.unique(ids, return_inverse=True)
+        codes: dict[tuple[int, int, int], int] = {}
+        key_code = np.array(
+            [codes.setdefault(_memory_key(model, a), len(codes)) for a in unique.tolist()], dtype=np.int64
+        )
+        self.key = key_code[inverse.reshape(-1)] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.n_keys = max(len(codes), 1)
+        arg = np.asarray(model.acc_arg_code, dtype=np.int64)
+        field = np.asarray(model.acc_field_code, dtype=np.int64)
+        n_fields = int(field.max()) + 1 if len(field) else 1
+        n_args = int(arg.max()) + 1 if len(arg) else 1
+        if float(n_args) * n_fields * self.n_keys < 2.0**62:
+            self.path = arg * n_fields + field
+        else:  # python ints: no overflow
+            self.path = arg.astype(object) * n_fields + field.astype(object)
+
+    def lists(self) -> tuple[list, list, list, list]:
+        """Python lists of the row memory codes, path codes, read and write flags."""
+        if self._lists is None:
+            self._lists = (
+                self.key.tolist(),
+                self.path.tolist(),
+                self._df.is_read.tolist(),
+                self._df.is_write.tolist(),
+            )
+        return self._lists
+
+    def read_codes(self, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        return self.path[rows] * self.n_keys + keys
+
+
+def _row_codes(model: Model, df: Dataflow) -> _RowCodes:
+    cached = getattr(df, "_wt303_codes", None)
+    if cached is None:
+        cached = df._wt303_codes = _RowCodes(model, df)
+    return cached
+
+
 def _boundary(
     model: Model, df: Dataflow, epoch_a: Epoch, epoch_b: Epoch, call_b: BackwardCall
 ) -> list[tuple[int, int]]:
@@ -536,69 +582,110 @@ def _boundary(
 
     Segment A's launches are matched, in order, to earlier launches of the same kernel whose
     read arguments are the same memory once A's own outputs are mapped to the originals."""
-    # exposed inputs of B: read before B writes them; and B's objective reads
+    codes = _row_codes(model, df)
+    # exposed inputs of B: read before B writes them (by an earlier event); and B's objective reads
     objective_b = df.objective_events(call_b)
-    written_in_b: set[tuple[int, int, int]] = set()
-    exposed: dict[tuple[int, int, int], int] = {}
-    for ev in epoch_b.events:
-        for row in _rows(model, ev):
-            key = _memory_key(model, int(model.acc_array[row]))
-            if df.is_read[row] and key not in written_in_b and ev in objective_b:
-                exposed.setdefault(key, int(model.acc_array[row]))
-        for row in _rows(model, ev):
-            if df.is_write[row]:
-                written_in_b.add(_memory_key(model, int(model.acc_array[row])))
-    if not exposed:
+    evs_b = np.asarray(epoch_b.events, dtype=np.int64)
+    rows, index = df.rows_of_events(evs_b)
+    if len(rows) == 0:
         return []
-    originals = _original_launches(model, df)
+    in_objective = np.fromiter((ev in objective_b for ev in epoch_b.events), dtype=bool, count=len(evs_b))
+    keys_b = codes.key[rows]
+    unique, inverse = np.unique(keys_b, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    writes = df.is_write[rows]
+    first_write = np.full(len(unique), len(evs_b), dtype=np.int64)
+    np.minimum.at(first_write, inverse[writes], index[writes])
+    exposed_rows = np.nonzero(df.is_read[rows] & in_objective[index] & (first_write[inverse] >= index))[0]
+    if len(exposed_rows) == 0:
+        return []
+    slots, first = np.unique(inverse[exposed_rows], return_index=True)
+    exposed = dict(zip(unique[slots].tolist(), model.acc_array[rows[exposed_rows[first]]].tolist()))
+    originals, launch_reads = _original_launches(model, df)
     start_a = int(model.seq[epoch_a.events[0]])
-    mapping: dict[tuple[int, int, int], tuple[int, int, int]] = {}
-    out_a: dict[tuple[int, int, int], int] = {}
+    mapping: dict[int, int] = {}
+    out_a: dict[int, int] = {}
+    provenance = df.provenance
+    key_l, path_l, read_l, write_l = codes.lists()
+    acc_start, acc_stop = model.acc_start, model.acc_stop
+    written: dict[int, list[tuple[int, int]]] = {}
     for ev in epoch_a.events:
-        if df.provenance.get(ev) is None:
+        leaves = provenance.get(ev)
+        if leaves is None:
             continue
-        reads = []
-        for row in _rows(model, ev):
-            if df.is_read[row]:
-                key = _memory_key(model, int(model.acc_array[row]))
-                reads.append((model.acc_arg[row], model.acc_field[row], mapping.get(key, key)))
-        candidates = originals.get((int(model.kernel[ev]), tuple(sorted(reads))), [])
-        i = bisect.bisect_left(candidates, start_a)
-        original = model.ev_of_seq(candidates[i - 1]) if i > 0 else None
-        for row in _rows(model, ev):
-            if not df.is_write[row]:
+        lo, hi = int(acc_start[ev]), int(acc_stop[ev])
+        signature = launch_reads.get(ev)
+        if signature is None or any(
+            mapping.get(key_l[r], key_l[r]) != key_l[r] for r in range(lo, hi) if read_l[r]
+        ):
+            signature = tuple(
+                sorted(
+                    path_l[r] * codes.n_keys + mapping.get(key_l[r], key_l[r])
+                    for r in range(lo, hi)
+                    if read_l[r]
+                )
+            )
+        seqs, evs = originals.get((int(model.kernel[ev]), signature), ((), ()))
+        j = bisect.bisect_left(seqs, start_a)
+        outputs = None
+        if j > 0:
+            original = evs[j - 1]
+            outputs = written.get(original)
+            if outputs is None:
+                outputs = written[original] = [
+                    (path_l[r], key_l[r])
+                    for r in range(int(acc_start[original]), int(acc_stop[original]))
+                    if write_l[r]
+                ]
+        for r in range(lo, hi):
+            if not write_l[r]:
                 continue
-            key = _memory_key(model, int(model.acc_array[row]))
-            if original is not None:
-                for orow in _rows(model, original):
-                    if (
-                        df.is_write[orow]
-                        and model.acc_arg[orow] == model.acc_arg[row]
-                        and model.acc_field[orow] == model.acc_field[row]
-                    ):
-                        mapping[key] = _memory_key(model, int(model.acc_array[orow]))
-            if df.provenance.get(ev):
-                out_a[mapping.get(key, key)] = int(model.acc_array[row])
+            key = key_l[r]
+            if outputs:
+                path = path_l[r]
+                for opath, okey in outputs:
+                    if opath == path:
+                        mapping[key] = okey
+            if leaves:
+                out_a[mapping.get(key, key)] = model.acc_array[r].item()
     return [(a_array, exposed[key]) for key, a_array in out_a.items() if key in exposed]
 
 
-def _original_launches(model: Model, df: Dataflow) -> dict[tuple, list[int]]:
-    """(kernel, sorted read arguments as memory) -> seqs of the forward launches with them."""
+def _original_launches(
+    model: Model, df: Dataflow
+) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[int, ...]]]:
+    """(kernel, sorted read arguments as memory codes) -> (seqs, events) of the forward launches
+    with them; and the sorted read codes of each such launch."""
     cached = getattr(df, "_wt303_originals", None)
     if cached is not None:
         return cached
-    index: dict[tuple, list[int]] = defaultdict(list)
+    codes = _row_codes(model, df)
+    index: dict[tuple, tuple[list[int], list[int]]] = {}
     launches = np.nonzero((model.kind == K[S.LAUNCH]) & ~model.adjoint & (model.phase == S.FORWARD))[0]
-    for ev in launches.tolist():
-        reads = []
-        for row in _rows(model, ev):
-            if df.is_read[row]:
-                reads.append(
-                    (model.acc_arg[row], model.acc_field[row], _memory_key(model, int(model.acc_array[row])))
-                )
-        index[(int(model.kernel[ev]), tuple(sorted(reads)))].append(int(model.seq[ev]))
-    df._wt303_originals = index
-    return index
+    rows, position = df.rows_of_events(launches)
+    read = df.is_read[rows]
+    rows, position = rows[read], position[read]
+    values = codes.read_codes(rows, codes.key[rows])
+    if values.dtype == object:
+        order = sorted(range(len(values)), key=lambda i: (int(position[i]), values[i]))
+        order = np.asarray(order, dtype=np.int64)
+    else:
+        order = np.lexsort((values, position))
+    values = values[order].tolist()
+    position = position[order]
+    cuts = np.searchsorted(position, np.arange(len(launches) + 1), side="left").tolist()
+    kernels = model.kernel[launches].tolist()
+    seqs = model.seq[launches].tolist()
+    reads_of: dict[int, tuple[int, ...]] = {}
+    for i, ev in enumerate(launches.tolist()):
+        signature = reads_of[ev] = tuple(values[cuts[i] : cuts[i + 1]])
+        entry = index.get((int(kernels[i]), signature))
+        if entry is None:
+            entry = index[(int(kernels[i]), signature)] = ([], [])
+        entry[0].append(int(seqs[i]))
+        entry[1].append(ev)
+    df._wt303_originals = (index, reads_of)
+    return index, reads_of
 
 
 def _seeded_memory(model: Model, df: Dataflow, call: BackwardCall) -> dict[tuple[int, int, int], int]:

@@ -408,6 +408,7 @@ def _overwrites(
     e_ev = evs.tolist()
     needs_value: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
     grad_args: dict[int, frozenset[str] | None] = {}
+    grad_signatures: dict[tuple, frozenset[str] | None] = {}
     copy_windows: dict[int, tuple[int, int] | None] = {}
 
     overlap_cache: dict[tuple[int, int], bool] = {}
@@ -461,7 +462,7 @@ def _overwrites(
             reader_ev = e_ev[r]
             grads = grad_args.get(reader_ev)
             if grads is None:
-                grads = grad_args[reader_ev] = _grad_args(model, reader_ev)
+                grads = grad_args[reader_ev] = _grad_args(model, reader_ev, grad_signatures)
             fact_key = (e_kernel[r], e_arg[r], e_field[r], grads)
             needed = needs_value.get(fact_key)
             if needed is None:
@@ -941,18 +942,38 @@ def _store_after_read(kernel: KernelInfo | None, arg: str, field_path: str) -> b
     return False
 
 
-def _grad_args(model: Model, ev: int) -> frozenset[str] | None:
+def _grad_args(
+    model: Model, ev: int, cache: dict[tuple, frozenset[str] | None] | None = None
+) -> frozenset[str] | None:
     """Argument paths (``x``, ``state.q``) of a launch whose arrays carry a gradient then;
-    None when some access cannot be resolved (then every array counts)."""
+    None when some access cannot be resolved (then every array counts). ``cache`` memoizes the
+    result per access signature (array ids, argument paths, which arrays have a gradient)."""
     seq = int(model.seq[ev])
+    start, stop = int(model.acc_start[ev]), int(model.acc_stop[ev])
+    arrays = model.acc_array[start:stop]
+    if cache is None or stop <= start:
+        cache = {}
+    known = cache.get(("known", arrays.tobytes()))
+    if known is None:
+        known = cache[("known", arrays.tobytes())] = all(a in model.arrays for a in arrays.tolist())
+    if not known:
+        return None
+    has = model.dataflow.has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
+    key = (
+        arrays.tobytes(),
+        np.asarray(model.acc_arg_code[start:stop]).tobytes(),
+        np.asarray(model.acc_field_code[start:stop]).tobytes(),
+        has.tobytes(),
+    )
+    cached = cache.get(key, False)
+    if cached is not False:
+        return cached
     paths = set()
-    for row in model.accesses_of(ev):
-        array_id = int(model.acc_array[row])
-        if array_id not in model.arrays:
-            return None
-        if model.dataflow.has_grad(array_id, seq):
+    for i, row in enumerate(range(start, stop)):
+        if has[i]:
             paths.add(_field_path(model.acc_arg[row], model.acc_field[row]))
-    return frozenset(paths)
+    result = cache[key] = frozenset(paths)
+    return result
 
 
 def _adjoint_needs_value(
