@@ -776,7 +776,7 @@ def make_launch_replay(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = _rec
-        tls = _state() if _rec is not None else None
+        tls = _state() if rec is not None else None
         if rec is None or tls.guard:
             return original(self, *args, **kwargs)
         result = original(self, *args, **kwargs)
@@ -906,7 +906,7 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------------------- memsets and reads
 def _guarded(original: Callable[..., Any], self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    tls = _state() if _rec is not None else None
+    tls = _state()
     tls.guard += 1
     try:
         return original(self, *args, **kwargs)
@@ -1026,7 +1026,7 @@ def make_native(original: Callable[..., Any], name: str) -> Callable[..., Any]:
 
     def native(*args: Any, **kwargs: Any) -> Any:
         rec = _rec
-        tls = _state() if _rec is not None else None
+        tls = _state() if rec is not None else None
         if rec is None or tls.guard:
             return original(*args, **kwargs)
         tls.guard += 1
@@ -1076,7 +1076,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
         rec = _rec
         if rec is None:
             return result
-        tls = _state() if _rec is not None else None
+        tls = _state()
         try:
             owner = tls.grad_owner
             labelled = False
@@ -1119,9 +1119,10 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
     """``array._alloc_grad``: the next fresh allocation is this array's grad."""
 
     def _alloc_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
-        tls = _state() if _rec is not None else None
-        if _rec is None:
+        rec = _rec
+        if rec is None:
             return original(self, *args, **kwargs)
+        tls = _state()
         saved = tls.grad_owner
         tls.grad_owner = self
         try:
@@ -1136,15 +1137,15 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
         from_setter = sys._getframe(1).f_code.co_name == "requires_grad"
         if st is not None and st[0] is _tok and not tls.guard and not from_setter:
             try:
-                _rec.emit(
+                rec.emit(
                     SET_REQUIRES_GRAD,
-                    tape=_current_tape(_rec, tls),
-                    site=_rec.sites.caller(),
+                    tape=_current_tape(rec, tls),
+                    site=rec.sites.caller(),
                     array_id=st[1],
                     value=1.0,
                 )
             except Exception as exc:
-                _rec.fail(exc)
+                rec.fail(exc)
         return result
 
     return _wraps(original, _alloc_grad)
@@ -1291,7 +1292,7 @@ def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., 
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             rec = _rec
-            tls = _state() if _rec is not None else None
+            tls = _state() if rec is not None else None
             if rec is None or tls.guard:
                 return original(self, *args, **kwargs)
             try:
@@ -1321,7 +1322,7 @@ make_tape_reset = make_tape_scoped(TAPE_RESET)
 def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = _rec
-        tls = _state() if _rec is not None else None
+        tls = _state() if rec is not None else None
         if rec is None or tls.guard:
             return original(self, *args, **kwargs)
         try:
@@ -1355,9 +1356,9 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
     def record_func(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         rec = _rec
-        tls = _state() if _rec is not None else None
         if rec is None:
             return result
+        tls = _state()
         ctx = tls.copy_ctx
         site = None
         if tls.guard:
@@ -1479,7 +1480,7 @@ def make_capture_launch(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _guarded_call(original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    tls = _state() if _rec is not None else None
+    tls = _state()
     tls.guard += 1
     try:
         return original(*args, **kwargs)
