@@ -1143,7 +1143,7 @@ class _Linearity:
             root = self._root_name(node.value)
             if root in self.array_params:
                 # another array's values: they matter to the adjoint only if it has a grad
-                return False, (dotted or root) in self.active_params or root in self.active_params
+                return False, dotted in self.active_params or root in self.active_params
             return self.expr(node.value)
         if isinstance(node, (ast.Tuple, ast.List)):
             return self._any(node.elts)
