@@ -323,8 +323,6 @@ def test_analyze_says_when_nothing_was_recorded(tmp_path, capsys):
         (["analyze", "{trace}", "--format", "xml"], "analyze: argument --format: invalid choice"),
         (["analyze"], "analyze: the following arguments are required: TRACE"),
         (["show", "{trace}", "--bogus"], "show: unrecognized arguments: --bogus"),
-        (["diff", "a.wtrace", "b.wtrace"], "'diff' is not implemented yet"),
-        (["bisect", "{trace}"], "'bisect' is not implemented yet"),
     ],
 )
 def test_usage_errors_are_one_line(hand_trace, argv, message, capsys):
@@ -574,3 +572,32 @@ def test_unwritable_output_is_one_line(recorder, tmp_path, capsys):
     (tmp_path / "locked").write_text("")
     assert main(["-o", "locked/run.wtrace", "probe_env.py"]) == 2  # a file where a folder must go
     assert "cannot write the trace locked/run.wtrace" in _one_error_line(capsys)
+
+
+@needs_analyzer
+def test_analyze_needs_no_warp(hand_trace):
+    code = (
+        "import sys; sys.modules['warp'] = None; from warptrace.cli import main; "
+        f"sys.exit(main(['analyze', {str(hand_trace)!r}, '--format', 'json']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode in (0, 1), result.stderr
+    json.loads(result.stdout)
+
+
+def test_help_is_generated_from_the_commands(capsys):
+    from warptrace.analysis.findings import Severity
+    from warptrace.commands import COMMANDS
+    from warptrace.report import FORMATS
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in COMMANDS:
+        assert f"python -m warptrace {command.name} " in out and command.help in out
+    assert "not implemented" not in out and " diff " not in out and " bisect " not in out
+    assert main(["analyze", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "{" + ",".join(FORMATS) + "}" in out
+    assert "{" + ",".join(s.label for s in sorted(Severity, reverse=True)) + "}" in out

@@ -1,24 +1,29 @@
 """Renderers of an analysis :class:`~warptrace.analysis.report.Report`: ``text`` for people,
-``json`` for machines. Each module exposes ``render(report) -> str``; none imports Warp."""
+``json`` for machines. :data:`FORMATS` is the registry (the CLI's ``--format`` choices come
+from it); :func:`render` is the one entry point. None imports Warp or pyarrow.
+
+Adding a format: a module here exposing ``render(report) -> str`` and one entry in FORMATS.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
+
+from warptrace.report import json, text
 
 if TYPE_CHECKING:
     from warptrace.analysis.report import Report
 
-FORMATS = ("text", "json")
+FORMATS: dict[str, Callable[[Report], str]] = {
+    "text": text.render,
+    "json": json.render,
+}
 
 
 def render(report: Report, format: str = "text") -> str:
-    """Render ``report`` in one of :data:`FORMATS`."""
-    if format == "text":
-        from warptrace.report import text
-
-        return text.render(report)
-    if format == "json":
-        from warptrace.report import json
-
-        return json.render(report)
-    raise ValueError(f"unknown report format {format!r} (use {', '.join(FORMATS)})")
+    """Render ``report`` in one of the :data:`FORMATS`."""
+    try:
+        renderer = FORMATS[format]
+    except KeyError:
+        raise ValueError(f"unknown report format {format!r} (use {', '.join(FORMATS)})") from None
+    return renderer(report)

@@ -1,0 +1,17 @@
+"""The CLI's commands, one class each (see :mod:`warptrace.commands.base`).
+
+Adding a command is one class in its own module and one entry in :data:`COMMANDS`;
+its help, usage line and exit statuses then appear in ``--help`` by themselves.
+"""
+
+from __future__ import annotations
+
+from warptrace.commands.analyze import AnalyzeCommand
+from warptrace.commands.base import Command
+from warptrace.commands.run import RunCommand
+from warptrace.commands.show import ShowCommand
+
+DEFAULT_COMMAND: type[Command] = RunCommand  # when the first word names no command
+COMMANDS: tuple[type[Command], ...] = (AnalyzeCommand, ShowCommand)
+
+__all__ = ["COMMANDS", "DEFAULT_COMMAND", "Command"]

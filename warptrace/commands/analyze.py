@@ -1,0 +1,52 @@
+"""``analyze TRACE``: analyze a trace offline (no Warp needed) and print the findings."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from warptrace.analysis.findings import Severity
+from warptrace.commands.base import Command, CommandParser, write_stderr, write_stdout
+from warptrace.report import FORMATS, render
+
+
+class AnalyzeCommand(Command):
+    name = "analyze"
+    help = "analyze a trace offline (no Warp needed) and print the findings"
+    exit_status = ("0 no finding at or above --fail-on, 1 findings, 2 usage error or unreadable trace",)
+
+    def prepare_parser(self, parser: CommandParser) -> None:
+        parser.add_argument("trace", metavar="TRACE", help="a .wtrace directory")
+        parser.add_argument(
+            "--format", choices=tuple(FORMATS), default="text", help="output format (default: %(default)s)"
+        )
+        parser.add_argument(
+            "--fail-on",
+            choices=tuple(severity.label for severity in sorted(Severity, reverse=True)),
+            default=Severity.ERROR.label,
+            help="exit 1 when a finding of this severity or worse exists (default: %(default)s)",
+        )
+
+    def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
+        from warptrace.analysis.report import analyze_trace
+        from warptrace.trace.reader import read_trace
+
+        trace = read_trace(args.trace)
+        _trace_notes(trace)
+        report = analyze_trace(trace)
+        write_stdout(render(report, args.format))
+        return int(report.exit_code(Severity.parse(args.fail_on)))
+
+
+def _trace_notes(trace: Any) -> None:
+    """What the findings cannot say: the trace is partial, or there was nothing to record."""
+    from warptrace.report.show import activity_counts, has_activity
+
+    if not trace.complete:
+        write_stderr(
+            f"warptrace: note: {trace.path} is incomplete (the run was killed?); analyzing up to its last flush"
+        )
+    if not has_activity(activity_counts(trace)):
+        write_stderr(
+            f"warptrace: note: {trace.path} holds no Warp activity (no launches, copies, memsets, tapes or arrays); nothing to analyze"
+        )
