@@ -109,9 +109,9 @@ def merge_findings(findings: list[Finding]) -> list[Finding]:
     worse = {
         (f.code, f.location.file, f.location.line) for f in merged.values() if f.severity > Severity.INFO
     }
-    kept = [
+    result = [
         f
         for f in merged.values()
         if f.severity > Severity.INFO or (f.code, f.location.file, f.location.line) not in worse
     ]
-    return sorted(kept, key=lambda f: (-int(f.severity), f.evidence.get("first_seq", 0), f.code))
+    return sorted(result, key=lambda f: (-int(f.severity), f.evidence.get("first_seq", 0), f.code))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -408,7 +408,10 @@ def _flows(seqs: list[int], accesses: pa.Table, names: _Names) -> dict[int, str]
 
 
 def _backward_flow(counts: Mapping[str, int]) -> str:
-    nouns = ((LAUNCH, "adjoint launch", "adjoint launches"), (COPY, "copy", "copies"))
+    nouns: tuple[tuple[str, str, str], ...] = (
+        (LAUNCH, "adjoint launch", "adjoint launches"),
+        (COPY, "copy", "copies"),
+    )
     nouns += ((MEMSET, "memset", "memsets"), (NATIVE, "native call", "native calls"))
     parts = [
         f"{counts[kind]} {one if counts[kind] == 1 else many}"
@@ -475,7 +478,7 @@ def _yes_no(value: Any) -> str:
     return "?" if value is None else ("yes" if value else "no")
 
 
-def _columns(table: list[tuple[str, ...]], indent: str) -> list[str]:
+def _columns(table: Sequence[tuple[str, ...]], indent: str) -> list[str]:
     """Left-aligned columns; the last column is not padded (it is free text)."""
     if not table:
         return []
