@@ -104,7 +104,11 @@ SITES: dict[str, tuple[int, str, str]] = {
     "loss": (18, "loss = wp.zeros(1, dtype=float, requires_grad=True)", "loss"),
     "tape": (19, "tape = wp.Tape()", "tape"),
     "with": (20, "with tape:", ""),
-    "compute_forces": (22, "wp.launch(compute_forces, n, inputs=[states[s], w, contacts], outputs=[forces])", ""),
+    "compute_forces": (
+        22,
+        "wp.launch(compute_forces, n, inputs=[states[s], w, contacts], outputs=[forces])",
+        "",
+    ),
     "integrate": (23, "wp.launch(integrate, n, inputs=[states[s], forces, dt], outputs=[states[s + 1]])", ""),
     "collide": (24, "wp.launch(collide, n, inputs=[states[s + 1], contacts])", ""),
     "loss_kernel": (25, "wp.launch(loss_kernel, n, inputs=[states[S], target], outputs=[loss])", ""),
@@ -144,16 +148,37 @@ class _Dims:
         self.grad: dict[int, int] = {}
         self.ptr = 0x7F0000000000
 
-    def owned(self, label: str, site: str, shape: tuple[int, ...], itemsize: int, dtype: str, *,
-              requires_grad: bool = False, kind: str = S.ARRAY_OWNED, seq: int = -1) -> int:
+    def owned(
+        self,
+        label: str,
+        site: str,
+        shape: tuple[int, ...],
+        itemsize: int,
+        dtype: str,
+        *,
+        requires_grad: bool = False,
+        kind: str = S.ARRAY_OWNED,
+        seq: int = -1,
+    ) -> int:
         array_id = self._alloc_array(label, site, shape, itemsize, dtype, kind, requires_grad, seq)
         if requires_grad:
-            self.grad[array_id] = self._alloc_array("", site, shape, itemsize, dtype, S.ARRAY_GRAD, False, seq,
-                                                    grad_of=array_id)
+            self.grad[array_id] = self._alloc_array(
+                "", site, shape, itemsize, dtype, S.ARRAY_GRAD, False, seq, grad_of=array_id
+            )
         return array_id
 
-    def _alloc_array(self, label: str, site: str, shape: tuple[int, ...], itemsize: int, dtype: str, kind: str,
-                     requires_grad: bool, seq: int, grad_of: int = -1) -> int:
+    def _alloc_array(
+        self,
+        label: str,
+        site: str,
+        shape: tuple[int, ...],
+        itemsize: int,
+        dtype: str,
+        kind: str,
+        requires_grad: bool,
+        seq: int,
+        grad_of: int = -1,
+    ) -> int:
         nbytes = itemsize * int(np.prod(shape))
         alloc_id = len(self.allocs)
         external = kind == S.ARRAY_EXTERNAL
@@ -163,7 +188,7 @@ class _Dims:
         })  # fmt: skip
         self.ptr += (nbytes + 255) // 256 * 256 + 256
         array_id = len(self.arrays)
-        strides = [itemsize * int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+        strides = [itemsize * int(np.prod(shape[i + 1 :])) for i in range(len(shape))]
         self.arrays.append({
             "array_id": array_id, "alloc_id": alloc_id, "offset": 0, "shape": list(shape), "strides": strides,
             "itemsize": itemsize, "dtype": dtype, "device": "cpu" if external else "cuda:0", "kind": kind,
@@ -193,22 +218,52 @@ class _Template:
         self.taped: list[tuple[int, dict[tuple[str, str], int]]] = []
         self.rel_tape = 0  # the current iteration's tape, relative to the block
 
-    def event(self, kind: str, site: str, *, tape: bool = True, recorded: bool = False, phase: int = S.FORWARD,
-              adjoint: bool = False, kernel: int = -1, parent: int = -1, array_id: int = -1,
-              value: float = float("nan"), dim: str | None = None) -> int:
+    def event(
+        self,
+        kind: str,
+        site: str,
+        *,
+        tape: bool = True,
+        recorded: bool = False,
+        phase: int = S.FORWARD,
+        adjoint: bool = False,
+        kernel: int = -1,
+        parent: int = -1,
+        array_id: int = -1,
+        value: float = float("nan"),
+        dim: str | None = None,
+    ) -> int:
         index = len(self.ev["kind"])
-        for name, val in (("kind", kind), ("tape", self.rel_tape if tape else -1), ("recorded", recorded), ("phase", phase),
-                          ("adjoint", adjoint), ("site", SITE_IDS[site]), ("kernel", kernel),
-                          ("parent", parent), ("array_id", array_id), ("value", value), ("dim", dim)):
+        for name, val in (
+            ("kind", kind),
+            ("tape", self.rel_tape if tape else -1),
+            ("recorded", recorded),
+            ("phase", phase),
+            ("adjoint", adjoint),
+            ("site", SITE_IDS[site]),
+            ("kernel", kernel),
+            ("parent", parent),
+            ("array_id", array_id),
+            ("value", value),
+            ("dim", dim),
+        ):
             self.ev[name].append(val)
         return index
 
     def access(self, ev: int, array_id: int, role: int, flags: int, arg: str, field: str = "") -> None:
-        for name, val in (("ev", ev), ("array_id", array_id), ("role", role), ("flags", flags), ("arg", arg),
-                          ("field", field)):
+        for name, val in (
+            ("ev", ev),
+            ("array_id", array_id),
+            ("role", role),
+            ("flags", flags),
+            ("arg", arg),
+            ("field", field),
+        ):
             self.acc[name].append(val)
 
-    def launch(self, key: str, bind: dict[tuple[str, str], int], *, tape: bool = True, recorded: bool = True) -> None:
+    def launch(
+        self, key: str, bind: dict[tuple[str, str], int], *, tape: bool = True, recorded: bool = True
+    ) -> None:
         kernel = KERNEL_IDS[key]
         ev = self.event(S.LAUNCH, key, tape=tape, recorded=recorded, kernel=kernel, dim="4096")
         for arg, field, _type, is_array, read, store, accumulate in KERNELS[key]:
@@ -338,8 +393,16 @@ def _np(values: list[Any], dtype: Any) -> np.ndarray:
 class _Tiler:
     """Repeats the block template over blocks ``bs`` (numpy arrays of block numbers)."""
 
-    def __init__(self, tmpl: _Template, n_prologue: int, n_global_arrays: int, n_global_allocs: int,
-                 n_local: int, alloc_of_global: np.ndarray, accumulate: int) -> None:
+    def __init__(
+        self,
+        tmpl: _Template,
+        n_prologue: int,
+        n_global_arrays: int,
+        n_global_allocs: int,
+        n_local: int,
+        alloc_of_global: np.ndarray,
+        accumulate: int,
+    ) -> None:
         ev, acc = tmpl.ev, tmpl.acc
         self.E = len(ev["kind"])
         self.A = len(acc["ev"])
@@ -377,7 +440,9 @@ class _Tiler:
         seq = (self.P + bs[:, None] * E + np.arange(E)[None, :]).ravel()
         tape = np.where(self.tape_rel[None, :] >= 0, bs[:, None] * self.k + self.tape_rel[None, :], -1)
         tape = tape.ravel().astype(np.int32)
-        parent = np.where(self.parent[None, :] >= 0, self.P + bs[:, None] * E + self.parent[None, :], -1).ravel()
+        parent = np.where(
+            self.parent[None, :] >= 0, self.P + bs[:, None] * E + self.parent[None, :], -1
+        ).ravel()
         array_id = self._resolve(self.ev_array, bs, self.G)
         value = np.tile(self.value, n)
         return {
@@ -423,8 +488,15 @@ def _rows_to_columns(rows: list[dict[str, Any]], table: str) -> dict[str, list[A
     return {name: [row[name] for row in rows] for name in S.SCHEMAS[table].names}
 
 
-def generate(path: str | Path, launches: int, *, substeps: int = 16, particles: int = 4096,
-             part_rows: int = 100_000, accumulate: int = 1) -> SynthInfo:
+def generate(
+    path: str | Path,
+    launches: int,
+    *,
+    substeps: int = 16,
+    particles: int = 4096,
+    part_rows: int = 100_000,
+    accumulate: int = 1,
+) -> SynthInfo:
     """Write a synthetic trace with at least ``launches`` launches (whole blocks) to ``path``.
 
     ``accumulate`` > 1 is gradient accumulation: ``accumulate`` iterations (tapes, backward
@@ -492,8 +564,17 @@ def generate(path: str | Path, launches: int, *, substeps: int = 16, particles: 
             for k, spec in enumerate(local):
                 seq = p + b * tiler.E + spec["first_event"] - 1
                 array_id, alloc_id = G + b * L + k, GA + b * L + k
-                alloc_rows.append({"alloc_id": alloc_id, "ptr": 0x7E0000000000 + 512 * (b * L + k), "nbytes": 4,
-                                   "device": "cuda:0", "kind": S.ALLOC_OWNED, "seq": seq, "site": spec["site"]})
+                alloc_rows.append(
+                    {
+                        "alloc_id": alloc_id,
+                        "ptr": 0x7E0000000000 + 512 * (b * L + k),
+                        "nbytes": 4,
+                        "device": "cuda:0",
+                        "kind": S.ALLOC_OWNED,
+                        "seq": seq,
+                        "site": spec["site"],
+                    }
+                )
                 array_rows.append({
                     "array_id": array_id, "alloc_id": alloc_id, "offset": 0, "shape": [1], "strides": [4],
                     "itemsize": 4, "dtype": "float32", "device": "cuda:0", "kind": spec["kind"],
@@ -519,7 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--substeps", type=int, default=16)
     parser.add_argument("--particles", type=int, default=4096)
     parser.add_argument("--part-rows", type=int, default=100_000)
-    parser.add_argument("--accumulate", type=int, default=1, help="iterations (backward calls) per optimizer step")
+    parser.add_argument(
+        "--accumulate", type=int, default=1, help="iterations (backward calls) per optimizer step"
+    )
     args = parser.parse_args(argv)
     info = generate(args.path, args.launches, substeps=args.substeps, particles=args.particles,
                     part_rows=args.part_rows, accumulate=args.accumulate)  # fmt: skip
