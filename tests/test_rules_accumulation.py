@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.rules.accumulation import RULES as ACCUMULATION_RULES
 from warptrace.trace import schema as S
@@ -468,7 +466,8 @@ def test_fresh_grad_array_each_iteration_is_fine(tmp_path):
 
 
 # ---------------------------------------------------------------- scale
-def test_a_long_training_loop_is_analyzed_in_linear_time(tmp_path):
+def test_a_long_training_loop_is_clean(tmp_path):
+    """The time is measured by ``tools/bench_analyze.py --rule-cases``."""
     tb = TraceBuilder()
     training_loop(tb, 3000, zero="tape")
     path = tb.write(tmp_path / "run.wtrace")
@@ -476,12 +475,7 @@ def test_a_long_training_loop_is_analyzed_in_linear_time(tmp_path):
     from warptrace.analysis.rules import accumulation
     from warptrace.trace.reader import read_trace
 
-    model = Model(read_trace(path))
-    start = time.perf_counter()
-    findings = accumulation.check(model)
-    elapsed = time.perf_counter() - start
-    assert findings == []
-    assert elapsed < 20.0, elapsed
+    assert accumulation.check(Model(read_trace(path))) == []
 
 
 def test_copy_adjoint_read_modify_write_counts_as_accumulation(tmp_path):

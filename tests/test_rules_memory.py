@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -640,8 +639,9 @@ def test_post_loss_overwrite_is_one_wt105_error(tmp_path):
 
 
 # ---------------------------------------------------------------- scale
-def test_scale_100k_launches_is_linear(tmp_path):
-    tb = TraceBuilder()
+def spring_ping_pong(tb: TraceBuilder, steps: int) -> None:
+    """``steps`` iterations of spring_force (overwrites force) and integrate (ping-pongs two
+    states) on one tape: 2 * steps + 1 launches. Also timed by ``tools/bench_analyze.py --rule-cases``."""
     k = tb.array("k", requires_grad=True, line=1)
     force = tb.array("force", requires_grad=True, line=2)
     states = [tb.array("state", requires_grad=True, line=3) for _ in range(2)]
@@ -649,7 +649,6 @@ def test_scale_100k_launches_is_linear(tmp_path):
     spring = tb.kernel("spring_force", line=100, q="r", k="r", force="w")
     integrate = tb.kernel("integrate", line=110, q="r", force="r", q_next="w")
     total = tb.kernel("total", line=120, q="r", loss="a")
-    steps = 50_000
     tape = tb.tape()
     with tb.recording(tape):
         for i in range(steps):
@@ -657,16 +656,20 @@ def test_scale_100k_launches_is_linear(tmp_path):
             tb.launch(integrate, q=states[i % 2], force=force, q_next=states[(i + 1) % 2], line=11)
         tb.launch(total, q=states[0], loss=loss, line=12)
     tb.backward(tape, loss, line=13, adjoints=False)
+
+
+def test_scale_100k_launches(tmp_path):
+    """Counts stay exact at 100k launches; the time is measured by ``tools/bench_analyze.py --rule-cases``."""
+    tb = TraceBuilder()
+    steps = 50_000
+    spring_ping_pong(tb, steps)
     path = tb.write(tmp_path / "run.wtrace")
     from warptrace.analysis.findings import merge_findings
     from warptrace.analysis.model import Model
     from warptrace.analysis.rules import memory
     from warptrace.trace.reader import read_trace
 
-    start = time.perf_counter()
     findings = merge_findings(memory.check(Model(read_trace(path))))
-    elapsed = time.perf_counter() - start
-    assert elapsed < 10.0, f"loading and checking 100k launches took {elapsed:.1f} s"
     by_line = {(f.code, f.location.line): f.count for f in findings}
     assert by_line[("WT101", 10)] == steps - 1  # spring_force overwrites force read by integrate
     assert by_line[("WT101", 11)] >= steps - 2  # integrate ping-pongs the two states

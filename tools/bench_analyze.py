@@ -4,6 +4,14 @@
     python tools/bench_analyze.py --sizes 100k --keep /tmp/traces
     python tools/bench_analyze.py --sizes 1M --profile  # cProfile of load + analysis, top functions
     python tools/bench_analyze.py --accumulate 4        # gradient accumulation: 4 backward calls per step
+    python tools/bench_analyze.py --rule-cases          # the test suite's scale cases, timed
+
+``--rule-cases`` times the scale cases of the tests (which assert only their counts: no test
+asserts a wall time): the memory rule on ``spring_ping_pong`` (tests/test_rules_memory.py,
+100k launches; load + check) and the accumulation rule on ``training_loop``
+(tests/test_rules_accumulation.py, 3000 iterations; check), each also at a tenth of the
+size for the scaling exponent. Exit status 1 when one exceeds its bound (memory 10 s,
+accumulation 20 s of CPU time, the bounds the tests used to assert).
 
 Traces come from ``tools/synth_trace.py``: a differentiable-simulation training loop
 (one tape per iteration, ``3 * substeps + 1`` recorded launches, loss, backward with
@@ -216,7 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile each child; print the top functions")
     parser.add_argument("--profile-lines", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rule-cases", action="store_true", help="time the test suite's scale cases and exit"
+    )
     args = parser.parse_args(argv)
+
+    if args.rule_cases:
+        return _rule_cases()
 
     if args.child:
         _child(args.child, args.all_rule_modules, args.profile_lines)
@@ -228,25 +242,33 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="wt_bench_"))
     root.mkdir(parents=True, exist_ok=True)
     profile = 30 if args.profile else 0
-    print(f"warptrace analysis benchmark: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, traces in {root}")
+    print(
+        f"warptrace analysis benchmark: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, traces in {root}"
+    )
     rows = []
     try:
         for n in sizes:
             path = root / f"synth-{_label(n)}-s{args.substeps}-a{args.accumulate}.wtrace"
             start = time.perf_counter()
-            info = generate(path, n, substeps=args.substeps, part_rows=args.part_rows, accumulate=args.accumulate)
+            info = generate(
+                path, n, substeps=args.substeps, part_rows=args.part_rows, accumulate=args.accumulate
+            )
             gen_s = time.perf_counter() - start
             print(f"  generated {path.name}: {info.launches} launches, {info.events} events, "
                   f"{info.accesses} access rows in {gen_s:.1f} s", flush=True)  # fmt: skip
             result = _run_child(path, args.all_rule_modules, profile)
             rows.append((info, gen_s, result))
             peaks = result["peaks"]
-            breakdown = ", ".join(f"{k} {v:.2f} s [{peaks.get(k, 0) / 1024:.0f}]" for k, v in result["timings"].items())
+            breakdown = ", ".join(
+                f"{k} {v:.2f} s [{peaks.get(k, 0) / 1024:.0f}]" for k, v in result["timings"].items()
+            )
             print(f"  analyzed, CPU s [peak RSS MiB so far]: load {result['load_cpu']:.2f} s "
                   f"[{result['rss_loaded_kib'] / 1024:.0f}], {breakdown}", flush=True)  # fmt: skip
             print(f"  findings: {' '.join(result['codes']) or 'none'}", flush=True)
             for name, error in result["errors"].items():
-                print(f"  !! {name} raised {error} (its time is counted, its findings are missing)", flush=True)
+                print(
+                    f"  !! {name} raised {error} (its time is counted, its findings are missing)", flush=True
+                )
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -266,6 +288,49 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _rule_cases() -> int:
+    """Time the tests' scale cases (built with tests/tracebuilder.py): CPU seconds, exponent, bound."""
+    from tests.test_rules_accumulation import training_loop
+    from tests.test_rules_memory import spring_ping_pong
+    from tests.tracebuilder import TraceBuilder
+    from warptrace.analysis.model import Model
+    from warptrace.analysis.rules import accumulation, memory
+    from warptrace.trace.reader import read_trace
+
+    def memory_case(path: Path) -> float:
+        start = time.process_time()
+        memory.check(Model(read_trace(path)))
+        return time.process_time() - start
+
+    def accumulation_case(path: Path) -> float:
+        model = Model(read_trace(path))
+        start = time.process_time()
+        accumulation.check(model)
+        return time.process_time() - start
+
+    cases = [
+        ("memory: spring_ping_pong, load + check", spring_ping_pong, 50_000, 2, memory_case, 10.0),
+        ("accumulation: training_loop, check", training_loop, 3000, 3, accumulation_case, 20.0),
+    ]
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="wt_rules_") as tmp:
+        for name, build, count, launches_per, measure, bound in cases:
+            seconds = []
+            for n in (count // 10, count):
+                tb = TraceBuilder()
+                build(tb, n)
+                seconds.append(measure(tb.write(Path(tmp) / f"{build.__name__}-{n}.wtrace")))
+            exponent = _exponent(seconds[0], seconds[1], count // 10, count)
+            print(f"{name}: {count * launches_per} launches {seconds[1]:.2f} CPU s "
+                  f"({count // 10 * launches_per}: {seconds[0]:.2f} s; exponent {exponent:.2f}); bound {bound:.0f} s")  # fmt: skip
+            if seconds[1] >= bound:
+                failures.append(f"{name}: {seconds[1]:.1f} s >= {bound:.0f} s")
+    if failures:
+        print("BOUNDS EXCEEDED:\n  " + "\n  ".join(failures))
+        return 1
+    return 0
+
+
 def _table(rows: list[tuple[Any, float, dict[str, Any]]]) -> None:
     head = (f"{'launches':>9} {'events':>9} {'acc rows':>10} {'disk MiB':>8} {'B/acc':>5} {'gen s':>5} "
             f"{'load s':>11} {'analyze s':>11} {'total s':>11} {'RSS MiB':>7} {'findings':>13}")  # fmt: skip
@@ -273,7 +338,10 @@ def _table(rows: list[tuple[Any, float, dict[str, Any]]]) -> None:
     print(head)
     print("-" * len(head))
     for info, gen_s, r in rows:
-        load, analyze = f"{r['load_s']:.2f}/{r['load_cpu']:.2f}", f"{r['analyze_s']:.2f}/{r['analyze_cpu']:.2f}"
+        load, analyze = (
+            f"{r['load_s']:.2f}/{r['load_cpu']:.2f}",
+            f"{r['analyze_s']:.2f}/{r['analyze_cpu']:.2f}",
+        )
         total = f"{r['load_s'] + r['analyze_s']:.2f}/{r['load_cpu'] + r['analyze_cpu']:.2f}"
         findings = f"{r['findings']} ({r['occurrences']})"
         print(
@@ -289,7 +357,9 @@ def _table(rows: list[tuple[Any, float, dict[str, Any]]]) -> None:
 def _checks(rows: list[tuple[Any, float, dict[str, Any]]]) -> list[str]:
     failures = []
     if len(rows) > 1:
-        print("\nscaling exponent between consecutive sizes, CPU seconds and RSS vs access rows (1.0 = linear):")
+        print(
+            "\nscaling exponent between consecutive sizes, CPU seconds and RSS vs access rows (1.0 = linear):"
+        )
         for (ia, _, ra), (ib, _, rb) in zip(rows, rows[1:]):
             na, nb = ia.accesses, ib.accesses
             exps = {
@@ -308,17 +378,23 @@ def _checks(rows: list[tuple[Any, float, dict[str, Any]]]) -> list[str]:
         exp = _exponent(ra["analyze_cpu"] + ra["load_cpu"], rb["analyze_cpu"] + rb["load_cpu"], ia.accesses,
                         ib.accesses)  # fmt: skip
         if ib.launches >= 100_000 and exp > 1.15:
-            failures.append(f"load+analyze grows super-linearly (exponent {exp:.2f} between the two largest sizes)")
+            failures.append(
+                f"load+analyze grows super-linearly (exponent {exp:.2f} between the two largest sizes)"
+            )
     for info, _, r in rows:
         name = f"{_label(info.launches)} launches"
         if info.launches >= 1_000_000:
             total = r["load_cpu"] + r["analyze_cpu"]
             if total > TARGET_SECONDS * info.launches / 1_000_000:
-                failures.append(f"{name}: {total:.1f} CPU s (target < {TARGET_SECONDS:.0f} s per 1M launches)")
+                failures.append(
+                    f"{name}: {total:.1f} CPU s (target < {TARGET_SECONDS:.0f} s per 1M launches)"
+                )
             if r["rss_kib"] * 1024 > TARGET_BYTES:
                 failures.append(f"{name}: peak RSS {r['rss_kib'] / 2**20:.2f} GiB (target < 4 GiB)")
         if info.bytes_on_disk / info.accesses > TARGET_ROW_BYTES:
-            failures.append(f"{name}: {info.bytes_on_disk / info.accesses:.0f} bytes per access row (target < 64)")
+            failures.append(
+                f"{name}: {info.bytes_on_disk / info.accesses:.0f} bytes per access row (target < 64)"
+            )
     return failures
 
 
