@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-import time
 
 import numpy as np
 import pytest
@@ -277,18 +276,13 @@ def test_generic_kernel_analyses_the_launched_overload():
     )
 
 
-def test_cache_hit_is_a_dict_lookup():
+def test_cache_hit_returns_the_same_facts():
+    """The cost of a hit and of a first analysis is measured by ``tools/bench_kernel_facts.py``."""
     first = kernel_facts(K.k_callees)
     assert kernel_facts(K.k_callees) is first
-    calls = 20000
-    start = time.perf_counter()
-    for _ in range(calls):
-        kernel_facts(K.k_callees)
-    per_call = (time.perf_counter() - start) / calls
-    assert per_call < 5e-6, per_call
 
 
-def test_analysis_is_cheap_and_leaves_warp_untouched():
+def test_analysis_leaves_warp_untouched():
     module = K.k_store.module
     hash_before = module.hash_module() if hasattr(module, "hash_module") else None
     flag_before = wp.config.verify_autograd_array_access
@@ -296,11 +290,8 @@ def test_analysis_is_cheap_and_leaves_warp_untouched():
     for cache in (facts_module._BY_KERNEL, facts_module._BY_SIGNATURE, facts_module._SUMMARIES):
         cache.clear()
     facts_module._BY_GENERIC_ARGS.clear()
-    start = time.perf_counter()
     for kernel in kernels:
         assert kernel_facts(kernel).analysis == "ast"
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.05 * 2, elapsed  # < 50 ms per module, with slack for slow machines
     assert wp.config.verify_autograd_array_access == flag_before
     if hash_before is not None:
         assert module.hash_module() == hash_before
