@@ -101,8 +101,10 @@ def _no_warptrace_frames(stderr: str) -> bool:
         ["sub/probe_env.py", "-q", "-o", "x", "--no-analyze"],  # warptrace's own option names too
         ["./sub/../sub/probe_env.py", "x"],  # __file__ keeps the path as given, made absolute
         ["-m", "probepkg.probe_env", "x", "--help"],
+        ["sub/probe_env.py", "--", "-q", "x"],  # Python passes a `--` after the script on
+        ["-m", "probepkg.probe_env", "-o", "x", "--", "y"],
     ],
-    ids=["plain", "args", "help", "our-options", "unnormalized", "module"],
+    ids=["plain", "args", "help", "our-options", "unnormalized", "module", "dashdash", "module-dashdash"],
 )
 def test_program_sees_what_python_gives_it(launcher, program, sandbox):
     python, ours = _both(launcher, program, sandbox)

@@ -31,12 +31,15 @@ class ParserExit(Exception):
 class CommandParser(argparse.ArgumentParser):
     """argparse that reports usage errors as UsageError (one line, exit 2) instead of exiting.
 
-    ``option_names`` records the option strings given to :meth:`add_argument` (used to say
-    which command an option misplaced before a program belongs to)."""
+    ``option_names`` records the option strings given to :meth:`add_argument`, and
+    ``value_options`` those that take a value: the run command cuts its command line at
+    the program with them, and names the command an option misplaced before a program
+    belongs to."""
 
     def __init__(self, *, command: str = "", **kwargs: Any) -> None:
         self.command = command
         self.option_names: set[str] = set()  # before argparse's __init__, which adds -h
+        self.value_options: set[str] = set()
         # Set on the default command's parser: the other commands, and which of them has an option.
         self.siblings: tuple[str, ...] = ()
         self.elsewhere: dict[str, list[str]] = {}
@@ -45,6 +48,8 @@ class CommandParser(argparse.ArgumentParser):
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         action = super().add_argument(*args, **kwargs)
         self.option_names.update(action.option_strings)
+        if action.nargs != 0:
+            self.value_options.update(action.option_strings)
         return action
 
     def error(self, message: str) -> NoReturn:

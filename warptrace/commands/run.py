@@ -2,11 +2,11 @@
 
 Records one run of the program, exactly as ``python`` would run it, then prints a
 summary and the findings to stderr. Everything after the program belongs to the
-program (``warptrace prog.py --help`` is prog's help): :func:`split_program` cuts the
-command line at the program before argparse sees it. That is argparse's
+program (``warptrace prog.py --help`` is prog's help): :meth:`RunCommand.split_program`
+cuts the command line at the program before argparse sees it. That is argparse's
 ``nargs=REMAINDER`` done by hand because REMAINDER drops a ``--`` that follows the
 script (Python passes it on) and lets ``-mMODULE`` be followed by our own options.
-The options' table comes from the parser itself (which options take a value).
+Which options take a value comes from the parser itself.
 """
 
 from __future__ import annotations
@@ -46,10 +46,6 @@ class RunCommand(Command):
     help = "run a program under the recorder (the default: no command word)"
     exit_status = ("the program's own exit status (2 if it cannot be started)",)
 
-    def __init__(self) -> None:
-        self.value_options: set[str] = set()  # options that take a value (-o PATH)
-        self.flag_options: set[str] = set()
-
     def prepare_parser(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--version",
@@ -57,23 +53,21 @@ class RunCommand(Command):
             version=f"warptrace {__version__}",
             help="show warptrace's version and exit",
         )
-        actions = [
-            parser.add_argument(
-                "-o",
-                "--output",
-                metavar="PATH",
-                help="trace directory to write (default: <script name>.wtrace)",
-            ),
-            parser.add_argument(
-                "-q", "--quiet", action="store_true", help="no summary lines (findings are still printed)"
-            ),
-            parser.add_argument(
-                "--no-analyze",
-                dest="analyze",
-                action="store_false",
-                help="do not analyze the trace after the run",
-            ),
-        ]
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="trace directory to write (default: <script name>.wtrace)",
+        )
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", help="no summary lines (findings are still printed)"
+        )
+        parser.add_argument(
+            "--no-analyze",
+            dest="analyze",
+            action="store_false",
+            help="do not analyze the trace after the run",
+        )
         parser.add_argument(
             MODULE_OPTION,
             dest="module",
@@ -84,12 +78,9 @@ class RunCommand(Command):
             "script", metavar="SCRIPT.py", nargs="?", help="the program to run (options go before it)"
         )
         parser.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="the program's arguments")
-        for action in actions:
-            names = self.flag_options if action.nargs == 0 else self.value_options
-            names.update(action.option_strings)
-        self.flag_options.update(("-h", "--help", "--version"))
 
-    def split_program(self, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    @staticmethod
+    def split_program(parser: CommandParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
         """``argv`` as (our options, the program and its arguments); the program is the
         first word that is not an option or an option's value, ``-m``/``-mMODULE`` included."""
         index = 0
@@ -100,22 +91,22 @@ class RunCommand(Command):
             if word == "-" or not word.startswith("-") or word.startswith(MODULE_OPTION):
                 return list(argv[:index]), list(argv[index:])
             name = word.partition("=")[0]
-            if name in self.value_options and "=" not in word:
+            if name in parser.value_options and "=" not in word:
                 index += 2
-            elif name in self.value_options or name in self.flag_options:
+            elif name in parser.option_names:
                 index += 1
-            elif not word.startswith("--") and word[:2] in self.value_options:
+            elif not word.startswith("--") and word[:2] in parser.value_options:
                 index += 1  # -oPATH
             else:
                 return list(argv[: index + 1]), list(argv[index + 1 :])  # argparse names it
         return list(argv), []
 
     def parse_args(self, parser: CommandParser, argv: Sequence[str]) -> argparse.Namespace:
-        own, program = self.split_program(argv)
+        own, program = self.split_program(parser, argv)
         for word in own:
             name = word.partition("=")[0]
-            known = name in self.value_options or name in self.flag_options
-            if word.startswith("-") and not known and word[:2] not in self.value_options:
+            known = name in parser.option_names or word[:2] in parser.value_options
+            if word.startswith("-") and not known:
                 owners = parser.elsewhere.get(name)
                 if owners:
                     raise UsageError(
