@@ -601,3 +601,15 @@ def test_help_is_generated_from_the_commands(capsys):
     out = capsys.readouterr().out
     assert "{" + ",".join(FORMATS) + "}" in out
     assert "{" + ",".join(s.label for s in sorted(Severity, reverse=True)) + "}" in out
+
+
+def test_usage_errors_import_nothing_heavy():
+    code = (
+        "import sys; from warptrace.cli import main; status = main(['--bogus', 'x.py']); "
+        "heavy = sorted(m for m in ('warp', 'numpy', 'pyarrow') if m in sys.modules); "
+        "print(status, heavy)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == "2 []", result.stdout + result.stderr
