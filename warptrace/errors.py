@@ -19,3 +19,7 @@ class UsageError(WarptraceError):
 
 class ScriptError(WarptraceError):
     """The user's script cannot be found or started (not a failure *inside* the script)."""
+
+
+class TraceWarning(UserWarning):
+    """An incomplete trace had a damaged tail: it is analyzed up to its consistent prefix."""

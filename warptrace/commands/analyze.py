@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from warptrace.analysis.findings import Severity
-from warptrace.commands.base import Command, CommandParser, write_stderr, write_stdout
+from warptrace.commands.base import Command, CommandParser, load_trace, write_stderr, write_stdout
 from warptrace.report import FORMATS, render
 
 
@@ -29,9 +29,8 @@ class AnalyzeCommand(Command):
 
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
         from warptrace.analysis.report import analyze_trace
-        from warptrace.trace.reader import read_trace
 
-        trace = read_trace(args.trace)
+        trace = load_trace(args.trace)
         _trace_notes(trace)
         report = analyze_trace(trace)
         write_stdout(render(report, args.format))

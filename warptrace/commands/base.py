@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from warptrace.errors import UsageError
+from warptrace.errors import TraceWarning, UsageError
 
 PROG = "python -m warptrace"
 
@@ -89,6 +90,19 @@ def write_stderr(line: str) -> None:
         stream.flush()
     except (OSError, ValueError):
         pass
+
+
+def load_trace(path: str) -> Any:
+    """``read_trace``; the damage it tolerates in an incomplete trace (``TraceWarning``) is
+    written as ``warptrace: warning:`` lines instead of Python's warning format."""
+    from warptrace.trace.reader import read_trace  # lazy: pyarrow only for commands that read a trace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)
+        trace = read_trace(path)
+    for warning in trace.warnings:
+        write_stderr(f"warptrace: warning: {warning}")
+    return trace
 
 
 def flush_stdout() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from warptrace.commands.base import Command, CommandParser
+from warptrace.commands.base import Command, CommandParser, load_trace
 
 
 class ShowCommand(Command):
@@ -19,7 +19,6 @@ class ShowCommand(Command):
 
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
         from warptrace.report.show import render
-        from warptrace.trace.reader import read_trace
 
-        sys.stdout.write(render(read_trace(args.trace), show_all=args.all))
+        sys.stdout.write(render(load_trace(args.trace), show_all=args.all))
         return 0

@@ -1,14 +1,22 @@
 """Load a ``.wtrace`` directory into pyarrow tables, validating it on the way.
 
 Every failure a user can cause (wrong path, truncated or corrupt part, unknown schema
-version, missing table) becomes a :class:`~warptrace.errors.TraceError` with a one-line
-message; the CLI turns it into exit status 2.
+version, missing table, duplicated, foreign or swapped part, malformed ``meta.json``)
+becomes a :class:`~warptrace.errors.TraceError` with a one-line message naming the file;
+the CLI turns it into exit status 2. Part-level checks live here; row-level checks
+(sequence numbers, counts, references, enum values) in :mod:`warptrace.trace.integrity`.
+
+A trace marked incomplete (the run was killed) may end with a torn part: its last part of
+a table may be unreadable. That part is dropped and the trace is cut to its consistent
+prefix, with one :class:`~warptrace.errors.TraceWarning` (also kept in ``Trace.warnings``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +24,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warptrace.errors import TraceError
-from warptrace.trace.schema import META_FILE, SCHEMAS, SUPPORTED_SCHEMA_VERSIONS, TABLES
+from warptrace.errors import TraceError, TraceWarning
+from warptrace.trace.integrity import Parts, validate
+from warptrace.trace.schema import META_FILE, PART_KEY, SCHEMAS, SUPPORTED_SCHEMA_VERSIONS, TABLES
+
+_PART_NAME = re.compile(r"part-(\d{5,})\.parquet")
 
 
 @dataclass
@@ -27,6 +38,7 @@ class Trace:
     path: Path
     meta: dict[str, Any]
     tables: dict[str, pa.Table] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # damage tolerated in an incomplete trace
 
     @property
     def complete(self) -> bool:
@@ -40,6 +52,26 @@ class Trace:
         return self.tables[name]
 
 
+def _is_count_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value.values()
+    )
+
+
+# key -> (check, what it should be); keys absent from meta.json are not checked
+_META_TYPES: dict[str, tuple[Any, str]] = {
+    "complete": (lambda v: isinstance(v, bool), "true or false"),
+    "trace_id": (lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+    "exit_status": (
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+        "an integer or null",
+    ),
+    "counts": (_is_count_map, "an object of row counts per table"),
+    "parts": (_is_count_map, "an object of part counts per table"),
+    "warp_version": (lambda v: v is None or isinstance(v, str), "a string"),
+}
+
+
 def _read_meta(path: Path) -> dict[str, Any]:
     meta_path = path / META_FILE
     if not meta_path.is_file():
@@ -51,28 +83,99 @@ def _read_meta(path: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise TraceError(f"{meta_path}: unreadable (not a JSON object)")
     version = meta.get("schema_version")
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
+    if version not in SUPPORTED_SCHEMA_VERSIONS or isinstance(version, bool):
         supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
         raise TraceError(
             f"{path}: trace schema version {version!r} is not supported by this warptrace "
             f"(supported: {supported}); re-record it with this version"
         )
+    for key, (check, expected) in _META_TYPES.items():
+        if key in meta and not check(meta[key]):
+            raise TraceError(f"{meta_path}: malformed ('{key}' should be {expected}, not {meta[key]!r:.60})")
     return meta
 
 
-def _read_table(path: Path, name: str) -> pa.Table:
+def _part_facts(table: pa.Table) -> dict[str, Any] | None:
+    raw = (table.schema.metadata or {}).get(PART_KEY.encode())
+    if raw is None:
+        return None
+    try:
+        facts = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def _corrupt_reason(part: Path, exc: Exception) -> str:
+    try:
+        with part.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(size - 4, 0))
+            tail = handle.read(4)
+    except OSError:
+        tail = b""
+    if tail != b"PAR1":
+        return "not a complete Parquet file: truncated, or its footer is damaged"
+    message = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    return f"damaged data: {message}"
+
+
+def _check_facts(part: Path, name: str, index: int, table: pa.Table, meta: dict[str, Any]) -> None:
+    facts = _part_facts(table)
+    trace_id = meta.get("trace_id")
+    if facts is None:
+        if trace_id is not None:  # this trace's writer labels every part
+            raise TraceError(
+                f"{part}: not a part of this trace (it carries no trace id; this trace is {trace_id})"
+            )
+        return  # an older trace: nothing to compare
+    if not facts:
+        raise TraceError(f"{part}: corrupt trace part (unreadable part metadata)")
+    if facts.get("trace_id") != trace_id:
+        raise TraceError(
+            f"{part}: a part of another trace (trace id {facts.get('trace_id')}, this trace is {trace_id})"
+        )
+    if facts.get("table") != name:
+        raise TraceError(
+            f"{part}: holds a part of table '{facts.get('table')}', not of '{name}' (swapped tables?)"
+        )
+    if facts.get("part") != index:
+        raise TraceError(f"{part}: is a copy of part {facts.get('part')} of '{name}' (duplicated part?)")
+    if facts.get("rows") != table.num_rows:
+        raise TraceError(f"{part}: holds {table.num_rows} rows, its metadata says {facts.get('rows')}")
+
+
+def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) -> tuple[pa.Table, Parts]:
+    """The concatenated table and where each part starts. A torn last part of an
+    incomplete trace is dropped and described in ``torn``."""
     folder = path / name
     schema = SCHEMAS[name]
     if not folder.is_dir():
         raise TraceError(f"{path}: table '{name}' is missing ({folder} does not exist)")
-    parts = sorted(p for p in folder.iterdir() if p.name.startswith("part-") and p.suffix == ".parquet")
-    tables = []
-    for part in parts:
+    numbered = []
+    for entry in folder.iterdir():
+        match = _PART_NAME.fullmatch(entry.name)
+        if match:
+            numbered.append((int(match.group(1)), entry))
+    numbered.sort()
+    for expected, (index, _) in enumerate(numbered):
+        if index != expected:
+            raise TraceError(
+                f"{folder / f'part-{expected:05d}.parquet'}: missing (the parts of '{name}' have a gap)"
+            )
+    tables: list[pa.Table] = []
+    parts: Parts = []
+    rows = 0
+    for index, part in numbered:
         try:
-            table = pq.read_table(part)
+            table = pq.read_table(part, page_checksum_verification=True)
         except (OSError, pa.ArrowException) as exc:
-            message = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-            raise TraceError(f"{part}: corrupt trace part ({message})") from None
+            reason = _corrupt_reason(part, exc)
+            if not meta.get("complete") and index == len(numbered) - 1:
+                torn.append(f"{part} is torn ({reason}) and was dropped")
+                break
+            raise TraceError(f"{part}: corrupt trace part ({reason})") from None
+        _check_facts(part, name, index, table, meta)
         missing = [f.name for f in schema if f.name not in table.column_names]
         if missing:
             raise TraceError(f"{part}: corrupt trace part (missing columns: {', '.join(missing)})")
@@ -80,9 +183,14 @@ def _read_table(path: Path, name: str) -> pa.Table:
             tables.append(table.select(schema.names).cast(schema))
         except (pa.ArrowException, ValueError) as exc:
             raise TraceError(f"{part}: corrupt trace part (column types do not match: {exc})") from None
+        parts.append((part, rows))
+        rows += table.num_rows
+    expected_parts = meta.get("parts", {}).get(name) if meta.get("complete") else None
+    if expected_parts is not None and expected_parts != len(numbered):
+        raise TraceError(f"{folder}: {len(numbered)} parts, but meta.json records {expected_parts}")
     if not tables:
-        return schema.empty_table()
-    return pa.concat_tables(tables)
+        return schema.empty_table(), parts
+    return pa.concat_tables(tables), parts
 
 
 def read_trace(path: str | os.PathLike[str]) -> Trace:
@@ -93,5 +201,18 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     if not trace_path.is_dir():
         raise TraceError(f"{trace_path}: not a warptrace trace (a trace is a directory)")
     meta = _read_meta(trace_path)
-    tables = {name: _read_table(trace_path, name) for name in TABLES}
-    return Trace(path=trace_path, meta=meta, tables=tables)
+    torn: list[str] = []
+    tables: dict[str, pa.Table] = {}
+    parts: dict[str, Parts] = {}
+    torn_tables: set[str] = set()
+    for name in TABLES:
+        before = len(torn)
+        tables[name], parts[name] = _read_table(trace_path, name, meta, torn)
+        if len(torn) > before:
+            torn_tables.add(name)
+    tables, damage = validate(trace_path, meta, tables, parts, torn_tables)
+    notes = []
+    if torn or damage:
+        notes.append(f"{trace_path}: the incomplete trace is damaged at its end ({'; '.join(torn + damage)})")
+        warnings.warn(TraceWarning(notes[0]), stacklevel=2)
+    return Trace(path=trace_path, meta=meta, tables=tables, warnings=notes)

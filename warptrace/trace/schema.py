@@ -195,6 +195,12 @@ SCHEMAS: dict[str, pa.Schema] = {
 # fmt: on
 
 META_FILE = "meta.json"
-# meta.json keys: schema_version, warptrace_version, warp_version, python_version,
+# meta.json keys: schema_version, trace_id (random hex; absent in older traces), warptrace_version, warp_version, python_version,
 # numpy_version, argv, cwd, devices, start_time, end_time (ISO 8601 UTC), exit_status
-# (int or null while running), complete (bool), error (str or null), counts (dict).
+# (int or null while running), complete (bool), error (str or null), counts (rows per
+# table, at close), parts (part files per table, at close; absent in older traces).
+
+# Parquet key-value metadata key of every part: JSON {"trace_id", "table", "part" (index),
+# "rows", and for events/accesses "first_seq", "last_seq"}. Absent in older traces: the
+# reader skips the checks that need it.
+PART_KEY = "warptrace.part"

@@ -5,6 +5,12 @@ are written as complete Parquet part files. Each part is written to a temporary 
 renamed into place, so a reader never sees half a part, and a run killed with SIGKILL
 leaves a trace readable up to its last flush. ``meta.json`` is rewritten (atomically)
 at start and at close; ``complete`` is true only after a clean close.
+
+Integrity facts for the reader (see ``schema.PART_KEY``): ``meta.json`` holds a random
+``trace_id`` from the start and, at close, ``counts`` (rows per table) and ``parts``
+(part files per table); every part carries its trace id, table, index, row count and
+(``events``/``accesses``) first and last ``seq`` in its Parquet key-value metadata, and
+CRC32 page checksums, so a duplicated, foreign, swapped or damaged part is detected.
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ import os
 import platform
 import sys
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warptrace.trace.schema import META_FILE, SCHEMA_VERSION, SCHEMAS, TABLES
+from warptrace.trace.schema import META_FILE, PART_KEY, SCHEMA_VERSION, SCHEMAS, TABLES
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -64,6 +72,7 @@ class TraceWriter:
         self.bytes_written = dict.fromkeys(TABLES, 0)
         self.meta: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
+            "trace_id": uuid.uuid4().hex,
             "warptrace_version": _warptrace_version(),
             "python_version": platform.python_version(),
             "argv": list(sys.argv),
@@ -99,6 +108,17 @@ class TraceWriter:
         batch = pa.Table.from_arrays(arrays, schema=schema)
         folder = self.path / table
         index = self._part_index[table]
+        facts: dict[str, Any] = {
+            "trace_id": self.meta["trace_id"],
+            "table": table,
+            "part": index,
+            "rows": batch.num_rows,
+        }
+        if "seq" in schema.names and table in ("events", "accesses"):
+            bounds = pc.min_max(batch.column("seq"))
+            facts["first_seq"] = bounds["min"].as_py()
+            facts["last_seq"] = bounds["max"].as_py()
+        batch = batch.replace_schema_metadata({PART_KEY: json.dumps(facts)})
         self._part_index[table] = index + 1
         final = folder / f"part-{index:05d}.parquet"
         tmp = folder / f".part-{index:05d}.parquet.tmp"
@@ -109,6 +129,7 @@ class TraceWriter:
             use_dictionary=_DICTIONARY_COLUMNS[table],
             column_encoding=_COLUMN_ENCODING[table],
             write_statistics=False,
+            write_page_checksum=True,
         )
         os.replace(tmp, final)
         self.rows_written[table] += batch.num_rows
@@ -125,6 +146,7 @@ class TraceWriter:
             error=error,
             complete=True,
             counts=dict(self.rows_written),
+            parts=dict(self._part_index),
         )
         self._write_meta()
 

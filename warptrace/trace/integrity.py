@@ -1,0 +1,246 @@
+"""Row-level integrity checks of a loaded trace (numpy/pyarrow, vectorized).
+
+What is checked (each violation is one :class:`~warptrace.errors.TraceError` naming the
+part that holds the offending row):
+
+- ``events.seq`` non-negative and strictly increasing across the whole trace (a
+  duplicated or misplaced part repeats or rewinds it);
+- ids unique: ``arrays.array_id``, ``allocs.alloc_id``, ``kernels.kernel_id``, ``sites.site_id``;
+- known enum values: event kinds, phases, access roles and flags, array and alloc kinds;
+- references: every access names an event, an array and an allocation (or -1), every
+  array an allocation (or -1), every event a kernel and a site (or -1), every kernel
+  argument a kernel;
+- for a complete trace, the rows of each table against ``meta.json`` ``counts``.
+
+A trace marked incomplete was cut by a kill: accesses written for events whose part never
+made it are trimmed silently; broken references (a torn part was dropped by the reader)
+cut the trace to the consistent prefix before the first offending ``seq``, reported as
+damage (the reader warns). Checks needing metadata an older trace lacks are skipped.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warptrace.errors import TraceError
+from warptrace.trace import schema as S
+
+Parts = list[tuple[Path, int]]  # (part file, index of its first row in the concatenated table)
+
+_KINDS = {
+    ("events", "kind"): S.EVENT_KINDS,
+    ("arrays", "kind"): (
+        S.ARRAY_OWNED, S.ARRAY_VIEW, S.ARRAY_PTR_ALIAS, S.ARRAY_EXTERNAL, S.ARRAY_GRAD,
+        S.ARRAY_PREEXISTING, S.ARRAY_OPAQUE,
+    ),
+    ("allocs", "kind"): (S.ALLOC_OWNED, S.ALLOC_EXTERNAL),
+}  # fmt: skip
+_RANGES = {
+    ("events", "phase"): (S.FORWARD, S.BACKWARD),
+    ("accesses", "role"): (S.ROLE_NONE, S.ROLE_READWRITE),
+    ("accesses", "flags"): (0, 63),
+}
+_IDS = {"arrays": "array_id", "allocs": "alloc_id", "kernels": "kernel_id", "sites": "site_id"}
+# (table, column) -> (referenced table, -1 allowed)
+_REFS = {
+    ("arrays", "alloc_id"): ("allocs", True),
+    ("arrays", "site"): ("sites", True),
+    ("allocs", "site"): ("sites", True),
+    ("kernel_args", "kernel_id"): ("kernels", False),
+    ("events", "kernel"): ("kernels", True),
+    ("events", "site"): ("sites", True),
+    ("accesses", "array_id"): ("arrays", False),
+    ("accesses", "alloc_id"): ("allocs", True),
+}
+_SEQ_TABLES = ("events", "accesses")
+
+
+class _Checker:
+    def __init__(
+        self, path: Path, meta: dict[str, Any], tables: dict[str, pa.Table], parts: dict[str, Parts]
+    ):
+        self.path = path
+        self.meta = meta
+        self.tables = tables
+        self.parts = parts
+        self.complete = bool(meta.get("complete"))
+        self.lenient = False  # an incomplete trace that lost a torn part: cut instead of failing
+        self._columns: dict[tuple[str, str], np.ndarray] = {}
+
+    def column(self, table: str, name: str) -> np.ndarray:
+        key = (table, name)
+        if key not in self._columns:
+            self._columns[key] = self.tables[table].column(name).to_numpy()
+        return self._columns[key]
+
+    def where(self, table: str, row: int) -> str:
+        parts = self.parts[table]
+        starts = [start for _, start in parts]
+        index = bisect.bisect_right(starts, row) - 1
+        return str(parts[index][0]) if index >= 0 else f"{self.path / table}"
+
+    def fail(self, table: str, row: int, message: str) -> None:
+        raise TraceError(f"{self.where(table, row)}: {message}")
+
+    # ---------------------------------------------------------------- checks
+
+    def seq_order(self) -> None:
+        seq = self.column("events", "seq")
+        if seq.size and seq[0] < 0:
+            self.fail("events", 0, f"negative event seq {seq[0]}")
+        bad = np.flatnonzero(seq[1:] <= seq[:-1])
+        if bad.size:
+            row = int(bad[0]) + 1
+            self.fail(
+                "events",
+                row,
+                f"event seq {seq[row]} after seq {seq[row - 1]} (sequence numbers must increase: "
+                "a duplicated or misplaced part?)",
+            )
+
+    def unique_ids(self) -> None:
+        for table, name in _IDS.items():
+            ids = self.column(table, name)
+            if ids.size < 2 or bool(np.all(ids[1:] > ids[:-1])):
+                continue  # the writer's order: increasing, hence unique
+            ordered = np.sort(ids, kind="stable")
+            repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+            if repeated.size:
+                row = int(np.flatnonzero(ids == repeated[0])[1])
+                self.fail(table, row, f"{table}.{name} {repeated[0]} appears twice (a duplicated part?)")
+
+    def enums(self) -> None:
+        for (table, name), allowed in _KINDS.items():
+            column = self.tables[table].column(name)
+            present = set(pc.unique(column).to_pylist())
+            unknown = sorted(str(v) for v in present - set(allowed))
+            if unknown:
+                value = None if unknown[0] == "None" else unknown[0]
+                row = int(pc.index(column, value).as_py()) if value is not None else 0
+                self.fail(table, row, f"unknown {table}.{name} value {unknown[0]!r}")
+        for (table, name), (low, high) in _RANGES.items():
+            values = self.column(table, name)
+            bad = np.flatnonzero((values < low) | (values > high))
+            if bad.size:
+                row = int(bad[0])
+                self.fail(table, row, f"unknown {table}.{name} value {values[row]}")
+
+    def counts(self) -> None:
+        counts = self.meta.get("counts")
+        if not self.complete or not counts:
+            return
+        for table in S.TABLES:
+            if table not in counts:
+                continue
+            rows = self.tables[table].num_rows
+            if rows != counts[table]:
+                raise TraceError(
+                    f"{self.path / table}: {rows} rows, but meta.json counts {counts[table]} "
+                    "(a part is missing, duplicated or from another trace)"
+                )
+
+    def broken_refs(self, table: str, name: str) -> np.ndarray:
+        """Rows of ``table`` whose ``name`` names no row of the referenced table."""
+        target, optional = _REFS[(table, name)]
+        values = self.column(table, name)
+        ids = self.column(target, _IDS[target])
+        valid = _member(values, ids)
+        if optional:
+            valid |= values == -1
+        return np.flatnonzero(~valid)
+
+    def refs(self, tables: tuple[str, ...]) -> dict[str, int]:
+        """Check references from ``tables``; return the first broken row per table (lenient
+        only: otherwise the first broken reference raises)."""
+        first: dict[str, int] = {}
+        for (table, name), (target, _) in _REFS.items():
+            if table not in tables:
+                continue
+            bad = self.broken_refs(table, name)
+            if not bad.size:
+                continue
+            row = int(bad[0])
+            if not self.lenient:
+                value = self.column(table, name)[row]
+                self.fail(
+                    table,
+                    row,
+                    f"{table}.{name} {value} names no {target} row (a part is missing or foreign?)",
+                )
+            first[table] = min(first.get(table, row), row)
+            if table not in _SEQ_TABLES:  # drop the dangling dimension rows
+                keep = np.ones(self.tables[table].num_rows, dtype=bool)
+                keep[bad] = False
+                self.tables[table] = self.tables[table].filter(pa.array(keep))
+                self._columns = {k: v for k, v in self._columns.items() if k[0] != table}
+        return first
+
+    def access_events(self) -> np.ndarray:
+        seq = self.column("accesses", "seq")
+        return np.flatnonzero(~_member(seq, self.column("events", "seq")))
+
+
+def _member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``np.isin(values, ids)``; a bitmap when the ids are dense enough (the usual case)."""
+    if not values.size:
+        return np.ones(0, dtype=bool)
+    if not ids.size:
+        return np.zeros(values.size, dtype=bool)
+    low, high = int(ids.min()), int(ids.max())
+    if low >= 0 and high < 8 * (ids.size + values.size) + 1024:
+        bitmap = np.zeros(high + 2, dtype=bool)
+        bitmap[ids] = True
+        clipped = np.where((values < 0) | (values > high), high + 1, values)
+        return bitmap[clipped]
+    return np.isin(values, ids)
+
+
+def validate(
+    path: Path, meta: dict[str, Any], tables: dict[str, pa.Table], parts: dict[str, Parts], torn: set[str]
+) -> tuple[dict[str, pa.Table], list[str]]:
+    """Check ``tables``; return them (cut to the consistent prefix for an incomplete
+    trace) and what was cut, one phrase per cause."""
+    checker = _Checker(path, meta, dict(tables), parts)
+    checker.lenient = not checker.complete and bool(torn)
+    checker.seq_order()
+    checker.unique_ids()
+    checker.enums()
+    checker.counts()
+    damage: list[str] = []
+    checker.refs(("arrays", "allocs", "kernel_args"))
+    cutoff: int | None = None
+    if "accesses" in torn:  # the accesses of the events after the kept ones are gone
+        acc_seq = checker.column("accesses", "seq")
+        cutoff = int(acc_seq.max()) + 1 if acc_seq.size else 0
+    first = checker.refs(_SEQ_TABLES)
+    for table, row in first.items():
+        seq = int(checker.column(table, "seq")[row])
+        cutoff = seq if cutoff is None else min(cutoff, seq)
+    dangling = checker.access_events()
+    if dangling.size:
+        events = checker.column("events", "seq")
+        acc_seq = checker.column("accesses", "seq")
+        last = int(events[-1]) if events.size else -1
+        inside = dangling[acc_seq[dangling] <= last]
+        if inside.size:
+            row = int(inside[0])
+            checker.fail("accesses", row, f"access to event seq {acc_seq[row]}, which is not in the trace")
+        if checker.complete:
+            row = int(dangling[0])
+            checker.fail("accesses", row, f"access to event seq {acc_seq[row]}, which is not in the trace")
+        # an incomplete trace: killed between the accesses part and the events part of a flush
+        keep = pc.less_equal(checker.tables["accesses"].column("seq"), last)
+        checker.tables["accesses"] = checker.tables["accesses"].filter(keep)
+    if cutoff is not None:
+        for table in _SEQ_TABLES:
+            checker.tables[table] = checker.tables[table].filter(
+                pc.less(checker.tables[table].column("seq"), cutoff)
+            )
+        damage.append(f"analyzing the events before seq {cutoff}")
+    return checker.tables, damage
