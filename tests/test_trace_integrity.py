@@ -265,9 +265,23 @@ def test_incomplete_trace_with_a_torn_part_is_analyzed_up_to_it(table, trace, ca
     assert set(cut.tables["accesses"].column("array_id").to_pylist()) <= set(
         cut.tables["arrays"].column("array_id").to_pylist()
     )
-    assert main(["analyze", str(trace)]) == 0
-    err = capsys.readouterr().err
-    assert err.count(f"{last} is torn") == 1 and "Traceback" not in err
+    for command in ("analyze", "show"):
+        assert main([command, str(trace)]) == 0
+        err = capsys.readouterr().err
+        assert err.count(f"{last} is torn") == 1 and "Traceback" not in err
+        assert err.startswith("warptrace: warning: ")
+
+
+def test_killed_between_the_accesses_and_the_events_of_a_flush(trace, recwarn):
+    """The writer puts a flush's accesses part before its events part: accesses of events
+    that never reached the disk are dropped silently (the trace is incomplete, not damaged)."""
+    _incomplete(trace)
+    _parts(trace, "events")[-1].unlink()
+    loaded = read_trace(trace)
+    assert not loaded.warnings and not recwarn.list
+    events = set(loaded.tables["events"].column("seq").to_pylist())
+    assert set(loaded.tables["accesses"].column("seq").to_pylist()) <= events
+    assert not warptrace.analyze(trace).findings
 
 
 def test_incomplete_trace_with_a_duplicated_part_is_refused(trace, capsys):

@@ -7,7 +7,7 @@ part that holds the offending row):
   duplicated or misplaced part repeats or rewinds it);
 - ids unique: ``arrays.array_id``, ``allocs.alloc_id``, ``kernels.kernel_id``, ``sites.site_id``;
 - known enum values: event kinds, phases, access roles and flags, array and alloc kinds;
-- references: every access names an event, an array and an allocation (or -1), every
+- references: every access names an event and an array, every
   array an allocation (or -1), every event a kernel and a site (or -1), every kernel
   argument a kernel;
 - for a complete trace, the rows of each table against ``meta.json`` ``counts``.
@@ -56,7 +56,6 @@ _REFS = {
     ("events", "kernel"): ("kernels", True),
     ("events", "site"): ("sites", True),
     ("accesses", "array_id"): ("arrays", False),
-    ("accesses", "alloc_id"): ("allocs", True),
 }
 _SEQ_TABLES = ("events", "accesses")
 
@@ -125,6 +124,9 @@ class _Checker:
                 row = int(pc.index(column, value).as_py()) if value is not None else 0
                 self.fail(table, row, f"unknown {table}.{name} value {unknown[0]!r}")
         for (table, name), (low, high) in _RANGES.items():
+            bounds = pc.min_max(self.tables[table].column(name))  # no copy when in range
+            if bounds["min"].as_py() is None or low <= bounds["min"].as_py() <= bounds["max"].as_py() <= high:
+                continue
             values = self.column(table, name)
             bad = np.flatnonzero((values < low) | (values > high))
             if bad.size:
@@ -150,10 +152,7 @@ class _Checker:
         target, optional = _REFS[(table, name)]
         values = self.column(table, name)
         ids = self.column(target, _IDS[target])
-        valid = _member(values, ids)
-        if optional:
-            valid |= values == -1
-        return np.flatnonzero(~valid)
+        return np.flatnonzero(~_member(values, ids, optional))
 
     def refs(self, tables: tuple[str, ...]) -> dict[str, int]:
         """Check references from ``tables``; return the first broken row per table (lenient
@@ -186,19 +185,29 @@ class _Checker:
         return np.flatnonzero(~_member(seq, self.column("events", "seq")))
 
 
-def _member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """``np.isin(values, ids)``; a bitmap when the ids are dense enough (the usual case)."""
+def _member(values: np.ndarray, ids: np.ndarray, optional: bool = False) -> np.ndarray:
+    """``np.isin(values, ids)`` (``| values == -1`` when ``optional``); a bitmap indexed by
+    the values themselves when the ids are dense enough (the usual case)."""
     if not values.size:
         return np.ones(0, dtype=bool)
-    if not ids.size:
-        return np.zeros(values.size, dtype=bool)
-    low, high = int(ids.min()), int(ids.max())
-    if low >= 0 and high < 8 * (ids.size + values.size) + 1024:
-        bitmap = np.zeros(high + 2, dtype=bool)
+    low, high = int(values.min()), int(values.max())
+    top = int(ids.max()) if ids.size else -1
+    if ids.size and int(ids.min()) >= 0 and top < 8 * (ids.size + values.size) + 1024:
+        bitmap = np.zeros(top + 2, dtype=bool)  # the last slot stands for -1 (numpy's index -1)
         bitmap[ids] = True
-        clipped = np.where((values < 0) | (values > high), high + 1, values)
-        return bitmap[clipped]
-    return np.isin(values, ids)
+        bitmap[-1] = optional
+        if low >= -1 and high <= top:
+            return bitmap[values]
+        clipped = np.where((values < -1) | (values > top), top + 1, values)
+        bitmap[top + 1] = False
+        member = bitmap[clipped]
+        if optional:
+            member |= values == -1
+        return member
+    member = np.isin(values, ids)
+    if optional:
+        member |= values == -1
+    return member
 
 
 def validate(
