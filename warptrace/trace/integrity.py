@@ -51,10 +51,13 @@ _IDS = {"arrays": "array_id", "allocs": "alloc_id", "kernels": "kernel_id", "sit
 _REFS = {
     ("arrays", "alloc_id"): ("allocs", True),
     ("arrays", "site"): ("sites", True),
+    ("arrays", "base_id"): ("arrays", True),
+    ("arrays", "grad_of"): ("arrays", True),
     ("allocs", "site"): ("sites", True),
     ("kernel_args", "kernel_id"): ("kernels", False),
     ("events", "kernel"): ("kernels", True),
     ("events", "site"): ("sites", True),
+    ("events", "array_id"): ("arrays", True),
     ("accesses", "array_id"): ("arrays", False),
 }
 _SEQ_TABLES = ("events", "accesses")
@@ -69,7 +72,8 @@ class _Checker:
         self.tables = tables
         self.parts = parts
         self.complete = bool(meta.get("complete"))
-        self.lenient = False  # an incomplete trace that lost a torn part: cut instead of failing
+        self.lenient = not self.complete  # a killed run: cut broken references instead of failing
+        self.damage: list[str] = []  # what was cut, one phrase per cause
         self._columns: dict[tuple[str, str], np.ndarray] = {}
 
     def column(self, table: str, name: str) -> np.ndarray:
@@ -165,15 +169,14 @@ class _Checker:
             if not bad.size:
                 continue
             row = int(bad[0])
+            broken = f"{table}.{name} {self.column(table, name)[row]} names no {target} row"
             if not self.lenient:
-                value = self.column(table, name)[row]
-                self.fail(
-                    table,
-                    row,
-                    f"{table}.{name} {value} names no {target} row (a part is missing or foreign?)",
-                )
+                self.fail(table, row, f"{broken} (a part is missing or foreign?)")
             first[table] = min(first.get(table, row), row)
-            if table not in _SEQ_TABLES:  # drop the dangling dimension rows
+            if table in _SEQ_TABLES:
+                self.damage.append(broken)
+            else:  # drop the dangling dimension rows
+                self.damage.append(f"{broken}: {bad.size} {table} row(s) dropped")
                 keep = np.ones(self.tables[table].num_rows, dtype=bool)
                 keep[bad] = False
                 self.tables[table] = self.tables[table].filter(pa.array(keep))
@@ -216,12 +219,11 @@ def validate(
     """Check ``tables``; return them (cut to the consistent prefix for an incomplete
     trace) and what was cut, one phrase per cause."""
     checker = _Checker(path, meta, dict(tables), parts)
-    checker.lenient = not checker.complete and bool(torn)
     checker.seq_order()
     checker.unique_ids()
     checker.enums()
     checker.counts()
-    damage: list[str] = []
+    damage = checker.damage
     checker.refs(("arrays", "allocs", "kernel_args"))
     cutoff: int | None = None
     if "accesses" in torn:  # the accesses of the events after the kept ones are gone
