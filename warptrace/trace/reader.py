@@ -182,7 +182,10 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
         try:
             tables.append(table.select(schema.names).cast(schema))
         except (pa.ArrowException, ValueError) as exc:
-            raise TraceError(f"{part}: corrupt trace part (column types do not match: {exc})") from None
+            first_line = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+            raise TraceError(
+                f"{part}: corrupt trace part (column types do not match: {first_line})"
+            ) from None
         parts.append((part, rows))
         rows += table.num_rows
     expected_parts = meta.get("parts", {}).get(name) if meta.get("complete") else None
