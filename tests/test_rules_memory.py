@@ -347,7 +347,7 @@ def test_accumulation_after_a_linear_read_is_fine(tmp_path, source, expected):
     ],
 )
 def test_linearity_of_a_kernel_read(body, linear):
-    from warptrace.analysis.rules.memory import _needs_value
+    from warptrace.kernel_source.linearity import adjoint_needs_value as _needs_value
 
     source = f"@wp.kernel\ndef k(qd: wp.array(dtype=float), q: wp.array(dtype=float)):\n    i = wp.tid()\n    {body}\n"
     assert _needs_value(source, "qd", ("qd", "q"), ("qd", "q")) is not linear
@@ -377,7 +377,7 @@ def test_linearity_of_a_kernel_read(body, linear):
     ],
 )
 def test_linearity_depends_on_which_arrays_carry_gradients(body, active, linear):
-    from warptrace.analysis.rules.memory import _needs_value
+    from warptrace.kernel_source.linearity import adjoint_needs_value as _needs_value
 
     source = (
         "@wp.kernel\ndef k(qd: wp.array(dtype=float), q: wp.array(dtype=float), mask: wp.array(dtype=float)):\n"

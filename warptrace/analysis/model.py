@@ -29,13 +29,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warptrace.analysis.findings import Location
+from warptrace.kernel_source import KERNEL, FunctionSource, KernelSource
+from warptrace.kernel_source import build as build_source_model
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
 
 if TYPE_CHECKING:
     from warptrace.analysis.dataflow import Dataflow
 
-EVENT_KIND_CODES = {kind: code for code, kind in enumerate(S.EVENT_KINDS)}
+EVENT_KIND_CODES = S.EVENT_KIND_CODES  # re-exported for rules
 K = EVENT_KIND_CODES  # short alias for rules: K[S.LAUNCH]
 
 
@@ -155,23 +157,20 @@ class KernelInfo:
     analysis: str
     args: list[KernelArg] = field(default_factory=list)
 
+    source_json: str = ""  # the stored kernel-source model (schema >= 2), "" before
+
     @cached_property
-    def def_index(self) -> int:
-        """Index in ``source`` of the ``def`` line (``source`` starts with the decorators; ``line`` is the def)."""
-        for index, text in enumerate(self.source.splitlines()):
-            if text.lstrip().startswith(("def ", "async def ")):
-                return index
-        return 0
+    def source_model(self) -> KernelSource:
+        """The kernel-source model: stored by the recorder, or rebuilt from ``source`` for
+        traces written before the model was stored (schema version 1)."""
+        stored = KernelSource.from_json(self.source_json)
+        if stored is not None:
+            return stored
+        return build_source_model(FunctionSource(KERNEL, self.key, self.file, self.line, self.source))
 
     def source_line(self, line: int) -> str | None:
         """Stripped text of absolute file line ``line`` when it lies inside the kernel source, else None."""
-        if not self.source or self.line <= 0:
-            return None
-        lines = self.source.splitlines()
-        index = line - self.line + self.def_index
-        if 0 <= index < len(lines):
-            return lines[index].strip()
-        return None
+        return self.source_model.kernel_line_text(line)
 
     def arg(self, name: str, field_path: str = "") -> KernelArg | None:
         for arg in self.args:
@@ -279,6 +278,7 @@ class Model:
                 custom_replay=_json_list(row["custom_replay"]),
                 native_snippets=bool(row["native_snippets"]),
                 analysis=row["analysis"] or "",
+                source_json=row.get("source_model") or "",
             )
         for row in trace.tables["kernel_args"].to_pylist():
             kernel = self.kernels.get(row["kernel_id"])
@@ -428,7 +428,7 @@ class Model:
         kernel = self.kernels.get(int(kernel_id))
         if kernel is None or line is None or line < 0:
             return None
-        text = kernel.source_line(int(line))
+        text = kernel.source_model.line_text(int(line), kernel.file)
         if text is None:  # a line of a @wp.func callee: read it from the file when it is still there
             text = linecache.getline(kernel.file, int(line)).strip() if kernel.file else ""
         return Location(file=kernel.file, line=int(line), role=role, text=text, function=kernel.key)

@@ -54,6 +54,9 @@ EVENT_KINDS = (
     SET_GRAD, TAPE_CREATE, TAPE_ENTER, TAPE_EXIT, BACKWARD_BEGIN, BACKWARD_END, TAPE_ZERO,
     TAPE_RESET, RECORD_FUNC, CAPTURE_BEGIN, CAPTURE_END, CAPTURE_LAUNCH,
 )  # fmt: skip
+# In-memory integer code of each kind (its position in EVENT_KINDS): the recorder buffers
+# these and the analyzer compares against them; on disk the kind is the string.
+EVENT_KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(EVENT_KINDS)}
 
 # events.phase
 FORWARD = 0

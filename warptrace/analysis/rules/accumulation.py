@@ -51,10 +51,7 @@ training loop is one finding whose count is the number of iterations it hit.
 
 from __future__ import annotations
 
-import ast
-import textwrap
 from collections import defaultdict
-from functools import lru_cache
 
 import numpy as np
 
@@ -363,92 +360,11 @@ def _propagates(model: Model, df: Dataflow, ev: int, when: int) -> bool:
 
 
 def _kernel_text(kernel: KernelInfo, line: int) -> str:
-    lines = kernel.source.splitlines()
-    tree_line = _def_line(kernel.source)
-    rel = line - kernel.line + tree_line - 1
-    return lines[rel].strip() if 0 <= rel < len(lines) else ""
-
-
-def _def_line(source: str) -> int:
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return 1
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node.lineno
-    return 1
+    return kernel.source_model.kernel_line_text(line) or ""
 
 
 def _stores_twice(kernel: KernelInfo, arg: str, field_path: str) -> list[int] | None:
-    return _stores_twice_cached(kernel.source, kernel.line, arg, field_path)
-
-
-@lru_cache(maxsize=1024)
-def _stores_twice_cached(source: str, def_line: int, arg: str, field_path: str) -> list[int] | None:
-    """Absolute kernel lines of two plain stores to the same element of ``arg`` (``arg.field``),
-    or of one store that a ``for`` loop repeats on the same element; None when not proven.
-
-    "Same element": the index expressions are identical and every name in them is
-    assigned once in the kernel (``i = wp.tid()``), so both stores hit the same element."""
-    if not source:
-        return None
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return None
-    func = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if func is None:
-        return None
-    target_text = arg + ("." + field_path if field_path else "")
-    assigned: dict[str, int] = defaultdict(int)
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            assigned[node.id] += 1
-    stores: dict[str, list[int]] = defaultdict(list)
-    looped: list[int] = []
-    loops: list[set[str]] = []  # names (re)bound by each enclosing for loop
-
-    def absolute(node: ast.AST) -> int:
-        return def_line + node.lineno - func.lineno
-
-    def record(target: ast.AST) -> None:
-        if not isinstance(target, ast.Subscript) or ast.unparse(target.value) != target_text:
-            return
-        names = _names_in(target.slice)
-        if any(assigned[name] > 1 for name in names):
-            return
-        stores[ast.dump(target.slice)].append(absolute(target))
-        if any(not (names & bound) for bound in loops):
-            looped.append(absolute(target))
-
-    def walk(node: ast.AST) -> None:
-        if isinstance(node, ast.For):
-            bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            loops.append(bound)
-            for child in node.body + node.orelse:
-                walk(child)
-            loops.pop()
-            return
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                record(target)
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            record(node.target)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                walk(child)
-
-    for statement in func.body:
-        walk(statement)
-    for lines in stores.values():
-        if len(lines) >= 2:
-            return sorted(lines)[:2]
-    return looped[:1] or None
-
-
-def _names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return kernel.source_model.stores_twice(arg + ("." + field_path if field_path else ""))
 
 
 # ---------------------------------------------------------------- WT203

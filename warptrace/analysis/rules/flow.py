@@ -87,17 +87,15 @@ Findings are grouped by root cause (the user line to change) with a count.
 
 from __future__ import annotations
 
-import ast
 import bisect
-import textwrap
 from collections import defaultdict
-from functools import lru_cache
 
 import numpy as np
 
 from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, combine_codes
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
+from warptrace.kernel_source import RESULT_DISCARDED, RESULT_USED
 from warptrace.trace import schema as S
 
 DOC_DEBUG = "Differentiability > Debugging Gradients"
@@ -1065,8 +1063,8 @@ def _wt308(model: Model) -> list[Finding]:
         side = [
             row
             for row in side
-            if (mode := _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])) == _RESULT_USED
-            or (mode == _RESULT_DISCARDED and _read_by_later_adjoint(model, df, row, ev, call))
+            if (mode := _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])) == RESULT_USED
+            or (mode == RESULT_DISCARDED and _read_by_later_adjoint(model, df, row, ev, call))
         ]
         if not side:
             continue
@@ -1078,9 +1076,8 @@ def _wt308(model: Model) -> list[Finding]:
         for row in side:
             arg = kernel.arg(model.acc_arg[row], model.acc_field[row])
             if arg is not None and arg.write_line >= 0:
-                related.append(
-                    _kernel_line(kernel.file, kernel.key, kernel.source, kernel.line, arg.write_line)
-                )
+                text = kernel.source_model.kernel_line_text(arg.write_line) or ""
+                related.append(Location(kernel.file, arg.write_line, "kernel write", text, kernel.key))
         message = (
             f"the adjoint of `{kernel.key}` writes forward memory {_names(labels)} during the backward "
             f"(line {model.location(call.site).line}): the backward replays the forward body of the @wp.func "
@@ -1140,46 +1137,14 @@ def _forward_signature(model: Model, df: Dataflow, ev: int) -> tuple:
     return (int(model.kernel[ev]), tuple(arrays))
 
 
-# How the adjoint replays a write to forward memory (see _replayed_write)
-_NOT_REPLAYED = 0
-_RESULT_DISCARDED = 1  # replayed by a @wp.func whose result the kernel ignores (plain accumulation)
-_RESULT_USED = 2  # replayed by a @wp.func whose result the kernel uses (a counter handing out slots)
-
-
 def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> int:
     """Whether the adjoint of ``kernel`` really rewrites ``arg``: it is passed to a user function
     (replayed in full by the adjoint) that has no custom replay. Atomics written directly in the
     kernel body are not replayed. When the kernel uses the function's result (``slot = f(count)``)
     the replay hands out different values than the forward did: the counter pattern. Unknown
     source: trust the recorder."""
-    if not kernel.source:
-        return _RESULT_USED
-    return _passes_to_function(kernel.source, arg, field_path, tuple(kernel.custom_replay))
-
-
-@lru_cache(maxsize=1024)
-def _passes_to_function(source: str, arg: str, field_path: str, custom_replay: tuple[str, ...]) -> int:
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return _RESULT_USED
     target = arg + ("." + field_path if field_path else "")
-    replayed = {name.rsplit(".", 1)[-1] for name in custom_replay}
-    discarded = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
-    found = _NOT_REPLAYED
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        name = ast.unparse(node.func)
-        if name.startswith(("wp.", "warp.")) or name in {"range", "int", "float", "len", "min", "max", "abs"}:
-            continue
-        if name.rsplit(".", 1)[-1] in replayed:
-            continue
-        if any(ast.unparse(a) == target for a in node.args) or any(
-            ast.unparse(k.value) == target for k in node.keywords
-        ):
-            found = max(found, _RESULT_DISCARDED if id(node) in discarded else _RESULT_USED)
-    return found
+    return kernel.source_model.passes_to_function(target, tuple(kernel.custom_replay))
 
 
 def _read_by_later_adjoint(model: Model, df: Dataflow, row: int, ev: int, call: BackwardCall) -> bool:
@@ -1190,16 +1155,3 @@ def _read_by_later_adjoint(model: Model, df: Dataflow, row: int, ev: int, call: 
         if model.adjoint[int(df.acc_ev[read_row])]:
             return True
     return False
-
-
-@lru_cache(maxsize=4096)
-def _kernel_line(file: str, key: str, source: str, kernel_line: int, line: int) -> Location:
-    lines = source.splitlines()
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-        def_line = next(n.lineno for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    except (SyntaxError, StopIteration):
-        def_line = 1
-    rel = line - kernel_line + def_line - 1
-    text = lines[rel].strip() if 0 <= rel < len(lines) else ""
-    return Location(file, int(line), "kernel write", text, key)

@@ -1,0 +1,65 @@
+"""The kernel-source model: the one place where Warp kernel source is parsed and questioned.
+
+Pure Python (no Warp import): the recorder (``warptrace.record.kernels``) gathers the
+sources of a kernel and of the ``@wp.func`` callees and custom adjoints it reaches, and
+calls :func:`build`; the analyzer reads the stored model back (or rebuilds it from the
+kernel source of an older trace). Neither side parses source: they ask the model.
+
+- :class:`KernelSource` - the model of one kernel: :class:`FunctionFacts` of the kernel
+  and of each function of its call tree, JSON round trip, line texts, and the questions
+  the rules ask (stores repeated, arrays passed to replayed functions, stores after a
+  read, values the adjoint needs).
+- :class:`FunctionFacts` - the syntax facts of one body, as plain dataclasses:
+  statements, loops (static trip count or dynamic), augmented assignments (array
+  element, local, component), component assignments of local vectors/matrices,
+  ``wp.where``/``wp.select``/conditional-expression operands, calls (``sqrt``, ``log``,
+  casts, ...), ``wp.adjoint[x] =``/``+=`` in custom adjoints, atomics whose result is used.
+"""
+
+from __future__ import annotations
+
+from warptrace.kernel_source.facts import (
+    FUNC,
+    FUNC_GRAD,
+    FUNC_REPLAY,
+    KERNEL,
+    AdjointAssign,
+    AtomicCall,
+    AugAssign,
+    Call,
+    ComponentAssign,
+    FunctionFacts,
+    FunctionSource,
+    Loop,
+    Select,
+    Statement,
+    function_facts,
+)
+from warptrace.kernel_source.model import MODEL_VERSION, KernelSource, build
+from warptrace.kernel_source.stores import NOT_REPLAYED, RESULT_DISCARDED, RESULT_USED
+from warptrace.kernel_source.syntax import parse_function
+
+__all__ = [
+    "FUNC",
+    "FUNC_GRAD",
+    "FUNC_REPLAY",
+    "KERNEL",
+    "MODEL_VERSION",
+    "NOT_REPLAYED",
+    "RESULT_DISCARDED",
+    "RESULT_USED",
+    "AdjointAssign",
+    "AtomicCall",
+    "AugAssign",
+    "Call",
+    "ComponentAssign",
+    "FunctionFacts",
+    "FunctionSource",
+    "KernelSource",
+    "Loop",
+    "Select",
+    "Statement",
+    "build",
+    "function_facts",
+    "parse_function",
+]

@@ -1,0 +1,403 @@
+"""Plain, JSON-serializable facts about one function body (a kernel, a ``@wp.func``,
+a ``@wp.func_grad`` or a ``@wp.func_replay``), computed from its source once.
+
+Every line number is an absolute line of the file the function lives in. These are the
+syntax facts the kernel-source rules (WT401-WT408) are built on; see
+:class:`FunctionFacts` for the list and :func:`function_facts` for how they are made.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from warptrace.kernel_source.syntax import call_name, parse_function, root_name, text_of
+
+__all__ = [
+    "AdjointAssign",
+    "AtomicCall",
+    "AugAssign",
+    "Call",
+    "ComponentAssign",
+    "FunctionFacts",
+    "FunctionSource",
+    "Loop",
+    "Select",
+    "Statement",
+    "function_facts",
+]
+
+# Roles of a function in a kernel's call tree.
+KERNEL, FUNC, FUNC_GRAD, FUNC_REPLAY = "kernel", "func", "func_grad", "func_replay"
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """Where a function body comes from: what the recorder gathers (from Warp objects)."""
+
+    role: str  # KERNEL, FUNC, FUNC_GRAD or FUNC_REPLAY
+    name: str  # kernel key / function key
+    file: str
+    line: int  # absolute line of the `def` (-1 unknown)
+    source: str  # source text starting with the decorators
+    of: str = ""  # for FUNC_GRAD / FUNC_REPLAY: the key of the function it belongs to
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement (compound statements included), innermost loop first."""
+
+    line: int
+    end_line: int
+    kind: str  # the ast class name: "Assign", "AugAssign", "For", "If", "Return", ...
+    loop: int  # line of the innermost enclosing loop, -1 outside loops
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A ``for`` or ``while`` loop. Warp unrolls a ``for ... in range(...)`` whose bounds are
+    compile-time constants (up to ``max_unroll`` iterations); every other loop is dynamic and
+    is not replayed by the adjoint (its locals hold their final values in backward)."""
+
+    line: int
+    end_line: int
+    kind: str  # "for" or "while"
+    target: str  # loop variable text ("" for while)
+    iterator: str  # "range(n)", "wp.range(0, 4)", ... ("" for while)
+    bounds: tuple[str, ...]  # range(...) argument texts, () when not a range
+    trip_count: int | None  # known from integer literals in range(...), else None
+    assigned: tuple[str, ...]  # local names (re)bound in the body, sorted
+    parent: int  # line of the enclosing loop, -1
+
+
+@dataclass(frozen=True)
+class AugAssign:
+    """``target op= value``. ``target_kind``: "array" (an element of an array parameter or
+    one of its fields: ``a[i] *= s``, ``state.q[i] += v``, ``a[i].x -= v``), "local" (a plain
+    name: ``p *= x``), "component" (a component of a local vector/matrix: ``v[0] += a``,
+    ``v.x *= 2``), "other" (anything else)."""
+
+    line: int
+    op: str  # "+=", "-=", "*=", "/=", ...
+    target: str
+    target_kind: str
+    root: str  # root name of the target
+    value: str
+    loop: int  # innermost enclosing loop line, -1
+
+
+@dataclass(frozen=True)
+class ComponentAssign:
+    """A component of a local value assigned: ``v[0] = a``, ``v.x = a``, ``m[i, j] = a``
+    (``op`` "=" ), or updated (``op`` "+=", ...)."""
+
+    line: int
+    local: str  # the local name
+    component: str  # "[0]", ".x", "[i, j]"
+    op: str
+    loop: int
+
+
+@dataclass(frozen=True)
+class Select:
+    """``wp.where(c, a, b)``, ``wp.select(c, a, b)`` or ``a if c else b``. For the calls both
+    operands are evaluated and both adjoints run; a real ``if`` (``kind`` "ifexp" is Python's
+    conditional expression, which Warp also evaluates on both sides) does not."""
+
+    line: int
+    kind: str  # "where", "select" or "ifexp"
+    condition: str
+    operands: tuple[str, ...]
+    operand_calls: tuple[tuple[str, ...], ...]  # call names inside each operand (sorted)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call: ``name`` is the last part of the called name (``wp.sqrt`` -> ``sqrt``)."""
+
+    line: int
+    name: str
+    func: str  # the called expression as written ("wp.sqrt", "helper")
+    args: tuple[str, ...]
+    result_used: bool  # False when the call is a statement of its own
+    loop: int
+
+
+@dataclass(frozen=True)
+class AdjointAssign:
+    """In a custom adjoint: ``wp.adjoint[x] = ...`` (``op`` "=", overwrites what other uses
+    of ``x`` contributed) or ``wp.adjoint[x] += ...`` (accumulates, correct)."""
+
+    line: int
+    variable: str
+    op: str
+
+
+@dataclass(frozen=True)
+class AtomicCall:
+    """``wp.atomic_*`` call; ``result_used`` when the kernel uses the returned old value
+    (a counter handing out slots) rather than only accumulating."""
+
+    line: int
+    name: str
+    array: str  # first argument text
+    result_used: bool
+    loop: int
+
+
+@dataclass(frozen=True)
+class FunctionFacts:
+    """Syntax facts of one function body. ``parsed`` is False when the source was missing or
+    not parseable; then every list is empty and rules must answer conservatively."""
+
+    role: str
+    name: str
+    file: str
+    line: int
+    of: str
+    parsed: bool
+    source: str = ""  # the text the facts were computed from (decorators included)
+    params: tuple[str, ...] = ()
+    array_params: tuple[str, ...] = ()  # parameters annotated as arrays
+    statements: tuple[Statement, ...] = ()
+    loops: tuple[Loop, ...] = ()
+    aug_assigns: tuple[AugAssign, ...] = ()
+    component_assigns: tuple[ComponentAssign, ...] = ()
+    selects: tuple[Select, ...] = ()
+    calls: tuple[Call, ...] = ()
+    adjoint_assigns: tuple[AdjointAssign, ...] = ()
+    atomics: tuple[AtomicCall, ...] = ()
+    lines: tuple[int, int] = field(default=(-1, -1))  # absolute (first, last) line of the source
+
+
+_ARRAY_ANNOTATIONS = ("array", "indexedarray", "fabricarray", "indexedfabricarray")
+_OPS = {
+    ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=",
+    ast.Pow: "**=", ast.BitAnd: "&=", ast.BitOr: "|=", ast.BitXor: "^=", ast.LShift: "<<=",
+    ast.RShift: ">>=", ast.MatMult: "@=",
+}  # fmt: skip
+
+
+def function_facts(function: FunctionSource) -> FunctionFacts:
+    """Parse ``function.source`` and collect its facts (see :class:`FunctionFacts`)."""
+    tree = parse_function(function.source)
+    if tree is None:
+        return FunctionFacts(
+            function.role, function.name, function.file, function.line, function.of, False, function.source
+        )
+    collector = _Collector(tree, function.line)
+    collector.block(tree.body, -1)
+    first = collector.absolute(tree) - (tree.lineno - 1)
+    n_lines = len(function.source.splitlines())
+    return FunctionFacts(
+        role=function.role,
+        name=function.name,
+        file=function.file,
+        line=function.line,
+        of=function.of,
+        parsed=True,
+        source=function.source,
+        params=tuple(a.arg for a in tree.args.args),
+        array_params=tuple(sorted(collector.array_params)),
+        statements=tuple(collector.statements),
+        loops=tuple(collector.loops),
+        aug_assigns=tuple(collector.aug_assigns),
+        component_assigns=tuple(collector.components),
+        selects=tuple(collector.selects),
+        calls=tuple(collector.calls),
+        adjoint_assigns=tuple(collector.adjoint_assigns),
+        atomics=tuple(collector.atomics),
+        lines=(first, first + n_lines - 1),
+    )
+
+
+def _is_array_annotation(node: ast.expr | None) -> bool:
+    if node is None:
+        return False
+    target = node.func if isinstance(node, ast.Call) else node
+    return call_name(target) in _ARRAY_ANNOTATIONS
+
+
+def _range_bounds(node: ast.expr) -> tuple[tuple[str, ...], int | None]:
+    if not isinstance(node, ast.Call) or call_name(node.func) != "range" or node.keywords:
+        return (), None
+    bounds = tuple(text_of(a) for a in node.args)
+    values = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
+    if len(values) != len(node.args) or not 1 <= len(values) <= 3:
+        return bounds, None
+    return bounds, len(range(*values))
+
+
+class _Collector:
+    """One pass over a function body collecting every fact list."""
+
+    def __init__(self, tree: ast.FunctionDef, def_line: int) -> None:
+        self.def_lineno = tree.lineno
+        self.def_line = def_line
+        self.params = {a.arg for a in tree.args.args}
+        self.array_params = {a.arg for a in tree.args.args if _is_array_annotation(a.annotation)}
+        self.statements: list[Statement] = []
+        self.loops: list[Loop] = []
+        self.aug_assigns: list[AugAssign] = []
+        self.components: list[ComponentAssign] = []
+        self.selects: list[Select] = []
+        self.calls: list[Call] = []
+        self.adjoint_assigns: list[AdjointAssign] = []
+        self.atomics: list[AtomicCall] = []
+
+    def absolute(self, node: ast.AST) -> int:
+        lineno = getattr(node, "lineno", self.def_lineno)
+        if self.def_line < 0:
+            return lineno
+        return self.def_line + lineno - self.def_lineno
+
+    def block(self, body: list[ast.stmt], loop: int) -> None:
+        for stmt in body:
+            self.stmt(stmt, loop)
+
+    def stmt(self, node: ast.stmt, loop: int) -> None:
+        line = self.absolute(node)
+        end = (
+            self.def_line + (node.end_lineno or node.lineno) - self.def_lineno
+            if self.def_line >= 0
+            else (node.end_lineno or node.lineno)
+        )
+        self.statements.append(Statement(line, end, type(node).__name__, loop))
+        if isinstance(node, (ast.For, ast.While)):
+            self.loop(node, line, end, loop)
+            return
+        if isinstance(node, ast.AugAssign):
+            self.aug_assign(node, line, loop)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                self.assign_target(target, "=", line, loop)
+        # expressions of this statement (not of nested statements)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.expr(child, loop, used=not isinstance(node, ast.Expr))
+        for name in ("body", "orelse", "finalbody"):
+            nested = getattr(node, name, None)
+            if isinstance(nested, list) and nested and isinstance(nested[0], ast.stmt):
+                self.block(nested, loop)
+
+    def loop(self, node: ast.For | ast.While, line: int, end: int, parent: int) -> None:
+        assigned = sorted(
+            {
+                n.id
+                for s in node.body
+                for n in ast.walk(s)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            }
+        )
+        if isinstance(node, ast.For):
+            bounds, trips = _range_bounds(node.iter)
+            self.loops.append(
+                Loop(
+                    line,
+                    end,
+                    "for",
+                    text_of(node.target),
+                    text_of(node.iter),
+                    bounds,
+                    trips,
+                    tuple(assigned),
+                    parent,
+                )
+            )
+            self.expr(node.iter, parent, used=True)
+        else:
+            self.loops.append(Loop(line, end, "while", "", "", (), None, tuple(assigned), parent))
+            self.expr(node.test, line, used=True)
+        self.block(node.body, line)
+        self.block(node.orelse, parent)
+
+    def target_kind(self, target: ast.expr) -> str:
+        root = root_name(target)
+        if isinstance(target, ast.Name):
+            return "local"
+        if root is None:
+            return "other"
+        if root in self.params:
+            return "array" if self.reaches_array(target) else "other"
+        return "component"
+
+    def reaches_array(self, target: ast.expr) -> bool:
+        # a[i], a[i].x, state.q[i]: a subscript somewhere in the chain of a parameter
+        node = target
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            if isinstance(node, ast.Subscript):
+                return True
+            node = node.value
+        return False
+
+    def aug_assign(self, node: ast.AugAssign, line: int, loop: int) -> None:
+        op = _OPS.get(type(node.op), "?=")
+        root = root_name(node.target) or ""
+        kind = self.target_kind(node.target)
+        self.aug_assigns.append(
+            AugAssign(line, op, text_of(node.target), kind, root, text_of(node.value), loop)
+        )
+        self.assign_target(node.target, op, line, loop)
+
+    def assign_target(self, target: ast.expr, op: str, line: int, loop: int) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.assign_target(element, op, line, loop)
+            return
+        if isinstance(target, ast.Subscript) and call_name(target.value) == "adjoint":
+            self.adjoint_assigns.append(AdjointAssign(line, text_of(target.slice), op))
+            return
+        if isinstance(target, (ast.Subscript, ast.Attribute)) and isinstance(target.value, ast.Name):
+            local = target.value.id
+            if local not in self.params:
+                if isinstance(target, ast.Subscript):
+                    component = "[" + text_of(target.slice).strip("()") + "]"
+                else:
+                    component = "." + target.attr
+                self.components.append(ComponentAssign(line, local, component, op, loop))
+
+    def expr(self, node: ast.expr, loop: int, used: bool) -> None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                self.call(sub, loop, used=used or sub is not node)
+            elif isinstance(sub, ast.IfExp):
+                self.selects.append(
+                    Select(
+                        self.absolute(sub),
+                        "ifexp",
+                        text_of(sub.test),
+                        (text_of(sub.body), text_of(sub.orelse)),
+                        (_calls_in(sub.body), _calls_in(sub.orelse)),
+                    )
+                )
+
+    def call(self, node: ast.Call, loop: int, used: bool) -> None:
+        line = self.absolute(node)
+        name = call_name(node.func)
+        args = tuple(text_of(a) for a in node.args) + tuple(
+            f"{k.arg}={text_of(k.value)}" if k.arg else f"**{text_of(k.value)}" for k in node.keywords
+        )
+        self.calls.append(Call(line, name, text_of(node.func), args, used, loop))
+        if name.startswith("atomic_") and node.args:
+            self.atomics.append(AtomicCall(line, name, text_of(node.args[0]), used, loop))
+        if name in ("where", "select") and len(node.args) == 3:
+            operands = node.args[1:]
+            self.selects.append(
+                Select(
+                    line,
+                    name,
+                    text_of(node.args[0]),
+                    tuple(text_of(o) for o in operands),
+                    tuple(_calls_in(o) for o in operands),
+                )
+            )
+
+
+def _calls_in(node: ast.expr) -> tuple[str, ...]:
+    return tuple(sorted({call_name(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)} - {""}))
+
+
+def names_assigned(tree: ast.AST) -> set[str]:
+    """Names bound anywhere below ``tree``."""
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}

@@ -1,0 +1,125 @@
+"""Questions about stores and calls in a kernel body that the per-argument facts (first
+read line, first write line) cannot answer alone. Each answers conservatively when the
+source is missing or holds something it does not understand."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from functools import lru_cache
+
+from warptrace.kernel_source.syntax import names_in, parse_function, text_of
+
+__all__ = [
+    "NOT_REPLAYED",
+    "RESULT_DISCARDED",
+    "RESULT_USED",
+    "passes_to_function",
+    "stores_after",
+    "stores_twice",
+]
+
+# How the adjoint replays a write to forward memory (see passes_to_function)
+NOT_REPLAYED = 0
+RESULT_DISCARDED = 1  # replayed by a @wp.func whose result the kernel ignores (plain accumulation)
+RESULT_USED = 2  # replayed by a @wp.func whose result the kernel uses (a counter handing out slots)
+
+_NOT_USER_CALLS = {"range", "int", "float", "len", "min", "max", "abs"}
+
+
+@lru_cache(maxsize=1024)
+def stores_twice(source: str, def_line: int, target_text: str) -> list[int] | None:
+    """Absolute lines of two plain stores to the same element of ``target_text`` (``arg`` or
+    ``arg.field``), or of one store that a ``for`` loop repeats on the same element; None when
+    not proven.
+
+    "Same element": the index expressions are identical and every name in them is
+    assigned once in the kernel (``i = wp.tid()``), so both stores hit the same element."""
+    func = parse_function(source)
+    if func is None:
+        return None
+    assigned: dict[str, int] = defaultdict(int)
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assigned[node.id] += 1
+    stores: dict[str, list[int]] = defaultdict(list)
+    looped: list[int] = []
+    loops: list[set[str]] = []  # names (re)bound by each enclosing for loop
+
+    def absolute(node: ast.AST) -> int:
+        return def_line + getattr(node, "lineno", func.lineno) - func.lineno
+
+    def record(target: ast.AST) -> None:
+        if not isinstance(target, ast.Subscript) or text_of(target.value) != target_text:
+            return
+        names = names_in(target.slice)
+        if any(assigned[name] > 1 for name in names):
+            return
+        stores[ast.dump(target.slice)].append(absolute(target))
+        if any(not (names & bound) for bound in loops):
+            looped.append(absolute(target))
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.For):
+            bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            loops.append(bound)
+            for child in node.body + node.orelse:
+                walk(child)
+            loops.pop()
+            return
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                record(target)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            record(node.target)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                walk(child)
+
+    for statement in func.body:
+        walk(statement)
+    for lines in stores.values():
+        if len(lines) >= 2:
+            return sorted(lines)[:2]
+    return looped[:1] or None
+
+
+@lru_cache(maxsize=1024)
+def passes_to_function(source: str, target_text: str, custom_replay: tuple[str, ...]) -> int:
+    """Whether ``target_text`` (``arg`` / ``arg.field``) is passed to a user function (replayed
+    in full by the adjoint) that has no custom replay: NOT_REPLAYED, RESULT_DISCARDED (the
+    call is a statement of its own) or RESULT_USED (``slot = f(count)``). Unparseable
+    source: RESULT_USED."""
+    func = parse_function(source)
+    if func is None:
+        return RESULT_USED
+    replayed = {name.rsplit(".", 1)[-1] for name in custom_replay}
+    discarded = {id(node.value) for node in ast.walk(func) if isinstance(node, ast.Expr)}
+    found = NOT_REPLAYED
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        name = text_of(node.func)
+        if name.startswith(("wp.", "warp.")) or name in _NOT_USER_CALLS:
+            continue
+        if name.rsplit(".", 1)[-1] in replayed:
+            continue
+        if any(text_of(a) == target_text for a in node.args) or any(
+            text_of(k.value) == target_text for k in node.keywords
+        ):
+            found = max(found, RESULT_DISCARDED if id(node) in discarded else RESULT_USED)
+    return found
+
+
+def stores_after(lines: list[str], start: int, target_text: str) -> bool:
+    """Whether a source line from index ``start`` on stores into ``target_text[...]`` or hands
+    ``target_text`` itself to a call (which may store into it)."""
+    path = re.escape(target_text)
+    store = re.compile(r"(?<![\w.])" + path + r"\s*(\[[^\]]*\]\s*)+=(?!=)")
+    passed = re.compile(r"(?<![\w.])" + path + r"(?![\w.\s\[])")
+    for text in lines[max(start, 0) :]:
+        code = text.split("#", 1)[0]
+        if store.search(code) or passed.search(code):
+            return True
+    return False

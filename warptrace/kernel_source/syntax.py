@@ -1,0 +1,71 @@
+"""Parsing kernel source text: the one place in warptrace that calls ``ast.parse``.
+
+Everything else asks :mod:`warptrace.kernel_source` questions; these helpers turn a
+source text into its function definition and name the small syntax shapes the
+questions are about (dotted names, call names, root names of lvalues).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from functools import lru_cache
+
+__all__ = ["call_name", "dotted", "names_in", "parse_function", "root_name", "text_of"]
+
+
+@lru_cache(maxsize=2048)
+def parse_function(source: str) -> ast.FunctionDef | None:
+    """The first function definition in ``source`` (decorators included), or None.
+
+    The source is dedented first (a kernel defined inside a function or class is
+    indented); a syntax error yields None, never an exception. The tree is cached and
+    shared: callers must not mutate it."""
+    if not source:
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            return node
+    return None
+
+
+def call_name(func: ast.expr) -> str:
+    """Last part of a called name: ``wp.sqrt`` -> ``sqrt``; "" for anything else."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return ""
+
+
+def root_name(node: ast.expr) -> str | None:
+    """The name an lvalue or attribute chain starts from: ``a[i].x`` -> ``a``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def dotted(node: ast.expr) -> str | None:
+    """``state.q`` for a pure attribute chain on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def names_in(node: ast.AST) -> set[str]:
+    """Every name mentioned below ``node``."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def text_of(node: ast.AST) -> str:
+    """The source text of ``node`` as Python writes it back."""
+    return ast.unparse(node)
