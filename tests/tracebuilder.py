@@ -372,6 +372,7 @@ class TraceBuilder:
             custom_replay="[]",
             native_snippets=False,
             analysis="codegen+ast",
+            source_model="",
         )
         facts: dict[str, tuple[bool, bool, bool]] = {}
         lines: dict[str, tuple[int, int]] = {}

@@ -45,6 +45,9 @@ from typing import Any, Optional
 
 import warp
 
+from warptrace.kernel_source import FUNC, FUNC_GRAD, FUNC_REPLAY, KERNEL, FunctionSource, parse_function
+from warptrace.kernel_source import build as build_source_model
+
 try:  # Warp >= 1.10 keeps its implementation in warp._src
     from warp._src import codegen as _codegen
     from warp._src import context as _context
@@ -88,6 +91,9 @@ class KernelFacts:
     custom_replay: tuple[str, ...]
     native_snippets: bool
     analysis: str  # "ast" or "failed: <reason>"
+    # The kernel-source model (warptrace.kernel_source.KernelSource) as JSON: the kernel,
+    # the @wp.func callees and custom adjoints it reaches; "" when it could not be built.
+    source_model: str
     args: tuple[ArgFact, ...]
 
     def __post_init__(self) -> None:
@@ -292,9 +298,10 @@ class _Summary:
     custom_grad: frozenset
     custom_replay: frozenset
     native: bool
+    functions: frozenset  # every user Function object reached below it (callees, custom adjoints)
 
 
-_EMPTY_SUMMARY = _Summary(_Effects(), frozenset(), frozenset(), frozenset(), False)
+_EMPTY_SUMMARY = _Summary(_Effects(), frozenset(), frozenset(), frozenset(), False, frozenset())
 
 
 class _Context:
@@ -334,6 +341,7 @@ class _Walker:
         self.returns: set = set()
         self.custom_grad: set[str] = set()
         self.custom_replay: set[str] = set()
+        self.functions: set[Any] = set()  # user functions reached (for the kernel-source model)
         self.native = False
         self.changed = False
         self.locals = {a.arg for a in tree.args.args} | {
@@ -726,6 +734,7 @@ class _Walker:
             summary = _summary(self.ctx, overload, callee_env)
             self.custom_grad |= summary.custom_grad
             self.custom_replay |= summary.custom_replay
+            self.functions |= summary.functions
             self.native = self.native or summary.native
             for (param, subpath), lines in summary.effects.lines.items():
                 for ref in bound.get(param, _EMPTY):
@@ -741,6 +750,7 @@ class _Walker:
         return frozenset(result)
 
     def note_custom(self, func: Any) -> None:
+        self.functions.add(func)
         if getattr(func, "custom_grad_func", None) is not None:
             self.custom_grad.add(func.key)
         if getattr(func, "custom_replay_func", None) is not None:
@@ -828,6 +838,7 @@ def _summary(ctx: _Context, func: Any, env: dict[int, frozenset]) -> _Summary:
         frozenset(walker.custom_grad),
         frozenset(walker.custom_replay),
         walker.native,
+        frozenset(walker.functions),
     )
     if key is not None:
         _SUMMARIES[key] = summary
@@ -837,7 +848,10 @@ def _summary(ctx: _Context, func: Any, env: dict[int, frozenset]) -> _Summary:
 def _function_def(adj: Any) -> ast.FunctionDef:
     tree = getattr(adj, "tree", None)
     if tree is None:
-        tree = ast.parse(adj.source)
+        parsed = parse_function(str(getattr(adj, "source", "") or ""))
+        if parsed is None:
+            raise ValueError("source does not parse to a function definition")
+        return parsed
     node = tree.body[0]
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise ValueError("source does not start with a function definition")
@@ -869,7 +883,37 @@ def _analyse(kernel: Any, arg_types: Optional[list[Any]]) -> KernelFacts:
         custom_grad=tuple(sorted(walker.custom_grad)),
         custom_replay=tuple(sorted(walker.custom_replay)),
         native=walker.native,
+        source_model=_source_model(kernel, walker.functions),
     )
+
+
+def _function_source(func: Any, role: str, of: str = "") -> FunctionSource:
+    adj = func.adj
+    line = -1
+    with contextlib.suppress(Exception):
+        line = int(adj.fun_lineno) + _function_def(adj).lineno - 1
+    name = str(getattr(getattr(adj, "func", None), "__name__", "") or func.key) if of else str(func.key)
+    return FunctionSource(role, name, _source_file(func), line, str(getattr(adj, "source", "") or ""), of)
+
+
+def _source_model(kernel: Any, functions: set[Any]) -> str:
+    """The kernel-source model of ``kernel`` and the user functions its walk reached, as JSON."""
+    try:
+        sources = []
+        for func in sorted(functions, key=lambda f: (str(f.key), id(f))):
+            if getattr(func, "native_snippet", None) is not None:
+                continue
+            sources.append(_function_source(func, FUNC))
+            grad = getattr(func, "custom_grad_func", None)
+            if getattr(grad, "adj", None) is not None:
+                sources.append(_function_source(grad, FUNC_GRAD, str(func.key)))
+            replay = getattr(func, "custom_replay_func", None)
+            if getattr(replay, "adj", None) is not None:
+                sources.append(_function_source(replay, FUNC_REPLAY, str(func.key)))
+        model = build_source_model(_function_source(kernel, KERNEL), tuple(sources))
+        return model.to_json()
+    except Exception:  # the facts stay usable; the analyzer rebuilds the model from the source
+        return ""
 
 
 # (index, name, type string, field path, is_array)
@@ -964,6 +1008,7 @@ def _failed_facts(kernel: Any, arg_types: Optional[list[Any]], reason: str) -> K
             custom_replay=(),
             native_snippets=False,
             analysis=f"failed: {reason}",
+            source_model="",
             args=args,
         )
 
@@ -976,6 +1021,7 @@ def _make_facts(
     custom_grad: tuple[str, ...] = (),
     custom_replay: tuple[str, ...] = (),
     native: bool = False,
+    source_model: str = "",
 ) -> KernelFacts:
     adj = getattr(kernel, "adj", None)
     source = str(getattr(adj, "source", "") or "")
@@ -995,6 +1041,7 @@ def _make_facts(
         native_snippets=native,
         analysis=analysis,
         args=args,
+        source_model=source_model,
     )
 
 

@@ -233,6 +233,7 @@ class Recorder:
                     json.dumps(list(facts.custom_replay or ())),
                     bool(facts.native_snippets),
                     str(facts.analysis),
+                    str(getattr(facts, "source_model", "") or ""),
                 )
             )
             for arg in facts.args:

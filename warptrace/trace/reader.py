@@ -26,7 +26,14 @@ import pyarrow.parquet as pq
 
 from warptrace.errors import TraceError, TraceWarning
 from warptrace.trace.integrity import Parts, validate
-from warptrace.trace.schema import META_FILE, PART_KEY, SCHEMAS, SUPPORTED_SCHEMA_VERSIONS, TABLES
+from warptrace.trace.schema import (
+    ADDED_COLUMNS,
+    META_FILE,
+    PART_KEY,
+    SCHEMAS,
+    SUPPORTED_SCHEMA_VERSIONS,
+    TABLES,
+)
 
 _PART_NAME = re.compile(r"part-(\d{5,})\.parquet")
 
@@ -150,6 +157,7 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
     incomplete trace is dropped and described in ``torn``."""
     folder = path / name
     schema = SCHEMAS[name]
+    version = int(meta["schema_version"])
     if not folder.is_dir():
         raise TraceError(f"{path}: table '{name}' is missing ({folder} does not exist)")
     numbered = []
@@ -176,6 +184,10 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
                 break
             raise TraceError(f"{part}: corrupt trace part ({reason})") from None
         _check_facts(part, name, index, table, meta)
+        for column in schema:
+            added = ADDED_COLUMNS.get((name, column.name))
+            if column.name not in table.column_names and added is not None and version < added[0]:
+                table = table.append_column(column, pa.array([added[1]] * table.num_rows, type=column.type))
         missing = [f.name for f in schema if f.name not in table.column_names]
         if missing:
             raise TraceError(f"{part}: corrupt trace part (missing columns: {', '.join(missing)})")

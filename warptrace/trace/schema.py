@@ -23,8 +23,12 @@ import pyarrow as pa
 
 # History of SCHEMA_VERSION (bump on any incompatible change, never reuse a number):
 #   1  first layout: events, accesses, arrays, allocs, kernels, kernel_args, sites.
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+#   2  kernels.source_model: the kernel-source model (warptrace.kernel_source.KernelSource)
+#      of each kernel as JSON, computed once at record time from the kernel and the
+#      @wp.func callees and custom adjoints it reaches. Version-1 traces stay readable:
+#      the column reads as "" and the analyzer rebuilds the model from kernels.source.
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 
 # ---------------------------------------------------------------- event kinds
 # events.kind values (strings, dictionary-encoded on disk).
@@ -169,6 +173,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("custom_replay", _str),  # JSON list of user functions with func_replay
         ("native_snippets", _bool),
         ("analysis", _str),  # "codegen+ast", "ast", "failed: <why>"
+        ("source_model", _str),  # JSON of the kernel-source model; "" when unknown (v2)
     ]),
     # One row per (kernel, argument, field path): the kernel's read/write facts.
     "kernel_args": pa.schema([
@@ -196,6 +201,11 @@ SCHEMAS: dict[str, pa.Schema] = {
     ]),
 }
 # fmt: on
+
+# Columns added after version 1: (table, column) -> (first version, value in older traces).
+ADDED_COLUMNS: dict[tuple[str, str], tuple[int, object]] = {
+    ("kernels", "source_model"): (2, ""),
+}
 
 META_FILE = "meta.json"
 # meta.json keys: schema_version, trace_id (random hex; absent in older traces), warptrace_version, warp_version, python_version,

@@ -1,0 +1,109 @@
+"""Warp kernels exercised by tests/test_kernel_source.py (the kernel-source model).
+
+Lines the tests check carry a ``# @tag`` comment; ``line_of(tag)`` finds them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import warp as wp
+
+wp.config.quiet = True
+
+N = 4
+
+
+def line_of(tag: str) -> int:
+    """Absolute line number of the line ending in ``# @tag``."""
+    for lineno, text in enumerate(Path(__file__).read_text().splitlines(), start=1):
+        if text.rstrip().endswith(f"# @{tag}"):
+            return lineno
+    raise KeyError(tag)
+
+
+@wp.kernel
+def k_loops(x: wp.array(dtype=float), y: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    p = float(1.0)  # noqa: UP018 (a dynamic variable for Warp)
+    for k in range(4):  # @static_loop
+        p *= x[k]  # @local_mul
+    s = float(0.0)  # noqa: UP018
+    for k in range(n):  # @dynamic_loop
+        s += x[k]  # @local_add
+        for j in range(1, 7, 2):  # @nested_loop
+            s += x[j]
+    while s > 10.0:  # @while_loop
+        s = s - 1.0
+    y[i] = p + s
+
+
+@wp.kernel
+def k_inplace(a: wp.array(dtype=float), v: wp.array(dtype=wp.vec3), s: float):
+    i = wp.tid()
+    a[i] *= s  # @array_mul
+    a[i] /= s  # @array_div
+    v[i].x -= s  # @array_component_sub
+    a[i] += s  # @array_add
+
+
+@wp.kernel
+def k_components(out: wp.array(dtype=wp.vec3), m_out: wp.array(dtype=wp.mat22), s: float):
+    i = wp.tid()
+    v = wp.vec3()
+    v[1] = s  # @component_index
+    v[1] = 2.0 * s  # @component_index_again
+    v.x = s  # @component_attr
+    v[2] += s  # @component_add
+    m = wp.mat22()
+    m[0, 1] = s  # @matrix_component
+    out[i] = v
+    m_out[i] = m
+
+
+@wp.kernel
+def k_selects(z: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    a = wp.where(z[i] > 0.0, wp.exp(z[i]), 0.0)  # @where
+    b = z[i] if z[i] > 1.0 else wp.sqrt(z[i])  # @ifexp
+    c = wp.select(z[i] < 0.0, z[i], wp.log(z[i]))  # @select
+    out[i] = a + b + c + wp.floor(z[i]) + float(int(z[i]))  # @piecewise
+
+
+@wp.func
+def twice(x: float) -> float:
+    return 2.0 * x
+
+
+@wp.func_grad(twice)
+def adj_twice(x: float, adj_ret: float):
+    wp.adjoint[x] = 2.0 * adj_ret  # @adjoint_assign
+
+
+@wp.func
+def thrice(x: float) -> float:
+    return 3.0 * x
+
+
+@wp.func_grad(thrice)
+def adj_thrice(x: float, adj_ret: float):
+    wp.adjoint[x] += 3.0 * adj_ret  # @adjoint_accumulate
+
+
+@wp.func
+def take_slot(counter: wp.array(dtype=int)) -> int:
+    return wp.atomic_add(counter, 0, 1)  # @atomic_in_func
+
+
+@wp.kernel
+def k_custom_and_atomics(
+    x: wp.array(dtype=float),
+    counter: wp.array(dtype=int),
+    total: wp.array(dtype=float),
+    out: wp.array(dtype=float),
+):
+    i = wp.tid()
+    slot = wp.atomic_add(counter, 0, 1)  # @atomic_used
+    wp.atomic_add(total, 0, x[i])  # @atomic_discarded
+    out[slot] = twice(x[i]) + thrice(x[i])  # @calls_custom
+    out[take_slot(counter)] = x[i]

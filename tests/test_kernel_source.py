@@ -1,0 +1,203 @@
+"""The kernel-source model (warptrace.kernel_source) on real Warp kernels: the answers the
+kernel-source rules (WT401-WT408) build on, the JSON round trip, and the recorder's copy."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import kernels_for_source as K
+from tests.kernels_for_source import line_of
+from warptrace.kernel_source import FUNC, FUNC_GRAD, KernelSource, parse_function
+from warptrace.record.kernels import kernel_facts
+
+FILE = K.__file__
+
+
+def model(kernel) -> KernelSource:
+    stored = KernelSource.from_json(kernel_facts(kernel).source_model)
+    assert stored is not None
+    return stored
+
+
+def test_loops_static_and_dynamic():
+    loops = {loop.line: loop for loop in model(K.k_loops).kernel.loops}
+    static, dynamic = loops[line_of("static_loop")], loops[line_of("dynamic_loop")]
+    assert (static.kind, static.target, static.bounds, static.trip_count) == ("for", "k", ("4",), 4)
+    assert static.assigned == ("p",) and static.parent == -1
+    assert (dynamic.bounds, dynamic.trip_count) == (("n",), None)
+    assert dynamic.end_line == line_of("nested_loop") + 1
+    nested = loops[line_of("nested_loop")]
+    assert (nested.trip_count, nested.parent) == (3, line_of("dynamic_loop"))
+    assert (loops[line_of("while_loop")].kind, loops[line_of("while_loop")].trip_count) == ("while", None)
+
+
+def test_statements_know_their_loop():
+    statements = {(s.line, s.kind): s for s in model(K.k_loops).kernel.statements}
+    assert statements[(line_of("local_mul"), "AugAssign")].loop == line_of("static_loop")
+    assert statements[(line_of("local_add"), "AugAssign")].loop == line_of("dynamic_loop")
+    assert statements[(line_of("static_loop"), "For")].loop == -1
+
+
+def test_augmented_assignments_on_locals_and_array_elements():
+    local = {(a.line, a.op, a.target, a.target_kind, a.loop) for a in model(K.k_loops).kernel.aug_assigns}
+    assert (line_of("local_mul"), "*=", "p", "local", line_of("static_loop")) in local
+    assert (line_of("local_add"), "+=", "s", "local", line_of("dynamic_loop")) in local
+    array = [(a.line, a.op, a.target, a.target_kind, a.root) for a in model(K.k_inplace).kernel.aug_assigns]
+    assert array == [
+        (line_of("array_mul"), "*=", "a[i]", "array", "a"),
+        (line_of("array_div"), "/=", "a[i]", "array", "a"),
+        (line_of("array_component_sub"), "-=", "v[i].x", "array", "v"),
+        (line_of("array_add"), "+=", "a[i]", "array", "a"),
+    ]
+    assert model(K.k_inplace).kernel.array_params == ("a", "v")
+
+
+def test_component_assignments_of_local_vectors_and_matrices():
+    found = [(c.line, c.local, c.component, c.op) for c in model(K.k_components).kernel.component_assigns]
+    assert found == [
+        (line_of("component_index"), "v", "[1]", "="),
+        (line_of("component_index_again"), "v", "[1]", "="),
+        (line_of("component_attr"), "v", ".x", "="),
+        (line_of("component_add"), "v", "[2]", "+="),
+        (line_of("matrix_component"), "m", "[0, 1]", "="),
+    ]
+    # array element stores are not local components
+    assert all(c.local not in ("out", "m_out") for c in model(K.k_components).kernel.component_assigns)
+
+
+def test_where_select_and_conditional_expression_operands():
+    selects = {s.kind: s for s in model(K.k_selects).kernel.selects}
+    where = selects["where"]
+    assert (where.line, where.condition, where.operands) == (
+        line_of("where"),
+        "z[i] > 0.0",
+        ("wp.exp(z[i])", "0.0"),
+    )
+    assert where.operand_calls == (("exp",), ())
+    assert selects["ifexp"].line == line_of("ifexp") and selects["ifexp"].operand_calls == ((), ("sqrt",))
+    assert selects["select"].operands == ("z[i]", "wp.log(z[i])")
+
+
+def test_calls_name_the_function():
+    calls = {(c.line, c.name) for c in model(K.k_selects).kernel.calls}
+    piecewise = line_of("piecewise")
+    assert {(piecewise, "floor"), (piecewise, "int"), (piecewise, "float")} <= calls
+    assert (line_of("where"), "exp") in calls and (line_of("select"), "log") in calls
+
+
+def test_custom_adjoint_assign_versus_accumulate():
+    source = model(K.k_custom_and_atomics)
+    grads = {f.of: f for f in source.custom_adjoints()}
+    assert set(grads) == {"twice", "thrice"}
+    assert [(a.line, a.variable, a.op) for a in grads["twice"].adjoint_assigns] == [
+        (line_of("adjoint_assign"), "x", "=")
+    ]
+    assert [(a.line, a.op) for a in grads["thrice"].adjoint_assigns] == [
+        (line_of("adjoint_accumulate"), "+=")
+    ]
+    assert grads["twice"].name == "adj_twice" and grads["twice"].role == FUNC_GRAD
+    assert {f.name for f in source.functions if f.role == FUNC} == {"twice", "thrice", "take_slot"}
+    assert (
+        source.line_text(line_of("adjoint_assign"), FILE)
+        == "wp.adjoint[x] = 2.0 * adj_ret  # @adjoint_assign"
+    )
+
+
+def test_atomics_whose_result_is_used():
+    source = model(K.k_custom_and_atomics)
+    atomics = {(a.line, a.array, a.result_used) for a in source.kernel.atomics}
+    assert atomics == {
+        (line_of("atomic_used"), "counter", True),
+        (line_of("atomic_discarded"), "total", False),
+    }
+    (take_slot,) = [f for f in source.functions if f.name == "take_slot"]
+    assert [(a.line, a.result_used) for a in take_slot.atomics] == [(line_of("atomic_in_func"), True)]
+
+
+def test_line_text_kernel_only_versus_call_tree():
+    source = model(K.k_custom_and_atomics)
+    assert source.kernel_line_text(line_of("calls_custom")).endswith("# @calls_custom")
+    assert source.kernel_line_text(line_of("atomic_in_func")) is None  # a callee line
+    assert source.line_text(line_of("atomic_in_func")).endswith("# @atomic_in_func")
+    assert source.line_text(1) is None
+
+
+def test_json_round_trip_is_exact():
+    for kernel in (K.k_loops, K.k_inplace, K.k_components, K.k_selects, K.k_custom_and_atomics):
+        source = model(kernel)
+        assert KernelSource.from_json(source.to_json()) == source
+    assert KernelSource.from_json("") is None
+    assert KernelSource.from_json('{"version": 999}') is None
+
+
+def test_unparseable_source_gives_empty_facts_and_conservative_answers():
+    from warptrace.kernel_source import FunctionSource, build
+
+    source = build(FunctionSource("kernel", "broken", "f.py", 3, "def broken(:\n    pass"))
+    assert not source.kernel.parsed and source.kernel.loops == ()
+    assert source.adjoint_needs_value("x", ("x",), ("x",)) is True
+    assert source.stores_twice("x") is None
+    assert parse_function("x = 1") is None
+
+
+def test_model_is_dataclasses_all_the_way_down():
+    source = model(K.k_selects)
+    assert dataclasses.is_dataclass(source.kernel) and dataclasses.is_dataclass(source.kernel.selects[0])
+
+
+def test_kernel_source_does_not_need_warp(monkeypatch):
+    for name in [m for m in sys.modules if m.startswith("warptrace.kernel_source")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "warp", None)
+    import warptrace.kernel_source as fresh
+
+    assert fresh.parse_function("def f(x):\n    return x") is not None
+
+
+@pytest.mark.parametrize("kernel", [K.k_loops, K.k_custom_and_atomics])
+def test_model_lines_match_the_file(kernel):
+    source = model(kernel)
+    lines = Path(FILE).read_text().splitlines()
+    for function in source.all_functions:
+        for statement in function.statements:
+            assert source.line_text(statement.line, function.file) == lines[statement.line - 1].strip()
+
+
+def _downgrade_to_version_1(trace_path) -> None:
+    """Rewrite a trace as schema version 1 wrote it: no ``kernels.source_model`` column."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    meta_path = trace_path / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["schema_version"] = 1
+    meta_path.write_text(json.dumps(meta))
+    for part in (trace_path / "kernels").glob("part-*.parquet"):
+        table = pq.read_table(part)
+        pq.write_table(table.drop_columns(["source_model"]), part)
+
+
+@pytest.mark.parametrize("name", ["wt308_atomic_slot", "wt202_store_twice", "ok_flow_replayed_accumulate"])
+def test_version_1_trace_gives_the_same_report(name, tmp_path):
+    """A v1 trace (model rebuilt from kernels.source) and a v2 trace (model stored) analyze alike."""
+    import warptrace
+    from tests.zoo import discover, load
+    from warptrace.report import render
+
+    (program,) = [p for p in discover() if p.name == name]
+    module = load(program, module_name="kernel_source_" + name)
+    trace_path = tmp_path / "run.wtrace"
+    warptrace.start(trace_path)
+    try:
+        module.run()
+    finally:
+        warptrace.stop()
+    stored = render(warptrace.analyze(trace_path), "json")
+    _downgrade_to_version_1(trace_path)
+    rebuilt = render(warptrace.analyze(trace_path), "json")
+    assert rebuilt == stored
