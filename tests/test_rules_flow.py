@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from tests.tracebuilder import TraceBuilder
-from warptrace.analysis.rules.flow import RULES as FLOW_RULES
+from warptrace.analysis.rules import RULE_INFO
 from warptrace.trace import schema as S
 
-FLOW = {info.code for info in FLOW_RULES}
+FLOW = {code for code, info in RULE_INFO.items() if info.family == "flow"}
 
 
 def codes(report) -> list[tuple[str, int, str]]:

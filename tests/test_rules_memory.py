@@ -8,7 +8,7 @@ import pytest
 
 from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.findings import Severity
-from warptrace.analysis.rules.memory import RULES as MEMORY_RULES
+from warptrace.analysis.rules import RULE_INFO
 from warptrace.report import json as json_report
 from warptrace.report import text as text_report
 from warptrace.trace import schema as S
@@ -19,7 +19,7 @@ def codes(report) -> list[tuple[str, int, str]]:
     return sorted((f.code, f.location.line, f.severity.label) for f in report.findings if f.code in MEMORY)
 
 
-MEMORY = {info.code for info in MEMORY_RULES}
+MEMORY = {code for code, info in RULE_INFO.items() if info.family == "memory"}
 
 
 def memory_findings(report):
@@ -666,10 +666,13 @@ def test_scale_100k_launches(tmp_path):
     path = tb.write(tmp_path / "run.wtrace")
     from warptrace.analysis.findings import merge_findings
     from warptrace.analysis.model import Model
-    from warptrace.analysis.rules import memory
+    from warptrace.analysis.rules import ALL_RULES
     from warptrace.trace.reader import read_trace
 
-    findings = merge_findings(memory.check(Model(read_trace(path))))
+    model = Model(read_trace(path))
+    findings = merge_findings(
+        [f for rule in ALL_RULES if rule.codes[0].startswith("WT1") for f in rule.check(model)]
+    )
     by_line = {(f.code, f.location.line): f.count for f in findings}
     assert by_line[("WT101", 10)] == steps - 1  # spring_force overwrites force read by integrate
     assert by_line[("WT101", 11)] >= steps - 2  # integrate ping-pongs the two states
@@ -721,9 +724,9 @@ def test_text_report_of_incomplete_trace_says_so(tmp_path):
 
 
 def test_severity_order_and_rule_info_registered():
-    from warptrace.analysis.rules import ALL_RULES, RULE_INFO, memory
+    from warptrace.analysis.rules import ALL_RULES, RULE_INFO, overwrite_after_read
 
-    assert memory.check in ALL_RULES
+    assert overwrite_after_read.RULE in ALL_RULES
     for code in ("WT101", "WT102", "WT103", "WT104", "WT105"):
         info = RULE_INFO[code]
         assert info.family == "memory" and info.fix and info.doc.startswith("Differentiability")

@@ -37,7 +37,7 @@ def analyze_trace(trace: Trace) -> Report:
     model = Model(expand_captures(trace))
     findings: list[Finding] = []
     for rule in ALL_RULES:
-        findings.extend(rule(model))
+        findings.extend(rule.check(model))
     families = []
     for info in RULE_INFO.values():
         if info.family not in families:

@@ -1,21 +1,55 @@
-"""The rule catalog. ``ALL_RULES`` is the explicit, ordered tuple the analyzer runs.
+"""The rule catalog: ``ALL_RULES`` is the explicit, ordered tuple of rules the analyzer runs.
 
-A rule is a pure function ``check(model) -> list[Finding]``; each rule module starts
-with a docstring that is the rule's user documentation and exposes ``RULES``, a tuple
-of :class:`~warptrace.analysis.findings.RuleInfo` for the codes it can report.
+Each rule module (or a module for a small group of codes sharing one mechanism) starts
+with a docstring that is the rule's user documentation, defines one
+:class:`~warptrace.analysis.findings.RuleInfo` per code and exposes
+``RULE = Rule((infos...), check)``, where ``check(model) -> list[Finding]`` is a pure
+function of the model. Helpers used by two rules live in :mod:`.common` (or in a module
+named for the mechanism, e.g. :mod:`.post_loss`, :mod:`.duplicates`).
+
+Adding a rule: one module under ``warptrace/analysis/rules/`` and one line below. The
+order is the order of the report for findings that tie on severity and time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from warptrace.analysis.findings import RuleInfo
+from warptrace.analysis.rules import (
+    backward_disabled,
+    backward_side_effect,
+    duplicate_launch,
+    grad_not_zeroed,
+    in_kernel_overwrite,
+    manual_seed,
+    objective_off_tape,
+    overwrite_after_read,
+    retain_grad_multiwrite,
+    severed_chain,
+    stale_grad_read,
+    truncated_horizon,
+    unchained_boundary,
+    work_after_loss,
+)
+from warptrace.analysis.rules.common import Rule
 
-from warptrace.analysis.findings import Finding, RuleInfo
-from warptrace.analysis.model import Model
-from warptrace.analysis.rules import accumulation, flow, memory
+__all__ = ["ALL_RULES", "RULE_INFO", "Rule"]
 
-Rule = Callable[[Model], list[Finding]]
+ALL_RULES: tuple[Rule, ...] = (
+    in_kernel_overwrite.RULE,  # WT102, WT104 (one launch)
+    overwrite_after_read.RULE,  # WT101, WT103, WT104 (across launches)
+    work_after_loss.RULE,  # WT105
+    duplicate_launch.RULE,  # WT201
+    retain_grad_multiwrite.RULE,  # WT202
+    grad_not_zeroed.RULE,  # WT203
+    severed_chain.RULE,  # WT301
+    truncated_horizon.RULE,  # WT302
+    unchained_boundary.RULE,  # WT303
+    manual_seed.RULE,  # WT304
+    objective_off_tape.RULE,  # WT305
+    stale_grad_read.RULE,  # WT306
+    backward_disabled.RULE,  # WT307
+    backward_side_effect.RULE,  # WT308
+)
 
-ALL_RULES: tuple[Rule, ...] = (memory.check, accumulation.check, flow.check)
-RULE_INFO: dict[str, RuleInfo] = {
-    info.code: info for info in (*memory.RULES, *accumulation.RULES, *flow.RULES)
-}
+_BY_CODE = {info.code: info for rule in ALL_RULES for info in rule.infos}
+RULE_INFO: dict[str, RuleInfo] = {code: _BY_CODE[code] for code in sorted(_BY_CODE)}

@@ -1,9 +1,8 @@
-"""Memory hazards inside one tape (WT101-WT105).
+"""Memory a taped launch read is written before that tape's backward (WT101, WT103, WT104).
 
 ``tape.backward()`` replays the adjoint of every recorded launch *against the current
-contents of memory*; nothing is snapshotted. So any write, made before the backward,
-to memory that a recorded launch read silently changes that launch's gradient. These
-rules prove such writes from the trace alone:
+contents of memory*; nothing is snapshotted, so any such write silently changes the
+reading launch's gradient.
 
 WT101 overwrite-after-read (error)
     A launch recorded on tape T read buffer B; later, while T was still the active
@@ -23,14 +22,6 @@ WT101 overwrite-after-read (error)
     Fix: write each step's result to a new array (``steps + 1`` state buffers, one
     buffer per intermediate); reset or copy buffers only after ``tape.backward()``.
 
-WT102 in-kernel-overwrite (error)
-    One recorded launch reads an argument and stores plain values into it
-    (``x[i] = f(x[i])``), directly or inside a ``@wp.func`` it calls. The adjoint
-    re-reads the overwritten values. ``+=`` and atomics are exempt, and so is a kernel
-    that stores first and reads its own result back (``y[i] = f(x); h = y[i]``).
-    Later launches overwriting what an in-place launch read are not reported again.
-    Fix: write the result to a separate output array.
-
 WT103 mutation-before-backward (error)
     Memory read by a recorded launch on T is changed before T's backward by
     something T did not record: an untaped launch (also ``record_tape=False`` and
@@ -48,16 +39,6 @@ WT104 struct-field-overwrite (error)
     fields.
     Fix: give the struct a separate output array (or a new instance per step).
 
-WT105 work-after-loss (warning)
-    Launches recorded on T after the last recorded launch writing the loss, before
-    T's backward: post-loss housekeeping (state reset, metrics, logging) indented
-    inside ``with tape:``. Their adjoints run for nothing; when such a launch also
-    overwrites memory an earlier launch on the tape read, the finding is an error and
-    names that buffer (it is not reported a second time as WT101). Moving them outside
-    the ``with`` block but still before ``tape.backward()`` turns their overwrites into
-    WT103.
-    Fix: move the work after ``tape.backward()``.
-
 Warp documentation: "Differentiability", sections "Array Overwrites" and "Array
 Overwrite Tracking".
 
@@ -65,8 +46,8 @@ Only reads by forward launches count (a copy's adjoint does not need its source
 values), and reads of gradient buffers are ignored. The first plain overwrite settles
 the read it clobbered: later writes of that memory before the next read (a memset and
 then an atomic scatter into the same buffer) are the same root cause and are not
-reported again. Findings are grouped by root cause: one finding per (code, writing call, reading launch, buffer role) with
-the number of occurrences, so a bug inside a 500-step loop is one finding with
+reported again. Findings are grouped by root cause: one finding per (code, writing
+call, reading launch, buffer role) with the number of occurrences, so a bug inside a 500-step loop is one finding with
 ``count == 500``. The analysis is linear in the number of accesses: per allocation,
 in sequence order, it keeps only the latest pending read per (tape, reading call,
 kernel, view geometry).
@@ -74,263 +55,56 @@ kernel, view geometry).
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import ArrayInfo, K, KernelInfo, Model, overlaps
+from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
+from warptrace.analysis.rules.overwrite_evidence import (
+    Group,
+    append_loc,
+    buffer_name,
+    grad_mask,
+    grouped_finding,
+    in_place_rows,
+    recorded_forward_launch,
+    site_line,
+)
+from warptrace.analysis.rules.post_loss import post_loss_launches
 from warptrace.trace import schema as S
 
-DOC_OVERWRITES = "Differentiability > Array Overwrites"
-DOC_TRACKING = "Differentiability > Array Overwrite Tracking"
-
-RULES = (
-    RuleInfo(
-        code="WT101",
-        name="overwrite-after-read",
-        family="memory",
-        fix="write each step's result to a new array (keep steps + 1 state buffers and one buffer per "
-        "intermediate); reset or copy buffers only after tape.backward()",
-        doc=DOC_OVERWRITES,
-    ),
-    RuleInfo(
-        code="WT102",
-        name="in-kernel-overwrite",
-        family="memory",
-        fix="store the result into a separate output array instead of updating the input in place "
-        "(x_out[i] = f(x_in[i])); += and wp.atomic_add are safe",
-        doc=DOC_OVERWRITES,
-    ),
-    RuleInfo(
-        code="WT103",
-        name="mutation-before-backward",
-        family="memory",
-        fix="move the mutating call after tape.backward(), or record it on the tape with its own output array",
-        doc=DOC_TRACKING,
-    ),
-    RuleInfo(
-        code="WT104",
-        name="struct-field-overwrite",
-        family="memory",
-        fix="give the struct a separate output array for the updated field (or a new struct instance per "
-        "step) instead of writing the field an earlier launch read",
-        doc=DOC_TRACKING,
-    ),
-    RuleInfo(
-        code="WT105",
-        name="work-after-loss",
-        family="memory",
-        fix="move post-loss work (state reset, metrics, logging, optimizer steps) out of `with tape:` and "
-        "after tape.backward()",
-        doc=DOC_OVERWRITES,
-    ),
+WT101 = RuleInfo(
+    code="WT101",
+    name="overwrite-after-read",
+    family="memory",
+    fix="write each step's result to a new array (keep steps + 1 state buffers and one buffer per "
+    "intermediate); reset or copy buffers only after tape.backward()",
+    doc=DOC_OVERWRITES,
 )
-INFO = {info.code: info for info in RULES}
+WT103 = RuleInfo(
+    code="WT103",
+    name="mutation-before-backward",
+    family="memory",
+    fix="move the mutating call after tape.backward(), or record it on the tape with its own output array",
+    doc=DOC_TRACKING,
+)
+WT104 = RuleInfo(
+    code="WT104",
+    name="struct-field-overwrite",
+    family="memory",
+    fix="give the struct a separate output array for the updated field (or a new struct instance per "
+    "step) instead of writing the field an earlier launch read",
+    doc=DOC_TRACKING,
+)
+
+_INFOS = {info.code: info for info in (WT101, WT103, WT104)}
 
 _WRITE_KINDS = (S.LAUNCH, S.CMD_LAUNCH, S.COPY, S.MEMSET, S.NATIVE)
-_EXAMPLES = 5  # seqs kept as evidence per finding
+
+
 _COPY_ACCUMULATES = (1, 17)  # from Warp 1.17 the copy adjoint accumulates
 
 
-def check(model: Model) -> list[Finding]:
-    """Run WT101-WT105 over the model."""
-    post_loss = _post_loss_launches(model)
-    findings = _in_kernel_overwrites(model, post_loss)
-    overwrites, clobbered = _overwrites(model, post_loss)
-    findings += overwrites
-    findings += _work_after_loss(model, post_loss, clobbered)
-    return findings
-
-
-# ---------------------------------------------------------------- shared helpers
-def _quote(name: str) -> str:
-    return f"`{name}`"
-
-
-def _field_path(arg: str, field_path: str) -> str:
-    return f"{arg}.{field_path}" if field_path else arg
-
-
-def _site_line(model: Model, site: int) -> str:
-    loc = model.location(site)
-    return f"line {loc.line}" if loc.line else "an unknown line"
-
-
-def _append_loc(related: list[Location], loc: Location | None) -> None:
-    if loc is not None and loc.line > 0 and loc not in related:
-        related.append(loc)
-
-
-def _grad_mask(model: Model, array_ids: np.ndarray, flags: np.ndarray) -> np.ndarray:
-    grads = model.grad_array_ids
-    is_grad = np.isin(array_ids, grads) if len(grads) else np.zeros(len(array_ids), dtype=bool)
-    return is_grad | ((flags & S.FLAG_GRAD) != 0)
-
-
-def _kernel_arg_fact(model: Model, kernel_id: int, arg: str, field_path: str, attr: str) -> bool | None:
-    kernel = model.kernels.get(int(kernel_id))
-    if kernel is None:
-        return None
-    fact = kernel.arg(arg, field_path)
-    if fact is None:
-        return None
-    return bool(getattr(fact, attr))
-
-
-def _in_place_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
-    """Access rows (of recorded forward launches) that read and plainly store the same array: WT102/WT104."""
-    role = model.acc_role
-    flags = model.acc_flags
-    mask = (role == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0) & ((flags & S.FLAG_UNCERTAIN) == 0)
-    mask &= ev_rows >= 0
-    rows = np.nonzero(mask)[0]
-    rows = rows[_recorded_forward_launch(model, ev_rows[rows])]
-    if len(rows):
-        rows = rows[~_grad_mask(model, model.acc_array[rows], flags[rows])]
-    keep = []
-    for row in rows.tolist():
-        kernel_id = int(model.kernel[ev_rows[row]])
-        arg, field_path = model.acc_arg[row], model.acc_field[row]
-        read = _kernel_arg_fact(model, kernel_id, arg, field_path, "read")
-        store = _kernel_arg_fact(model, kernel_id, arg, field_path, "store")
-        if read is False or store is False:
-            continue  # the kernel facts say the access is not a read-then-store
-        if not _store_after_read(model.kernels.get(kernel_id), arg, field_path):
-            continue  # stores first and reads its own result back: the replay is identical
-        keep.append(row)
-    return np.asarray(keep, dtype=np.int64)
-
-
-def _recorded_forward_launch(model: Model, evs: np.ndarray) -> np.ndarray:
-    return (
-        (model.kind[evs] == K[S.LAUNCH])
-        & model.recorded[evs]
-        & ~model.adjoint[evs]
-        & (model.phase[evs] == S.FORWARD)
-        & (model.tape[evs] >= 0)
-    )
-
-
-@dataclass
-class _Group:
-    """One root cause being accumulated: the first occurrence describes it, the rest count."""
-
-    code: str
-    severity: Severity
-    first: tuple[int, ...]  # rows describing the first occurrence (rule specific)
-    count: int = 0
-    write_seqs: list[int] = field(default_factory=list)
-    read_seqs: list[int] = field(default_factory=list)
-    array_ids: set[int] = field(default_factory=set)
-    alloc_ids: set[int] = field(default_factory=set)
-
-    def add(
-        self, severity: Severity, write_seq: int, read_seq: int, array_ids: tuple[int, ...], alloc: int
-    ) -> None:
-        self.count += 1
-        self.severity = max(self.severity, severity)
-        if len(self.write_seqs) < _EXAMPLES:
-            self.write_seqs.append(write_seq)
-            self.read_seqs.append(read_seq)
-        if len(self.array_ids) < 4 * _EXAMPLES:
-            self.array_ids.update(array_ids)
-        if len(self.alloc_ids) < _EXAMPLES:
-            self.alloc_ids.add(alloc)
-
-    def evidence(self, **extra: object) -> dict[str, object]:
-        return {
-            "first_seq": self.write_seqs[0] if self.write_seqs else 0,
-            "write_seqs": list(self.write_seqs),
-            "read_seqs": list(self.read_seqs),
-            "array_ids": sorted(self.array_ids),
-            "alloc_ids": sorted(self.alloc_ids),
-            **extra,
-        }
-
-
-def _finding(code: str, group: _Group, message: str, location: Location, related: list[Location], key: tuple,
-             **evidence: object) -> Finding:  # fmt: skip
-    info = INFO[code]
-    return Finding(
-        code=code,
-        name=info.name,
-        severity=group.severity,
-        message=message,
-        location=location,
-        related=related,
-        fix=info.fix,
-        doc=info.doc,
-        count=group.count,
-        evidence=group.evidence(**evidence),
-        key=key,
-    )
-
-
-# ---------------------------------------------------------------- WT102 / WT104 in one launch
-def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int]]) -> list[Finding]:
-    ev_rows = model.acc_ev
-    rows = _in_place_rows(model, ev_rows)
-    if not len(rows):
-        return []
-    evs = ev_rows[rows]
-    bwd = model.backward_after_many(model.tape[evs], model.seq[evs])
-    groups: dict[tuple, _Group] = {}
-    for row, ev, backward in zip(rows.tolist(), evs.tolist(), bwd.tolist()):
-        if backward < 0:
-            continue  # never backpropagated: the overwrite cannot hurt a gradient
-        if ev in post_loss:
-            continue  # its adjoint feeds nothing: the root cause is WT105
-        arg, field_path = model.acc_arg[row], model.acc_field[row]
-        code = "WT104" if field_path or (model.acc_flags[row] & S.FLAG_FIELD) else "WT102"
-        key = (int(model.site[ev]), int(model.kernel[ev]), arg, field_path)
-        group = groups.get((code, *key))
-        if group is None:
-            group = groups[(code, *key)] = _Group(code, Severity.ERROR, (row, ev, backward))
-        seq = int(model.seq[ev])
-        group.add(Severity.ERROR, seq, seq, (int(model.acc_array[row]),), int(model.acc_alloc[row]))
-
-    findings = []
-    for (code, *key), group in groups.items():
-        row, ev, backward = group.first
-        arg, field_path = model.acc_arg[row], model.acc_field[row]
-        kernel_id = int(model.kernel[ev])
-        array_id = int(model.acc_array[row])
-        kernel = model.kernel_name(ev)
-        buffer = _buffer_name(model, array_id, arg)
-        backward_ev = model.ev_of_seq(backward)
-        path = _quote(_field_path(arg, field_path))
-        if code == "WT104":
-            subject = f"struct field {path}" + ("" if buffer == path else f" ({buffer})")
-        else:
-            subject = buffer if buffer == path else f"{buffer} (argument {path})"
-        message = (
-            f"kernel {_quote(kernel)} reads {subject} and stores into it in the same launch, so the adjoint "
-            f"run by tape.backward() at {_site_line(model, int(model.site[backward_ev]))} re-reads the "
-            "overwritten values instead of the ones the forward pass used"
-        )
-        related: list[Location] = []
-        fact = model.kernels.get(kernel_id).arg(arg, field_path) if kernel_id in model.kernels else None
-        if fact is not None:
-            _append_loc(related, model.kernel_line(kernel_id, fact.write_line, "store"))
-            _append_loc(related, model.kernel_line(kernel_id, fact.read_line, "read"))
-        _append_loc(related, model.event_location(backward_ev, "backward"))
-        findings.append(
-            _finding(
-                code,
-                group,
-                message,
-                model.event_location(ev, "in-place launch"),
-                related,
-                tuple(key),
-                field=_field_path(arg, field_path) if code == "WT104" else "",
-            )
-        )
-    return findings
-
-
-# ---------------------------------------------------------------- WT101 / WT103 / WT104 across launches
 def _overwrites(
     model: Model, post_loss: dict[int, tuple[int, int, int]]
 ) -> tuple[list[Finding], dict[tuple[int, int], tuple[int, int, Severity]]]:
@@ -344,13 +118,13 @@ def _overwrites(
     valid = ev_rows >= 0
     ev_safe = np.where(valid, ev_rows, 0)
     role, flags, alloc = model.acc_role, model.acc_flags, model.acc_alloc
-    not_grad = ~_grad_mask(model, model.acc_array, flags)
+    not_grad = ~grad_mask(model, model.acc_array, flags)
 
     # pending reads: forward launches recorded on a tape that is later backpropagated
     read_mask = valid & ((role & S.ROLE_READ) != 0) & not_grad & (alloc >= 0)
-    read_mask[_in_place_rows(model, ev_rows)] = False  # the launch destroyed what it read: WT102 owns it
+    read_mask[in_place_rows(model, ev_rows)] = False  # the launch destroyed what it read: WT102 owns it
     read_rows = np.nonzero(read_mask)[0]
-    read_rows = read_rows[_recorded_forward_launch(model, ev_safe[read_rows])]
+    read_rows = read_rows[recorded_forward_launch(model, ev_safe[read_rows])]
     if not len(read_rows):
         return [], clobbered
     read_bwd = model.backward_after_many(model.tape[ev_safe[read_rows]], model.acc_seq[read_rows])
@@ -410,7 +184,7 @@ def _overwrites(
     overlap_cache: dict[tuple[int, int], bool] = {}
     geometry_rep = {gid: model.arrays[aid] for aid, gid in geom_of.items()}
     launch_code, copy_code, memset_code = K[S.LAUNCH], K[S.COPY], K[S.MEMSET]
-    groups: dict[tuple, _Group] = {}
+    groups: dict[tuple, Group] = {}
     pending: dict[int, dict[tuple, list[int]]] = {}
 
     for p in range(len(rows)):
@@ -504,7 +278,7 @@ def _overwrites(
             )
             group = groups.get(gkey)
             if group is None:
-                group = groups[gkey] = _Group(code, severity, (r, p, r_bwd))
+                group = groups[gkey] = Group(code, severity, (r, p, r_bwd))
             group.add(severity, seq, r_seq, (e_array[r], e_array[p]), alloc_id)
             if not accumulate:
                 consumed.append(key)  # the first plain overwrite is the root cause; later ones repeat it
@@ -606,25 +380,14 @@ def _geometry_ids(model: Model) -> dict[int, int]:
     return result
 
 
-def _buffer_name(model: Model, array_id: int, arg: str) -> str:
-    """The user's name for a buffer: its label, else where it was allocated, else the argument."""
-    label = model.array_label(array_id)
-    if not label.startswith("array#"):
-        return _quote(label)
-    loc = model.location(model.allocation_site(array_id))
-    if loc.line:
-        return f"the array allocated at line {loc.line}"
-    return f"the array passed as {_quote(arg)}"
-
-
 def _writer_phrase(model: Model, ev: int, row: int, subject: str) -> str:
     kind = int(model.kind[ev])
-    path = _quote(_field_path(model.acc_arg[row], model.acc_field[row]))
+    path = quote(arg_path(model.acc_arg[row], model.acc_field[row]))
     if kind in (K[S.LAUNCH], K[S.CMD_LAUNCH]):
         what = "the adjoint of kernel" if model.adjoint[ev] else "kernel"
-        phrase = f"{what} {_quote(model.kernel_name(ev))}"
+        phrase = f"{what} {quote(model.kernel_name(ev))}"
         if kind == K[S.CMD_LAUNCH]:
-            phrase = f"a replayed Launch object (record_cmd=True) of kernel {_quote(model.kernel_name(ev))}"
+            phrase = f"a replayed Launch object (record_cmd=True) of kernel {quote(model.kernel_name(ev))}"
         return phrase if path in subject else f"{phrase} (argument {path})"
     if kind == K[S.COPY]:
         return "a copy (wp.copy / assign / clone)"
@@ -635,7 +398,7 @@ def _writer_phrase(model: Model, ev: int, row: int, subject: str) -> str:
         return f"a memset (fill_({value:g}))"
     detail = model.detail(ev)
     name = (detail.get("func") or detail.get("function")) if isinstance(detail, dict) else None
-    return f"the native utility {_quote(name)}" if name else "a native Warp utility"
+    return f"the native utility {quote(name)}" if name else "a native Warp utility"
 
 
 def _how_unrecorded(model: Model, write_ev: int, read_tape: int) -> str:
@@ -655,7 +418,7 @@ def _how_unrecorded(model: Model, write_ev: int, read_tape: int) -> str:
 
 
 def _overwrite_finding(
-    model: Model, group: _Group, key: tuple, read_row: int, write_row: int, backward: int
+    model: Model, group: Group, key: tuple, read_row: int, write_row: int, backward: int
 ) -> Finding:
     code = group.code
     read_ev = int(model.acc_ev[read_row])
@@ -664,21 +427,19 @@ def _overwrite_finding(
     r_array, w_array = int(model.acc_array[read_row]), int(model.acc_array[write_row])
     r_arg, w_arg = model.acc_arg[read_row], model.acc_arg[write_row]
     r_field, w_field = model.acc_field[read_row], model.acc_field[write_row]
-    reader = _quote(model.kernel_name(read_ev))
-    buffer = _buffer_name(model, r_array, r_arg)
-    field = _field_path(r_arg, r_field) if r_field else (_field_path(w_arg, w_field) if w_field else "")
+    reader = quote(model.kernel_name(read_ev))
+    buffer = buffer_name(model, r_array, r_arg)
+    field = arg_path(r_arg, r_field) if r_field else (arg_path(w_arg, w_field) if w_field else "")
     if code == "WT104":
-        subject = f"struct field {_quote(field)}"
-        if buffer != _quote(field):
+        subject = f"struct field {quote(field)}"
+        if buffer != quote(field):
             subject += f" ({buffer})"
     else:
         subject = buffer
-    read_as = (
-        "" if _quote(_field_path(r_arg, r_field)) in subject else f" as {_quote(_field_path(r_arg, r_field))}"
-    )
+    read_as = "" if quote(arg_path(r_arg, r_field)) in subject else f" as {quote(arg_path(r_arg, r_field))}"
     writer = _writer_phrase(model, write_ev, write_row, subject)
-    read_at = _site_line(model, int(model.site[read_ev]))
-    backward_at = _site_line(model, int(model.site[backward_ev]))
+    read_at = site_line(model, int(model.site[read_ev]))
+    backward_at = site_line(model, int(model.site[backward_ev]))
 
     if code == "WT103":
         how = _how_unrecorded(model, write_ev, int(model.tape[read_ev]))
@@ -715,12 +476,14 @@ def _overwrite_finding(
         )
 
     related: list[Location] = []
-    _append_loc(related, model.event_location(read_ev, "read"))
-    _append_loc(related, model.location(model.allocation_site(r_array), "allocation"))
-    _append_loc(related, model.event_location(backward_ev, "backward"))
+    append_loc(related, model.event_location(read_ev, "read"))
+    append_loc(related, model.location(model.allocation_site(r_array), "allocation"))
+    append_loc(related, model.event_location(backward_ev, "backward"))
     role = "mutation" if code == "WT103" else "overwrite"
     location = model.event_location(write_ev, role)
-    return _finding(code, group, message, location, related, key, backward_seq=int(backward), field=field)
+    return grouped_finding(
+        _INFOS[code], group, message, location, related, key, backward_seq=int(backward), field=field
+    )
 
 
 def _alias_clause(
@@ -728,7 +491,7 @@ def _alias_clause(
 ) -> str:
     """Explain why the write lands on the read memory when the program names it differently."""
     labels = model.aliases([r_array, w_array])
-    names = ", ".join(_quote(name) for name in labels)
+    names = ", ".join(quote(name) for name in labels)
     w_info = model.arrays.get(w_array)
     r_info = model.arrays.get(r_array)
     if w_array != r_array and w_info is not None and r_info is not None:
@@ -742,7 +505,7 @@ def _alias_clause(
     same_kernel = int(model.kind[write_ev]) == K[S.LAUNCH] and model.kernel[write_ev] == model.kernel[read_ev]
     if same_kernel and w_arg != r_arg:
         clause = (
-            f"; the same array is passed as {_quote(r_arg)} and later as {_quote(w_arg)}: buffers used in turn "
+            f"; the same array is passed as {quote(r_arg)} and later as {quote(w_arg)}: buffers used in turn "
             "(ping-pong) or a rebinding such as `states[0] = states[-1]` make an earlier step's input a later "
             "step's output"
         )
@@ -750,184 +513,6 @@ def _alias_clause(
     if len(labels) > 1:
         return f"; this memory is known under several names: {names}"
     return ""
-
-
-# ---------------------------------------------------------------- WT105
-def _post_loss_launches(model: Model) -> dict[int, tuple[int, int, int]]:
-    """Recorded forward launches after the loss is final and before the backward:
-    launch event -> (event that last wrote the loss, backward_begin event, loss array id)."""
-    backwards = [begin for tape in model.tapes.values() for begin in tape.backward_begins]
-    losses_of = {begin: _loss_arrays(model, model.ev_of_seq(begin)) for begin in backwards}
-    loss_writes = _loss_writes(model, {a for losses in losses_of.values() for a in losses})
-    post_loss: dict[int, tuple[int, int, int]] = {}
-    for tape in model.tapes.values():
-        if not any(losses_of[begin] for begin in tape.backward_begins):
-            continue
-        events = np.asarray(tape.events, dtype=np.int64)
-        recorded_evs = events[
-            model.recorded[events]
-            & ~model.adjoint[events]
-            & (model.phase[events] == S.FORWARD)
-            & (model.kind[events] == K[S.LAUNCH])
-        ]
-        recorded_seqs = model.seq[recorded_evs]
-        for begin in tape.backward_begins:
-            losses = losses_of[begin]
-            if not losses:
-                continue
-            reset_index = bisect.bisect_left(tape.resets, begin)
-            start = tape.resets[reset_index - 1] if reset_index else -1
-            last_write_ev = _last_loss_write(model, loss_writes.get(tape.tape_id), losses, start, begin)
-            if last_write_ev < 0:
-                continue  # the loss is not computed on this tape (another rule's business)
-            lo = int(np.searchsorted(recorded_seqs, model.seq[last_write_ev], side="right"))
-            hi = int(np.searchsorted(recorded_seqs, begin, side="left"))
-            begin_ev = model.ev_of_seq(begin)
-            for ev in recorded_evs[lo:hi].tolist():
-                post_loss.setdefault(ev, (last_write_ev, begin_ev, losses[0]))
-    return post_loss
-
-
-def _work_after_loss(
-    model: Model,
-    post_loss: dict[int, tuple[int, int, int]],
-    clobbered: dict[tuple[int, int], tuple[int, int, Severity]],
-) -> list[Finding]:
-    groups: dict[tuple[int, int], _Group] = {}
-    for ev in sorted(post_loss):
-        loss_ev, begin_ev, loss_array = post_loss[ev]
-        gkey = (int(model.site[ev]), int(model.kernel[ev]))
-        group = groups.get(gkey)
-        if group is None:
-            severity = clobbered[gkey][2] if gkey in clobbered else Severity.WARNING
-            group = groups[gkey] = _Group("WT105", severity, (ev, loss_ev, begin_ev, loss_array))
-        group.add(group.severity, int(model.seq[ev]), int(model.seq[loss_ev]), (), -1)
-
-    findings = []
-    for gkey, group in groups.items():
-        ev, loss_ev, begin_ev, loss_array = group.first
-        message = (
-            f"kernel {_quote(model.kernel_name(ev))} is recorded on the tape after the loss "
-            f"{_quote(model.array_label(loss_array))} is final (last written by {_writer_phrase_short(model, loss_ev)} "
-            f"at {_site_line(model, int(model.site[loss_ev]))}) and does not feed it, so tape.backward() "
-            f"({_site_line(model, int(model.site[begin_ev]))}) runs its adjoint for nothing"
-        )
-        related: list[Location] = []
-        if gkey in clobbered:
-            read_row = clobbered[gkey][0]
-            read_ev = int(model.acc_ev[read_row])
-            reader = _quote(model.kernel_name(read_ev))
-            buffer = _quote(model.array_label(int(model.acc_array[read_row]), model.acc_arg[read_row]))
-            message += (
-                f"; worse, it overwrites {buffer}, which kernel {reader} read earlier on the tape "
-                f"({_site_line(model, int(model.site[read_ev]))}), so the adjoint of {reader} runs against the "
-                "new values"
-            )
-            _append_loc(related, model.event_location(read_ev, "read"))
-            _append_loc(
-                related, model.location(model.allocation_site(int(model.acc_array[read_row])), "allocation")
-            )
-            group.array_ids.add(int(model.acc_array[read_row]))
-            group.alloc_ids.add(int(model.acc_alloc[read_row]))
-        else:
-            message += "; anything it overwrites would also corrupt the adjoints of earlier launches"
-        _append_loc(related, model.event_location(loss_ev, "loss final"))
-        _append_loc(related, model.event_location(begin_ev, "backward"))
-        location = model.event_location(ev, "post-loss launch")
-        findings.append(_finding("WT105", group, message, location, related, gkey))
-    return findings
-
-
-def _writer_phrase_short(model: Model, ev: int) -> str:
-    if model.kind[ev] in (K[S.LAUNCH], K[S.CMD_LAUNCH]):
-        return _quote(model.kernel_name(ev))
-    return "a copy" if model.kind[ev] == K[S.COPY] else "a memset"
-
-
-def _loss_writes(model: Model, loss_arrays: set[int]) -> dict[int, list[tuple[int, int, int]]]:
-    """tape id -> [(seq, ev, array_id)] of recorded forward writes into the memory of any loss array."""
-    infos = [model.arrays[a] for a in loss_arrays if a in model.arrays and model.arrays[a].alloc_id >= 0]
-    if not infos:
-        return {}
-    allocs = np.array(sorted({info.alloc_id for info in infos}), dtype=np.int64)
-    rows = np.nonzero(((model.acc_role & S.ROLE_WRITE) != 0) & np.isin(model.acc_alloc, allocs))[0]
-    evs = model.acc_ev[rows]
-    keep = evs >= 0
-    rows, evs = rows[keep], evs[keep]
-    keep = (
-        model.recorded[evs] & ~model.adjoint[evs] & (model.phase[evs] == S.FORWARD) & (model.tape[evs] >= 0)
-    )
-    rows, evs = rows[keep], evs[keep]
-    by_tape: dict[int, list[tuple[int, int, int]]] = {}
-    for row, ev in zip(rows.tolist(), evs.tolist()):
-        by_tape.setdefault(int(model.tape[ev]), []).append(
-            (int(model.seq[ev]), ev, int(model.acc_array[row]))
-        )
-    return by_tape
-
-
-def _last_loss_write(
-    model: Model, writes: list[tuple[int, int, int]] | None, losses: list[int], start: int, begin: int
-) -> int:
-    """Event index of the last recorded write into a loss array in (start, begin), -1 if none."""
-    if not writes:
-        return -1
-    infos = [model.arrays[a] for a in losses]
-    i = bisect.bisect_left(writes, (begin, -1, -1))
-    while i > 0:
-        i -= 1
-        seq, ev, array_id = writes[i]
-        if seq <= start:
-            break
-        written = model.arrays.get(array_id)
-        if written is not None and any(overlaps(written, info) for info in infos):
-            return ev
-    return -1
-
-
-def _loss_arrays(model: Model, begin_ev: int) -> list[int]:
-    losses = []
-    if model.array_id[begin_ev] >= 0:
-        losses.append(int(model.array_id[begin_ev]))
-    detail = model.detail(begin_ev)
-    keys: list[object] = []
-    if isinstance(detail, list):
-        keys = detail
-    elif isinstance(detail, dict):
-        keys = list(detail.get("grads", detail.keys()) if "grads" in detail else detail.keys())
-    for item in keys:
-        try:
-            array_id = int(item)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            continue
-        if array_id in model.arrays and array_id not in losses:
-            losses.append(array_id)
-    return [a for a in losses if a in model.arrays]
-
-
-# ---------------------------------------------------------------- kernel source facts
-# Two questions the per-argument facts (first read line, first write line) cannot answer
-# alone, answered from the kernel source stored in the trace. Both answer conservatively
-# (report) when the source is missing or holds something they do not understand.
-
-
-def _store_after_read(kernel: KernelInfo | None, arg: str, field_path: str) -> bool:
-    """Does the kernel store into ``arg[.field]`` after reading it?
-
-    ``y[i] = f(x); h = y[i]`` (store first, then read back) is fine: the replay stores the
-    same value again. Only a read followed by a plain store loses the value the adjoint
-    needs. The facts give the first read and first write lines; when the first write comes
-    first, the kernel source after the first read decides (a store there, or the array
-    handed to a function call, counts as a later store)."""
-    if kernel is None:
-        return True
-    fact = kernel.arg(arg, field_path)
-    if fact is None or fact.read_line < 0 or fact.write_line < 0 or fact.read_line <= fact.write_line:
-        return True
-    model = kernel.source_model
-    if model.kernel_line_text(fact.read_line) is None:
-        return True  # read inside a @wp.func callee: its statements are not in the kernel source
-    return model.stores_after(fact.read_line, _field_path(arg, field_path))
 
 
 def _grad_args(
@@ -959,7 +544,7 @@ def _grad_args(
     paths = set()
     for i, row in enumerate(range(start, stop)):
         if has[i]:
-            paths.add(_field_path(model.acc_arg[row], model.acc_field[row]))
+            paths.add(arg_path(model.acc_arg[row], model.acc_field[row]))
     result = cache[key] = frozenset(paths)
     return result
 
@@ -977,4 +562,17 @@ def _adjoint_needs_value(
         return True
     array_params = tuple(a.name for a in kernel.args if a.is_array or a.field)
     active = array_params if grad_args is None else tuple(sorted(grad_args))
-    return kernel.source_model.adjoint_needs_value(_field_path(arg, field_path), array_params, active)
+    return kernel.source_model.adjoint_needs_value(arg_path(arg, field_path), array_params, active)
+
+
+def overwrites(model: Model) -> tuple[list[Finding], dict[tuple[int, int], tuple[int, int, Severity]]]:
+    """The WT101/WT103/WT104 findings and the overwrites made by post-loss launches (WT105 names
+    them); computed once per model."""
+    return shared(model, "overwrites", lambda m: _overwrites(m, post_loss_launches(m)))
+
+
+def check(model: Model) -> list[Finding]:
+    return overwrites(model)[0]
+
+
+RULE = Rule((WT101, WT103, WT104), check)

@@ -1,0 +1,82 @@
+"""WT307 backward-disabled (error).
+
+A kernel compiled with ``enable_backward=False`` (kernel option, or module option)
+is recorded on a tape that is backpropagated, on the path from a differentiable
+input to the loss. Warp skips its adjoint (with a one-time log warning): nothing
+upstream of it gets gradient through it.
+Fix: compile the kernel with its backward, or keep it off the tape.
+
+Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
+and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
+``Tape.backward``.
+
+Findings are grouped by root cause (the user line to change) with a count.
+"""
+
+from __future__ import annotations
+
+from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
+from warptrace.analysis.model import K, Model
+from warptrace.analysis.rules.common import (
+    DOC_LIMITS,
+    Rule,
+    array_label,
+    backpropagated,
+    differentiable_reads,
+    finding,
+    join_names,
+)
+from warptrace.trace import schema as S
+
+WT307 = RuleInfo(
+    code="WT307",
+    name="backward-disabled",
+    family="flow",
+    fix="compile the kernel with its backward (drop enable_backward=False from the kernel or "
+    "module options), or keep it off the tape",
+    doc=DOC_LIMITS,
+)
+
+
+def check(model: Model) -> list[Finding]:
+    df = model.dataflow
+    disabled = {k for k, kernel in model.kernels.items() if not kernel.enable_backward}
+    if not disabled:
+        return []
+    findings = []
+    for _epoch, call in backpropagated(df):
+        objective = df.objective_events(call)
+        for ev in sorted(objective):
+            if int(model.kernel[ev]) not in disabled or model.kind[ev] != K[S.LAUNCH]:
+                continue
+            inputs = differentiable_reads(model, df, ev, call.begin_seq)
+            leaves = df.provenance.get(ev, frozenset())
+            if not inputs and not leaves:
+                continue
+            kernel = model.kernels[int(model.kernel[ev])]
+            params = [array_label(model, p) for p in sorted(leaves)] or [
+                array_label(model, a) for a in inputs
+            ]
+            message = (
+                f"`{kernel.key}` is compiled with enable_backward=False (kernel or module option) but is recorded "
+                f"on a tape that is backpropagated (line {model.location(call.site).line}), between "
+                f"{join_names(params)} and the loss: Warp skips its adjoint, so no gradient flows through it"
+            )
+            findings.append(
+                finding(
+                    WT307,
+                    Severity.ERROR,
+                    message,
+                    model.event_location(ev, "launch"),
+                    related=[
+                        Location(kernel.file, kernel.line, "kernel", "", kernel.key),
+                        model.location(call.site, "backward"),
+                    ],
+                    evidence={"first_seq": int(model.seq[ev]), "launch_seq": int(model.seq[ev])},
+                    key=(int(model.site[ev]), kernel.kernel_id),
+                )
+            )
+    return findings
+
+
+RULE = Rule((WT307,), check)

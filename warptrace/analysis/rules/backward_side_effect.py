@@ -1,0 +1,166 @@
+"""WT308 backward-side-effect (error).
+
+The adjoint launch of a recorded kernel writes forward (non-gradient) memory: the
+adjoint replays the forward body of called ``@wp.func`` functions, so an atomic
+counter inside one (``slot = wp.atomic_add(count, 0, 1)``) counts again in backward
+and hands out different slots, scattering adjoints to the wrong elements. Reported
+at the forward launch.
+Fix: give the function a ``@wp.func_replay`` that returns the value recorded in the
+forward pass (store the slot in an array), or compute the slots in an untaped pass.
+
+Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
+and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
+``Tape.backward``.
+
+Findings are grouped by root cause (the user line to change) with a count.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, combine_codes
+from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
+from warptrace.analysis.model import K, KernelInfo, Model
+from warptrace.analysis.rules.common import (
+    Rule,
+    access_rows,
+    array_label,
+    finding,
+    join_names,
+)
+from warptrace.kernel_source import RESULT_DISCARDED, RESULT_USED
+from warptrace.trace import schema as S
+
+WT308 = RuleInfo(
+    code="WT308",
+    name="backward-side-effect",
+    family="flow",
+    fix="add a @wp.func_replay to the function with the side effect that returns the value "
+    "recorded in the forward pass, or compute it in an untaped pass",
+    doc="Differentiability > Custom Replay Functions",
+)
+
+
+def check(model: Model) -> list[Finding]:
+    df = model.dataflow
+    adjoints = np.nonzero((model.kind == K[S.LAUNCH]) & model.adjoint)[0]
+    findings = []
+    pending: dict[int, dict[tuple, list[int]]] = {}
+    for ev in _replaying_adjoints(model, df, adjoints).tolist():
+        side = [
+            row
+            for row in access_rows(model, ev)
+            if df.is_write[row] and not df.grad_row_mask[row] and not df.is_uncertain[row]
+        ]
+        if not side:
+            continue
+        kernel = model.kernels.get(int(model.kernel[ev]))
+        if kernel is None:
+            continue
+        call_index = int(df.ev_backward[ev])
+        if call_index < 0:
+            continue
+        call = df.backward_calls[call_index]
+        side = [
+            row
+            for row in side
+            if (mode := _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])) == RESULT_USED
+            or (mode == RESULT_DISCARDED and _read_by_later_adjoint(model, df, row, ev, call))
+        ]
+        if not side:
+            continue
+        forward = _match_forward(model, df, ev, call, pending)
+        if forward < 0:
+            continue
+        labels = [array_label(model, int(model.acc_array[row])) for row in side]
+        related = [model.location(call.site, "backward")]
+        for row in side:
+            arg = kernel.arg(model.acc_arg[row], model.acc_field[row])
+            if arg is not None and arg.write_line >= 0:
+                text = kernel.source_model.kernel_line_text(arg.write_line) or ""
+                related.append(Location(kernel.file, arg.write_line, "kernel write", text, kernel.key))
+        message = (
+            f"the adjoint of `{kernel.key}` writes forward memory {join_names(labels)} during the backward "
+            f"(line {model.location(call.site).line}): the backward replays the forward body of the @wp.func "
+            "that updates it, so the side effect (an atomic counter) runs again and later adjoint reads see "
+            "different values than the forward did"
+        )
+        findings.append(
+            finding(
+                WT308,
+                Severity.ERROR,
+                message,
+                model.event_location(forward, "forward launch"),
+                related=related,
+                evidence={"first_seq": int(model.seq[forward]), "adjoint_seq": int(model.seq[ev])},
+                key=(int(model.site[forward]), kernel.kernel_id),
+            )
+        )
+    return findings
+
+
+def _replaying_adjoints(model: Model, df: Dataflow, adjoints: np.ndarray) -> np.ndarray:
+    """The adjoint launches among ``adjoints`` with a certain write to forward memory that the
+    adjoint replays (:func:`_replayed_write`; a known kernel), in order: the only ones WT308 checks."""
+    rows, index = df.rows_of_events(adjoints)
+    side = df.is_write[rows] & ~df.grad_row_mask[rows] & ~df.is_uncertain[rows]
+    rows, index = rows[side], index[side]
+    kernels = model.kernel[adjoints[index]]
+    _, kernel_codes = np.unique(kernels, return_inverse=True)
+    codes = combine_codes([kernel_codes.reshape(-1), model.acc_arg_code[rows], model.acc_field_code[rows]])
+    unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    replayed = np.zeros(len(unique), dtype=bool)
+    for i, row in enumerate(rows[first].tolist()):
+        kernel = model.kernels.get(int(kernels[first[i]]))
+        replayed[i] = kernel is not None and _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])
+    return adjoints[np.unique(index[replayed[inverse.reshape(-1)]])]
+
+
+def _match_forward(
+    model: Model, df: Dataflow, ev: int, call: BackwardCall, pending: dict[int, dict[tuple, list[int]]]
+) -> int:
+    """The recorded forward launch this adjoint launch replays: same kernel and forward arrays,
+    consumed latest-first (the backward runs the tape in reverse)."""
+    if call.index not in pending:
+        table: dict[tuple, list[int]] = defaultdict(list)
+        for fwd in df.epochs[call.epoch].events:
+            if model.kind[fwd] == K[S.LAUNCH] and int(model.seq[fwd]) < call.begin_seq:
+                table[_forward_signature(model, df, fwd)].append(fwd)
+        pending[call.index] = table
+    candidates = pending[call.index].get(_forward_signature(model, df, ev))
+    if not candidates:
+        return -1
+    return candidates.pop()
+
+
+def _forward_signature(model: Model, df: Dataflow, ev: int) -> tuple:
+    arrays = sorted(
+        {int(model.acc_array[row]) for row in access_rows(model, ev) if not df.grad_row_mask[row]}
+    )
+    return (int(model.kernel[ev]), tuple(arrays))
+
+
+def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> int:
+    """Whether the adjoint of ``kernel`` really rewrites ``arg``: it is passed to a user function
+    (replayed in full by the adjoint) that has no custom replay. Atomics written directly in the
+    kernel body are not replayed. When the kernel uses the function's result (``slot = f(count)``)
+    the replay hands out different values than the forward did: the counter pattern. Unknown
+    source: trust the recorder."""
+    target = arg + ("." + field_path if field_path else "")
+    return kernel.source_model.passes_to_function(target, tuple(kernel.custom_replay))
+
+
+def _read_by_later_adjoint(model: Model, df: Dataflow, row: int, ev: int, call: BackwardCall) -> bool:
+    """Whether a later adjoint launch of the same backward reads the forward memory the replayed
+    accumulation at access ``row`` (of adjoint ``ev``) changed: only then does it alter a gradient."""
+    array_id = int(model.acc_array[row])
+    for read_row in df.reads_between(array_id, int(model.seq[ev]), call.end_seq).tolist():
+        if model.adjoint[int(df.acc_ev[read_row])]:
+            return True
+    return False
+
+
+RULE = Rule((WT308,), check)

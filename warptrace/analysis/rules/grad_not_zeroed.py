@@ -1,0 +1,195 @@
+"""WT203 grad-not-zeroed (error).
+
+Two backward calls (of any tapes) accumulate into the same ``.grad`` buffers, the
+parameters owning them are written in between (an optimizer step), nothing
+zeroed those buffers in between (``tape.zero()``, ``tape.reset()``, ``zero_()``,
+a fresh ``.grad``), and the accumulated buffer is read afterwards: the optimizer
+consumes the running sum of gradients taken at different parameter values.
+Deliberate accumulation of one objective over several backward calls with the
+parameters unchanged (micro-batches, checkpoint segments) is not reported.
+Fix: call ``tape.zero()`` (or zero the ``.grad`` arrays) after each optimizer
+step, before the next backward.
+
+Warp documentation: "Differentiability", section "Gradient accumulation"
+(``Tape.zero``, ``retain_grad``) and "Debugging Gradients".
+
+Findings are grouped by root cause (the user line to change) with a count: a bug in a
+training loop is one finding whose count is the number of iterations it hit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from warptrace.analysis.dataflow import BackwardCall, Dataflow
+from warptrace.analysis.findings import Finding, RuleInfo, Severity
+from warptrace.analysis.model import Model
+from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, finding, join_names
+from warptrace.trace import schema as S
+
+WT203 = RuleInfo(
+    code="WT203",
+    name="grad-not-zeroed",
+    family="accumulation",
+    fix="call tape.zero() (or zero the parameters' .grad arrays) after each optimizer step, before "
+    "the next backward",
+    doc=DOC_ACCUMULATION + "; Debugging Gradients",
+)
+
+
+def check(model: Model) -> list[Finding]:
+    df = model.dataflow
+    calls = df.backward_calls
+    if len(calls) < 2:
+        return []
+    groups = df.fill_groups
+    # (earlier call, later call) -> evidence per grad
+    hits: dict[tuple[int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
+    for g, earlier_i, later_i, grad_id, owner, update in _updated_pairs(model, df):
+        if not _read_after(model, df, grad_id, calls[later_i]):
+            continue
+        arg_row = int(groups.adjoint_row[g])
+        arg = str(model.acc_arg[arg_row]).removeprefix("adj_") if arg_row >= 0 else ""
+        hits[(earlier_i, later_i)].append((grad_id, owner, update, arg))
+
+    findings = []
+    for (earlier_i, later_i), grads in hits.items():
+        earlier, later = calls[earlier_i], calls[later_i]
+        owners = [model.array_label(owner, arg) for _, owner, _, arg in grads]
+        grad_labels = [f"{label}.grad" for label in owners]
+        update_ev = grads[0][2]
+        related = [
+            model.location(earlier.site, "previous backward"),
+            model.event_location(update_ev, "parameter update"),
+        ]
+        previous = (
+            "this same call, one iteration earlier"
+            if earlier.site == later.site
+            else f"line {model.location(earlier.site).line}"
+        )
+        findings.append(
+            finding(
+                WT203,
+                Severity.ERROR,
+                f"this backward adds into {join_names(grad_labels)}, which still "
+                f"{'holds' if len(set(grad_labels)) == 1 else 'hold'} the gradient of the "
+                f"previous backward ({previous}) although {join_names(owners)} "
+                f"{'was' if len(set(owners)) == 1 else 'were'} updated in between (line "
+                f"{model.event_location(update_ev).line}) and nothing zeroed them: the optimizer gets the sum "
+                "of gradients taken at different parameter values",
+                model.location(later.site, "backward"),
+                related=related,
+                evidence={
+                    "first_seq": later.begin_seq,
+                    "backward_seqs": [earlier.begin_seq, later.begin_seq],
+                    "update_seq": int(model.seq[update_ev]),
+                    "grad_array_ids": sorted({g for g, _, _, _ in grads}),
+                },
+                key=(later.site,),
+            )
+        )
+    return findings
+
+
+def _updated_pairs(model: Model, df: Dataflow) -> list[tuple[int, int, int, int, int, int]]:
+    """Consecutive backward calls accumulating into the same gradient memory with nothing zeroing
+    it in between (:meth:`Dataflow.zeroed_between`) while its owner was written outside any tape
+    recording (an optimizer step): (memory group of :attr:`Dataflow.fill_groups`, earlier call,
+    later call, grad array id, owner array id, event index of the owner's first such update), per
+    memory in order of first fill, then in time order. Memories whose owner is unknown are skipped."""
+    calls = df.backward_calls
+    groups = df.fill_groups
+    cuts = groups.cuts.tolist()
+    pair_group: list[int] = []
+    pair_owner: list[int] = []
+    pair_earlier: list[np.ndarray] = []
+    pair_later: list[np.ndarray] = []
+    for g, first_row in enumerate(groups.first_row.tolist()):
+        if cuts[g + 1] - cuts[g] < 2:
+            continue
+        owner = df.owner_of(int(model.acc_array[first_row]))
+        if owner < 0:
+            continue
+        call_indexes = groups.calls[cuts[g] : cuts[g + 1]]
+        pair_group += [g] * (len(call_indexes) - 1)
+        pair_owner += [owner] * (len(call_indexes) - 1)
+        pair_earlier.append(call_indexes[:-1])
+        pair_later.append(call_indexes[1:])
+    if not pair_group:
+        return []
+    group_of = np.asarray(pair_group, dtype=np.int64)
+    earlier_of = np.concatenate(pair_earlier)
+    later_of = np.concatenate(pair_later)
+    end_seqs = np.array([call.end_seq for call in calls], dtype=np.int64)
+    begin_seqs = np.array([call.begin_seq for call in calls], dtype=np.int64)
+    after, before = end_seqs[earlier_of], begin_seqs[later_of]
+    grad_ids = model.acc_array[groups.first_row[group_of]]
+
+    # zeroed in between: a plain store outside any backward (a window search over those writes),
+    # or a tape zero/reset of a tape whose backward filled it
+    grad_alloc, grad_lo, grad_hi = _memory_of(model, grad_ids)
+    forward_store = (model.phase[df.acc_ev] == S.FORWARD) & df.is_store
+    zeroed = df.first_writes(df.write_index(forward_store), grad_alloc, grad_lo, grad_hi, after, before) >= 0
+    bounds = [0, *(np.nonzero(np.diff(group_of))[0] + 1).tolist(), len(group_of)]
+    for start, stop in zip(bounds, bounds[1:]):
+        zeros = np.asarray(df._fill_info(int(grad_ids[start]))[2], dtype=np.int64)
+        if len(zeros):
+            window = slice(start, stop)
+            i = np.searchsorted(zeros, after[window], side="right")
+            zeroed[window] |= (i < len(zeros)) & (zeros[np.minimum(i, len(zeros) - 1)] < before[window])
+
+    # the first write to the owner's memory in the window made outside any tape recording
+    todo = np.nonzero(~zeroed)[0]
+    owners = np.asarray(pair_owner, dtype=np.int64)[todo]
+    owner_alloc, owner_lo, owner_hi = _memory_of(model, owners)
+    ev = df.acc_ev
+    recorded = (
+        model.recorded[ev] | (model.phase[ev] != S.FORWARD) | (model.parent[ev] >= 0) | df.grad_row_mask
+    )
+    updates = df.first_writes(
+        df.write_index(~recorded), owner_alloc, owner_lo, owner_hi, after[todo], before[todo]
+    )
+    found = np.nonzero(updates >= 0)[0]
+    pairs = todo[found]
+    return list(
+        zip(
+            group_of[pairs].tolist(),
+            earlier_of[pairs].tolist(),
+            later_of[pairs].tolist(),
+            grad_ids[pairs].tolist(),
+            owners[found].tolist(),
+            ev[updates[found]].tolist(),
+        )
+    )
+
+
+def _memory_of(model: Model, array_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(alloc, lo, hi) of each array object's view (alloc -1 when unknown)."""
+    unique, inverse = np.unique(array_ids, return_inverse=True)
+    alloc = np.full(len(unique), -1, dtype=np.int64)
+    lo = np.zeros(len(unique), dtype=np.int64)
+    hi = np.zeros(len(unique), dtype=np.int64)
+    for i, array_id in enumerate(unique.tolist()):
+        info = model.arrays.get(array_id)
+        if info is not None and info.alloc_id >= 0:
+            alloc[i] = info.alloc_id
+            lo[i], hi[i] = info.hull
+    inverse = inverse.reshape(-1)
+    return alloc[inverse], lo[inverse], hi[inverse]
+
+
+def _read_after(model: Model, df: Dataflow, grad_id: int, later: BackwardCall) -> bool:
+    """Whether the accumulated grad is used after the later backward (a value read, an optimizer
+    kernel, a copy), before it is overwritten."""
+    store = df.next_store(grad_id, later.end_seq)
+    stop = int(model.acc_seq[store]) if store >= 0 else None
+    for row in df.iter_reads(grad_id, later.begin_seq, stop):
+        ev = int(df.acc_ev[row])
+        if model.phase[ev] == S.FORWARD and int(df.ev_backward[ev]) < 0:
+            return True
+    return False
+
+
+RULE = Rule((WT203,), check)

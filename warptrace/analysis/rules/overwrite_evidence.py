@@ -1,0 +1,160 @@
+"""Evidence and phrasing shared by the overwrite rules (WT101-WT105): grouping occurrences
+by root cause, in-place accesses, gradient buffers, buffer names, and what the kernel
+source says about a store after a read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
+from warptrace.analysis.model import K, KernelInfo, Model
+from warptrace.analysis.rules.common import arg_path, quote
+from warptrace.trace import schema as S
+
+EXAMPLES = 5  # seqs kept as evidence per finding
+
+
+def site_line(model: Model, site: int) -> str:
+    loc = model.location(site)
+    return f"line {loc.line}" if loc.line else "an unknown line"
+
+
+def append_loc(related: list[Location], loc: Location | None) -> None:
+    if loc is not None and loc.line > 0 and loc not in related:
+        related.append(loc)
+
+
+def grad_mask(model: Model, array_ids: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    grads = model.grad_array_ids
+    is_grad = np.isin(array_ids, grads) if len(grads) else np.zeros(len(array_ids), dtype=bool)
+    return is_grad | ((flags & S.FLAG_GRAD) != 0)
+
+
+def kernel_arg_fact(model: Model, kernel_id: int, arg: str, field_path: str, attr: str) -> bool | None:
+    kernel = model.kernels.get(int(kernel_id))
+    if kernel is None:
+        return None
+    fact = kernel.arg(arg, field_path)
+    if fact is None:
+        return None
+    return bool(getattr(fact, attr))
+
+
+def in_place_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
+    """Access rows (of recorded forward launches) that read and plainly store the same array: WT102/WT104."""
+    role = model.acc_role
+    flags = model.acc_flags
+    mask = (role == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0) & ((flags & S.FLAG_UNCERTAIN) == 0)
+    mask &= ev_rows >= 0
+    rows = np.nonzero(mask)[0]
+    rows = rows[recorded_forward_launch(model, ev_rows[rows])]
+    if len(rows):
+        rows = rows[~grad_mask(model, model.acc_array[rows], flags[rows])]
+    keep = []
+    for row in rows.tolist():
+        kernel_id = int(model.kernel[ev_rows[row]])
+        arg, field_path = model.acc_arg[row], model.acc_field[row]
+        read = kernel_arg_fact(model, kernel_id, arg, field_path, "read")
+        store = kernel_arg_fact(model, kernel_id, arg, field_path, "store")
+        if read is False or store is False:
+            continue  # the kernel facts say the access is not a read-then-store
+        if not store_after_read(model.kernels.get(kernel_id), arg, field_path):
+            continue  # stores first and reads its own result back: the replay is identical
+        keep.append(row)
+    return np.asarray(keep, dtype=np.int64)
+
+
+def recorded_forward_launch(model: Model, evs: np.ndarray) -> np.ndarray:
+    return (
+        (model.kind[evs] == K[S.LAUNCH])
+        & model.recorded[evs]
+        & ~model.adjoint[evs]
+        & (model.phase[evs] == S.FORWARD)
+        & (model.tape[evs] >= 0)
+    )
+
+
+@dataclass
+class Group:
+    """One root cause being accumulated: the first occurrence describes it, the rest count."""
+
+    code: str
+    severity: Severity
+    first: tuple[int, ...]  # rows describing the first occurrence (rule specific)
+    count: int = 0
+    write_seqs: list[int] = field(default_factory=list)
+    read_seqs: list[int] = field(default_factory=list)
+    array_ids: set[int] = field(default_factory=set)
+    alloc_ids: set[int] = field(default_factory=set)
+
+    def add(
+        self, severity: Severity, write_seq: int, read_seq: int, array_ids: tuple[int, ...], alloc: int
+    ) -> None:
+        self.count += 1
+        self.severity = max(self.severity, severity)
+        if len(self.write_seqs) < EXAMPLES:
+            self.write_seqs.append(write_seq)
+            self.read_seqs.append(read_seq)
+        if len(self.array_ids) < 4 * EXAMPLES:
+            self.array_ids.update(array_ids)
+        if len(self.alloc_ids) < EXAMPLES:
+            self.alloc_ids.add(alloc)
+
+    def evidence(self, **extra: object) -> dict[str, object]:
+        return {
+            "first_seq": self.write_seqs[0] if self.write_seqs else 0,
+            "write_seqs": list(self.write_seqs),
+            "read_seqs": list(self.read_seqs),
+            "array_ids": sorted(self.array_ids),
+            "alloc_ids": sorted(self.alloc_ids),
+            **extra,
+        }
+
+
+def grouped_finding(info: RuleInfo, group: Group, message: str, location: Location, related: list[Location], key: tuple,
+             **evidence: object) -> Finding:  # fmt: skip
+    return Finding(
+        code=info.code,
+        name=info.name,
+        severity=group.severity,
+        message=message,
+        location=location,
+        related=related,
+        fix=info.fix,
+        doc=info.doc,
+        count=group.count,
+        evidence=group.evidence(**evidence),
+        key=key,
+    )
+
+
+def buffer_name(model: Model, array_id: int, arg: str) -> str:
+    """The user's name for a buffer: its label, else where it was allocated, else the argument."""
+    label = model.array_label(array_id)
+    if not label.startswith("array#"):
+        return quote(label)
+    loc = model.location(model.allocation_site(array_id))
+    if loc.line:
+        return f"the array allocated at line {loc.line}"
+    return f"the array passed as {quote(arg)}"
+
+
+def store_after_read(kernel: KernelInfo | None, arg: str, field_path: str) -> bool:
+    """Does the kernel store into ``arg[.field]`` after reading it?
+
+    ``y[i] = f(x); h = y[i]`` (store first, then read back) is fine: the replay stores the
+    same value again. Only a read followed by a plain store loses the value the adjoint
+    needs. The facts give the first read and first write lines; when the first write comes
+    first, the kernel source after the first read decides (a store there, or the array
+    handed to a function call, counts as a later store)."""
+    if kernel is None:
+        return True
+    fact = kernel.arg(arg, field_path)
+    if fact is None or fact.read_line < 0 or fact.write_line < 0 or fact.read_line <= fact.write_line:
+        return True
+    model = kernel.source_model
+    if model.kernel_line_text(fact.read_line) is None:
+        return True  # read inside a @wp.func callee: its statements are not in the kernel source
+    return model.stores_after(fact.read_line, arg_path(arg, field_path))

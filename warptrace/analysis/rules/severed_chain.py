@@ -1,0 +1,175 @@
+"""WT301 severed-chain (error).
+
+A recorded launch reads an array that has a gradient and writes a floating-point
+array *without* ``.grad`` (``requires_grad=False``, the default of ``wp.zeros``,
+``wp.empty``, ``wp.array``; ``empty_like``/``zeros_like`` inherit it), and a later
+recorded launch reads that array on the way to the loss. Its adjoint has nowhere
+to write: every parameter upstream gets no gradient through it (exactly zero when
+that is the only path). Reported at the array's allocation, naming the parameters
+that lose their gradient. Constants (targets, masks, index arrays, anything no
+parameter influences) are not reported.
+Fix: allocate the array with ``requires_grad=True``.
+
+Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
+and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
+``Tape.backward``.
+
+Findings are grouped by root cause (the user line to change) with a count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch
+from warptrace.analysis.findings import Finding, RuleInfo, Severity
+from warptrace.analysis.model import K, Model
+from warptrace.analysis.rules.common import (
+    DOC_DEBUG,
+    Rule,
+    array_label,
+    backpropagated,
+    differentiable_dtype,
+    differentiable_reads,
+    finding,
+    join_names,
+)
+from warptrace.trace import schema as S
+
+WT301 = RuleInfo(
+    code="WT301",
+    name="severed-chain",
+    family="flow",
+    fix="allocate the array with requires_grad=True (wp.zeros(..., requires_grad=True), "
+    "wp.empty_like(x, requires_grad=True))",
+    doc=DOC_DEBUG,
+)
+
+
+def check(model: Model) -> list[Finding]:
+    df = model.dataflow
+    findings = []
+    # the objective events (sorted) of each backpropagated epoch, and the reads they make of arrays
+    # that may lack a gradient at the backward: rows that cannot (no such array, a gradient buffer,
+    # an integer dtype, an array that has a gradient then) are dropped in numpy
+    work = [(epoch, call, sorted(df.objective_events(call))) for epoch, call in backpropagated(df)]
+    consumers = np.fromiter((ev for _, _, evs in work for ev in evs), dtype=np.int64)
+    whens = np.repeat(
+        np.array([call.begin_seq for _, call, _ in work], dtype=np.int64), [len(evs) for _, _, evs in work]
+    )
+    rows, index = df.rows_of_events(consumers)
+    candidate, grad_from = _may_lack_grad(model, df)
+    keep = candidate[rows] & (whens[index] < grad_from[rows])
+    rows, index = rows[keep], index[keep]
+    consumed = consumers[index].tolist()
+    rows = rows.tolist()
+    cuts = np.searchsorted(index, np.cumsum([len(evs) for _, _, evs in work]), side="left").tolist()
+    start = 0
+    for (epoch, call, _), stop in zip(work, cuts):
+        when = call.begin_seq
+        reported: set[int] = set()
+        # producer write rows of arrays without grad, consumed by an objective event
+        for consumer, row in zip(consumed[start:stop], rows[start:stop]):
+            array_id = int(model.acc_array[row])
+            info = model.arrays.get(array_id)
+            if (
+                info is None
+                or array_id in reported
+                or df.has_grad(array_id, when)
+                or not differentiable_dtype(info.dtype)
+            ):
+                continue
+            for writer_row in df.writer_rows(row).tolist():
+                if df.is_uncertain[writer_row]:
+                    continue  # an unanalysable kernel may not write it at all
+                producer = int(df.acc_ev[writer_row])
+                if df.ev_epoch[producer] != epoch.uid and not _tape_copy(model, producer, epoch):
+                    continue
+                sources = differentiable_reads(model, df, producer, when)
+                if not sources:
+                    continue
+                leaves = df.provenance.get(producer, frozenset())
+                findings.append(_severed(model, df, array_id, producer, consumer, call, sources, leaves))
+                reported.add(array_id)
+                break
+        start = stop
+    return findings
+
+
+def _may_lack_grad(model: Model, df: Dataflow) -> tuple[np.ndarray, np.ndarray]:
+    """Access rows that WT301 looks at: reads, not of a gradient buffer, of a known array with a
+    floating-point dtype; and per row the seq from which its array always has a gradient
+    (:meth:`Dataflow.has_grad` is true at every later seq; int64 max when never)."""
+    never = np.iinfo(np.int64).max
+    ids = [array_id for array_id in model.arrays if array_id >= 0]
+    max_id = max(ids, default=-1)
+    known = np.zeros(max_id + 2, dtype=bool)  # last slot: ids out of range
+    since = np.full(max_id + 2, never, dtype=np.int64)
+    for array_id in ids:
+        info = model.arrays[array_id]
+        known[array_id] = differentiable_dtype(info.dtype)
+        since[array_id] = df.grad_since(array_id, never)
+    array_ids = model.acc_array
+    slots = np.where((array_ids >= 0) & (array_ids <= max_id), array_ids, max_id + 1)
+    mask = known[slots]
+    grad_from = since[slots]
+    if len(ids) < len(model.arrays):  # negative array ids: left to the exact test
+        mask |= array_ids < 0
+        grad_from[array_ids < 0] = never
+    return mask & df.is_read & ~df.grad_row_mask, grad_from
+
+
+def _tape_copy(model: Model, ev: int, epoch: Epoch) -> bool:
+    """A copy inside the tape's scope that was not recorded (its destination has no grad)."""
+    return (
+        model.kind[ev] == K[S.COPY]
+        and int(model.tape[ev]) == epoch.tape
+        and model.phase[ev] == S.FORWARD
+        and model.parent[ev] < 0
+        and int(model.seq[epoch.events[0]]) <= int(model.seq[ev]) <= int(model.seq[epoch.events[-1]])
+    )
+
+
+def _severed(
+    model: Model,
+    df: Dataflow,
+    array_id: int,
+    producer: int,
+    consumer: int,
+    call: BackwardCall,
+    sources: list[int],
+    leaves: frozenset[int],
+) -> Finding:
+    label = array_label(model, array_id)
+    site = model.allocation_site(array_id)
+    location = model.location(site, "allocation")
+    params = [array_label(model, leaf) for leaf in sorted(leaves)] or [array_label(model, s) for s in sources]
+    what = "kernel `" + model.kernel_name(producer) + "`" if model.kind[producer] == K[S.LAUNCH] else "a copy"
+    message = (
+        f"`{label}` has no gradient (allocated without requires_grad) but carries {join_names(params)} from "
+        f"{what} (line {model.event_location(producer).line}) to `{model.kernel_name(consumer)}` "
+        f"(line {model.event_location(consumer).line}) on the way to the loss: the adjoint stops there, "
+        f"so {join_names(params)} {'gets' if len(set(params)) == 1 else 'get'} no gradient through it"
+    )
+    return finding(
+        WT301,
+        Severity.ERROR,
+        message,
+        location,
+        related=[
+            model.event_location(producer, "write"),
+            model.event_location(consumer, "read"),
+            model.location(call.site, "backward"),
+        ],
+        evidence={
+            "first_seq": int(model.seq[producer]),
+            "array_id": array_id,
+            "producer_seq": int(model.seq[producer]),
+            "consumer_seq": int(model.seq[consumer]),
+            "parameters": sorted(int(p) for p in leaves),
+        },
+        key=(site if site >= 0 else label,),
+    )
+
+
+RULE = Rule((WT301,), check)

@@ -1,0 +1,302 @@
+"""WT303 unchained-boundary (error).
+
+Hand-written gradient checkpointing: a segment is replayed on a new tape and
+backpropagated after the later segment, and its backward is seeded with the later
+segment's adjoints for some of the state it hands over (a copy/assign/fill into
+``.grad``, or ``grads=``) but not for this one. The gradient through the unseeded
+state is dropped at every boundary. Replays are matched to the original forward by
+kernel and arguments, so state recomputed into fresh arrays is recognised.
+Fix: seed every carried state array's ``.grad`` before the segment's backward.
+
+Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
+and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
+``Tape.backward``.
+
+Findings are grouped by root cause (the user line to change) with a count.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch
+from warptrace.analysis.findings import Finding, RuleInfo, Severity
+from warptrace.analysis.model import K, Model
+from warptrace.analysis.rules.common import (
+    DOC_LIMITS,
+    Rule,
+    array_label,
+    finding,
+    grad_cleared,
+    join_names,
+    memory_key,
+)
+from warptrace.trace import schema as S
+
+WT303 = RuleInfo(
+    code="WT303",
+    name="unchained-boundary",
+    family="flow",
+    fix="before each segment's backward, seed the .grad of every state array the segment hands "
+    "to the next one with the adjoint the later segment produced for it",
+    doc=DOC_LIMITS,
+)
+
+
+def check(model: Model) -> list[Finding]:
+    df = model.dataflow
+    findings = []
+    calls = df.backward_calls
+    for call_a in calls[1:]:
+        call_b = calls[call_a.index - 1]
+        if call_b.epoch == call_a.epoch:
+            continue
+        epoch_a, epoch_b = df.epochs[call_a.epoch], df.epochs[call_b.epoch]
+        if not epoch_a.events or not epoch_b.events:
+            continue
+        seeded_grads = _seeded_memory(model, df, call_a)
+        if not seeded_grads:
+            continue  # a hand-seeded backward is what makes a checkpoint boundary
+        boundary = _boundary(model, df, epoch_a, epoch_b, call_b)
+        if not boundary:
+            continue
+        status = {}
+        for a_array, b_array in boundary:
+            status[(a_array, b_array)] = _chain_state(
+                model, df, a_array, b_array, call_a, call_b, seeded_grads
+            )
+        explicit = [pair for pair, state in status.items() if state == "seeded"]
+        missing = [pair for pair, state in status.items() if state == "missing"]
+        if not explicit or not missing:
+            continue
+        seeded_labels = [array_label(model, a) for a, _ in explicit]
+        missing_labels = [array_label(model, a) for a, _ in missing]
+        later_labels = [array_label(model, b) for _, b in missing]
+        seed_events = [ev for ev, _grad, _owner, _src in df.seeds(call_a) if ev != call_a.begin_ev]
+        related = [model.event_location(ev, "seed") for ev in seed_events[:3]]
+        related.append(model.location(call_b.site, "later segment's backward"))
+        message = (
+            f"this backward of a replayed segment is seeded with the adjoint of {join_names(seeded_labels)} from "
+            f"the later segment's backward (line {model.location(call_b.site).line}) but not with that of "
+            f"{join_names(missing_labels)}, which the later segment read (as {join_names(later_labels)}): the gradient "
+            "through it is dropped at this boundary"
+        )
+        findings.append(
+            finding(
+                WT303,
+                Severity.ERROR,
+                message,
+                model.location(call_a.site, "backward"),
+                related=related,
+                evidence={
+                    "first_seq": call_a.begin_seq,
+                    "backward_seqs": [call_b.begin_seq, call_a.begin_seq],
+                    "unseeded_array_ids": sorted(a for a, _ in missing),
+                    "seeded_array_ids": sorted(a for a, _ in explicit),
+                },
+                key=(call_a.site,),
+            )
+        )
+    return findings
+
+
+class _RowCodes:
+    """Per access row: an int code of its memory (equal codes <=> equal :func:`_memory_key`) and
+    of its argument path, so that (argument, memory) read signatures are plain ints."""
+
+    def __init__(self, model: Model, df: Dataflow) -> None:
+        self._df = df
+        self._lists: tuple[list, list, list, list] | None = None
+        ids = model.acc_array
+        unique, inverse = np.unique(ids, return_inverse=True)
+        codes: dict[tuple[int, int, int], int] = {}
+        key_code = np.array(
+            [codes.setdefault(memory_key(model, a), len(codes)) for a in unique.tolist()], dtype=np.int64
+        )
+        self.key = key_code[inverse.reshape(-1)] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.n_keys = max(len(codes), 1)
+        arg = np.asarray(model.acc_arg_code, dtype=np.int64)
+        field = np.asarray(model.acc_field_code, dtype=np.int64)
+        n_fields = int(field.max()) + 1 if len(field) else 1
+        n_args = int(arg.max()) + 1 if len(arg) else 1
+        if float(n_args) * n_fields * self.n_keys < 2.0**62:
+            self.path = arg * n_fields + field
+        else:  # python ints: no overflow
+            self.path = arg.astype(object) * n_fields + field.astype(object)
+
+    def lists(self) -> tuple[list, list, list, list]:
+        """Python lists of the row memory codes, path codes, read and write flags."""
+        if self._lists is None:
+            self._lists = (
+                self.key.tolist(),
+                self.path.tolist(),
+                self._df.is_read.tolist(),
+                self._df.is_write.tolist(),
+            )
+        return self._lists
+
+    def read_codes(self, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        return self.path[rows] * self.n_keys + keys
+
+
+def _row_codes(model: Model, df: Dataflow) -> _RowCodes:
+    cached = getattr(df, "_wt303_codes", None)
+    if cached is None:
+        cached = df._wt303_codes = _RowCodes(model, df)
+    return cached
+
+
+def _boundary(
+    model: Model, df: Dataflow, epoch_a: Epoch, epoch_b: Epoch, call_b: BackwardCall
+) -> list[tuple[int, int]]:
+    """State handed from segment A to segment B: (array A wrote, array B read) pairs of the same
+    memory, or of memory the original forward wrote where A's replay wrote fresh arrays.
+
+    Segment A's launches are matched, in order, to earlier launches of the same kernel whose
+    read arguments are the same memory once A's own outputs are mapped to the originals."""
+    codes = _row_codes(model, df)
+    # exposed inputs of B: read before B writes them (by an earlier event); and B's objective reads
+    objective_b = df.objective_events(call_b)
+    evs_b = np.asarray(epoch_b.events, dtype=np.int64)
+    rows, index = df.rows_of_events(evs_b)
+    if len(rows) == 0:
+        return []
+    in_objective = np.fromiter((ev in objective_b for ev in epoch_b.events), dtype=bool, count=len(evs_b))
+    keys_b = codes.key[rows]
+    unique, inverse = np.unique(keys_b, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    writes = df.is_write[rows]
+    first_write = np.full(len(unique), len(evs_b), dtype=np.int64)
+    np.minimum.at(first_write, inverse[writes], index[writes])
+    exposed_rows = np.nonzero(df.is_read[rows] & in_objective[index] & (first_write[inverse] >= index))[0]
+    if len(exposed_rows) == 0:
+        return []
+    slots, first = np.unique(inverse[exposed_rows], return_index=True)
+    exposed = dict(zip(unique[slots].tolist(), model.acc_array[rows[exposed_rows[first]]].tolist()))
+    originals, launch_reads = _original_launches(model, df)
+    start_a = int(model.seq[epoch_a.events[0]])
+    mapping: dict[int, int] = {}
+    out_a: dict[int, int] = {}
+    provenance = df.provenance
+    key_l, path_l, read_l, write_l = codes.lists()
+    acc_start, acc_stop = model.acc_start, model.acc_stop
+    written: dict[int, list[tuple[int, int]]] = {}
+    for ev in epoch_a.events:
+        leaves = provenance.get(ev)
+        if leaves is None:
+            continue
+        lo, hi = int(acc_start[ev]), int(acc_stop[ev])
+        signature = launch_reads.get(ev)
+        if signature is None or any(
+            mapping.get(key_l[r], key_l[r]) != key_l[r] for r in range(lo, hi) if read_l[r]
+        ):
+            signature = tuple(
+                sorted(
+                    path_l[r] * codes.n_keys + mapping.get(key_l[r], key_l[r])
+                    for r in range(lo, hi)
+                    if read_l[r]
+                )
+            )
+        seqs, evs = originals.get((int(model.kernel[ev]), signature), ((), ()))
+        j = bisect.bisect_left(seqs, start_a)
+        outputs = None
+        if j > 0:
+            original = evs[j - 1]
+            outputs = written.get(original)
+            if outputs is None:
+                outputs = written[original] = [
+                    (path_l[r], key_l[r])
+                    for r in range(int(acc_start[original]), int(acc_stop[original]))
+                    if write_l[r]
+                ]
+        for r in range(lo, hi):
+            if not write_l[r]:
+                continue
+            key = key_l[r]
+            if outputs:
+                path = path_l[r]
+                for opath, okey in outputs:
+                    if opath == path:
+                        mapping[key] = okey
+            if leaves:
+                out_a[mapping.get(key, key)] = model.acc_array[r].item()
+    return [(a_array, exposed[key]) for key, a_array in out_a.items() if key in exposed]
+
+
+def _original_launches(
+    model: Model, df: Dataflow
+) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[int, ...]]]:
+    """(kernel, sorted read arguments as memory codes) -> (seqs, events) of the forward launches
+    with them; and the sorted read codes of each such launch."""
+    cached = getattr(df, "_wt303_originals", None)
+    if cached is not None:
+        return cached
+    codes = _row_codes(model, df)
+    index: dict[tuple, tuple[list[int], list[int]]] = {}
+    launches = np.nonzero((model.kind == K[S.LAUNCH]) & ~model.adjoint & (model.phase == S.FORWARD))[0]
+    rows, position = df.rows_of_events(launches)
+    read = df.is_read[rows]
+    rows, position = rows[read], position[read]
+    values = codes.read_codes(rows, codes.key[rows])
+    if values.dtype == object:
+        order = sorted(range(len(values)), key=lambda i: (int(position[i]), values[i]))
+        order = np.asarray(order, dtype=np.int64)
+    else:
+        order = np.lexsort((values, position))
+    values = values[order].tolist()
+    position = position[order]
+    cuts = np.searchsorted(position, np.arange(len(launches) + 1), side="left").tolist()
+    kernels = model.kernel[launches].tolist()
+    seqs = model.seq[launches].tolist()
+    reads_of: dict[int, tuple[int, ...]] = {}
+    for i, ev in enumerate(launches.tolist()):
+        signature = reads_of[ev] = tuple(values[cuts[i] : cuts[i + 1]])
+        entry = index.get((int(kernels[i]), signature))
+        if entry is None:
+            entry = index[(int(kernels[i]), signature)] = ([], [])
+        entry[0].append(int(seqs[i]))
+        entry[1].append(ev)
+    df._wt303_originals = (index, reads_of)
+    return index, reads_of
+
+
+def _seeded_memory(model: Model, df: Dataflow, call: BackwardCall) -> dict[tuple[int, int, int], int]:
+    """Gradient memory given a hand seed before the call's adjoints -> seeding event."""
+    out = {}
+    for ev, grad_id, _owner, _from_grad in df.seeds(call):
+        if grad_id >= 0:
+            out[memory_key(model, grad_id)] = ev
+    return out
+
+
+def _chain_state(
+    model: Model,
+    df: Dataflow,
+    a_array: int,
+    b_array: int,
+    call_a: BackwardCall,
+    call_b: BackwardCall,
+    seeded: dict[tuple[int, int, int], int],
+) -> str:
+    """How the boundary array's gradient reaches segment A's backward: ``"seeded"`` (a hand seed),
+    ``"chained"`` (same memory; the later backward's adjoint is still there) or ``"missing"``."""
+    grad_a = df.grad_array(a_array, call_a.begin_seq)
+    if grad_a < 0:
+        return "missing"
+    key = memory_key(model, grad_a)
+    if key in seeded:
+        return "seeded"
+    grad_b = df.grad_array(b_array, call_b.begin_seq)
+    if (
+        grad_b >= 0
+        and memory_key(model, grad_b) == key
+        and df.fills(grad_a, call_b.index)
+        and not grad_cleared(model, df, grad_a, call_b.end_seq, call_a.begin_seq)
+    ):
+        return "chained"
+    return "missing"
+
+
+RULE = Rule((WT303,), check)
