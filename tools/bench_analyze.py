@@ -37,6 +37,7 @@ not registered in ``ALL_RULES`` yet.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import math
@@ -92,9 +93,9 @@ def _child(path: str, all_rule_modules: bool, profile: int) -> None:
     if all_rule_modules:
         for module_info in pkgutil.iter_modules(rules_package.__path__):
             module = importlib.import_module(f"{rules_package.__name__}.{module_info.name}")
-            check = getattr(module, "check", None)
-            if callable(check) and check not in rules:
-                rules.append(check)
+            rule = getattr(module, "RULE", None)
+            if rule is not None and rule not in rules:
+                rules.append(rule)
 
     nested: list[float] = []  # time spent in timed callees of the running timed call (exclusive timings)
 
@@ -128,7 +129,10 @@ def _child(path: str, all_rule_modules: bool, profile: int) -> None:
         return timed(name, wrapper)
 
     report_module.Model = timed("model", report_module.Model)
-    report_module.ALL_RULES = tuple(guarded(f"rule {r.__module__.rsplit('.', 1)[-1]}", r) for r in rules)
+    report_module.ALL_RULES = tuple(
+        dataclasses.replace(r, check=guarded(f"rule {r.check.__module__.rsplit('.', 1)[-1]}", r.check))
+        for r in rules
+    )
     dataflow_cls = getattr(dataflow_module, "Dataflow", None)
     if dataflow_cls is not None:
         dataflow_cls.__init__ = timed("dataflow", dataflow_cls.__init__)

@@ -22,7 +22,7 @@ import json
 import linecache
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,9 +33,6 @@ from warptrace.kernel_source import KERNEL, FunctionSource, KernelSource
 from warptrace.kernel_source import build as build_source_model
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
-
-if TYPE_CHECKING:
-    from warptrace.analysis.dataflow import Dataflow
 
 EVENT_KIND_CODES = S.EVENT_KIND_CODES  # re-exported for rules
 K = EVENT_KIND_CODES  # short alias for rules: K[S.LAUNCH]
@@ -515,13 +512,6 @@ class Model:
                 return True
             base = parent.base_id
         return False
-
-    @cached_property
-    def dataflow(self) -> Dataflow:
-        """Def-use edges, backward calls, tape epochs, gradient state and provenance (built on first use)."""
-        from warptrace.analysis.dataflow import Dataflow
-
-        return Dataflow(self)
 
 
 def _sorted_by(table: pa.Table, seq: np.ndarray) -> tuple[pa.Table, np.ndarray]:

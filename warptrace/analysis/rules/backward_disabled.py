@@ -15,6 +15,7 @@ Findings are grouped by root cause (the user line to change) with a count.
 
 from __future__ import annotations
 
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -39,7 +40,7 @@ WT307 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     disabled = {k for k, kernel in model.kernels.items() if not kernel.enable_backward}
     if not disabled:
         return []

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow, combine_codes
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, combine_codes, dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import (
@@ -45,7 +45,7 @@ WT308 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     adjoints = np.nonzero((model.kind == K[S.LAUNCH]) & model.adjoint)[0]
     findings = []
     pending: dict[int, dict[tuple, list[int]]] = {}

@@ -22,6 +22,7 @@ training loop is one finding whose count is the number of iterations it hit.
 
 from __future__ import annotations
 
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, finding, join_names
@@ -37,7 +38,7 @@ WT201 = RuleInfo(
 
 
 def _wt201(model: Model, pairs: list[tuple[int, int, list[int]]]) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     old_warp = (1, 0) <= model.warp_version < (1, 13)
     findings = []
     for first, ev, written in pairs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import Dataflow, combine_codes
+from warptrace.analysis.dataflow import Dataflow, combine_codes, dataflow_of
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import shared
 from warptrace.trace import schema as S
@@ -67,7 +67,7 @@ def _launch_signatures(model: Model, df: Dataflow, evs: np.ndarray) -> tuple[np.
 
 def _duplicate_pairs(model: Model) -> list[tuple[int, int, list[int]]]:
     """(first launch, duplicate launch, written access rows of the duplicate) on one tape epoch."""
-    df = model.dataflow
+    df = dataflow_of(model)
     launches = np.nonzero((df.ev_epoch >= 0) & (model.kind == K[S.LAUNCH]))[0]
     evs, signatures = _launch_signatures(model, df, launches)
     if len(evs) < 2:

@@ -23,7 +23,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, finding, join_names
@@ -40,7 +40,7 @@ WT203 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     calls = df.backward_calls
     if len(calls) < 2:
         return []

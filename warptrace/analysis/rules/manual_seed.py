@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -40,7 +40,7 @@ WT304 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     findings = []
     for call in df.backward_calls:
         if call.loss >= 0:

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -48,7 +48,7 @@ WT305 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     findings = []
     untaped = np.nonzero(
         (model.kind == K[S.LAUNCH])

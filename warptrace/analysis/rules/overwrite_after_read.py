@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import ArrayInfo, K, KernelInfo, Model, overlaps
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
@@ -531,7 +532,7 @@ def _grad_args(
         known = cache[("known", arrays.tobytes())] = all(a in model.arrays for a in arrays.tolist())
     if not known:
         return None
-    has = model.dataflow.has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
+    has = dataflow_of(model).has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
     key = (
         arrays.tobytes(),
         np.asarray(model.acc_arg_code[start:stop]).tobytes(),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import Dataflow
+from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, finding
@@ -39,7 +39,7 @@ WT202 = RuleInfo(
 
 
 def _wt202(model: Model, duplicates: set[tuple[int, int]]) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     retaining = {a for a, info in model.arrays.items() if info.retain_grad} | set(df._retain)
     if not retaining:
         return []

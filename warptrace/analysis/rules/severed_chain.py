@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -47,7 +47,7 @@ WT301 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     findings = []
     # the objective events (sorted) of each backpropagated epoch, and the reads they make of arrays
     # that may lack a gradient at the backward: rows that cannot (no such array, a gradient buffer,

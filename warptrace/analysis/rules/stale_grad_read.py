@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import Dataflow
+from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -43,7 +43,7 @@ WT306 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     findings = []
     grad_rows = np.nonzero(df.grad_row_mask & df.is_read & (model.phase[df.acc_ev] == S.FORWARD))[0]
     reads = [

@@ -23,6 +23,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import (
@@ -45,7 +46,7 @@ WT302 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     if len(df.backward_calls) < 2:
         return []
     # def-use edges from a recorded event of one epoch to a recorded event of another

@@ -21,7 +21,7 @@ import bisect
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -46,7 +46,7 @@ WT303 = RuleInfo(
 
 
 def check(model: Model) -> list[Finding]:
-    df = model.dataflow
+    df = dataflow_of(model)
     findings = []
     calls = df.backward_calls
     for call_a in calls[1:]:

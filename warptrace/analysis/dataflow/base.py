@@ -1,0 +1,76 @@
+"""The access columns every part of the dataflow works on (read/write/accumulate masks, byte
+hulls, the event of each access row), and small helpers shared by the parts."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from warptrace.analysis.model import Model
+from warptrace.trace import schema as S
+
+
+class DataflowBase:
+    """Per-access-row columns derived from the model once."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        m = model
+        n_rows = len(m.acc_seq)
+        # event index of each access row
+        self.acc_ev = m.acc_first_ev()
+        np.minimum(self.acc_ev, max(m.n_events - 1, 0), out=self.acc_ev)
+        # byte hull of each access row within its allocation
+        max_id = max(m.arrays, default=-1)
+        lo_of = np.zeros(max_id + 2, dtype=np.int64)
+        hi_of = np.zeros(max_id + 2, dtype=np.int64)
+        for info in m.arrays.values():
+            lo_of[info.array_id], hi_of[info.array_id] = info.hull
+        ids = np.clip(m.acc_array, -1, max_id + 1)
+        self.acc_lo = np.where(ids >= 0, lo_of[ids], 0)
+        self.acc_hi = np.where(ids >= 0, hi_of[ids], 0)
+        role = m.acc_role
+        self.is_read = (role & S.ROLE_READ) != 0
+        self.is_write = (role & S.ROLE_WRITE) != 0
+        flags = m.acc_flags
+        self.is_accumulate = (flags & S.FLAG_ACCUMULATE) != 0
+        self.is_store = self.is_write & ~self.is_accumulate
+        # the recorder could not analyse the kernel: every argument is marked read and stored
+        self.is_uncertain = (flags & S.FLAG_UNCERTAIN) != 0
+        executed = m.executed[self.acc_ev] if n_rows else np.zeros(0, dtype=bool)
+        self._exec = executed
+        self._K = S.EVENT_KIND_CODES
+
+    @cached_property
+    def dims(self) -> np.ndarray:
+        """Launch ``dim`` string of each event (None when null), as an object array."""
+        return np.array(self.model._dim.to_pylist(), dtype=object)
+
+
+def combine_codes(columns: list[np.ndarray]) -> np.ndarray:
+    """One non-negative int64 code per position of equally long integer columns: equal codes
+    <=> equal values in every column."""
+    if len(columns[0]) == 0:
+        return np.zeros(0, dtype=np.int64)
+    columns = [np.asarray(column, dtype=np.int64) for column in columns]
+    columns = [column - int(column.min()) for column in columns]
+    radix = [int(column.max()) + 1 for column in columns]
+    if float(np.prod(np.asarray(radix, dtype=np.float64))) < 2.0**62:
+        codes = columns[0]
+        for column, size in zip(columns[1:], radix[1:]):
+            codes = codes * size + column
+        return codes
+    return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def bisect_seq(changes: list[tuple[int, object]], seq: int) -> int:
+    """Number of changes with change seq <= seq."""
+    lo, hi = 0, len(changes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if changes[mid][0] <= seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

@@ -1,0 +1,299 @@
+"""Def-use edges: for every read access row, the write rows that produced the bytes it read
+(the nearest overlapping write, then earlier ones while the nearer writes only accumulate
+into or partly cover the read range). Computed with a sort and a binary search per
+allocation, stepping back a bounded number of writes: linear-ish in the number of access
+rows, never quadratic."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cached_property
+
+import numpy as np
+
+from warptrace.analysis.dataflow.base import DataflowBase
+
+# How many earlier writes a read steps over (per read) before the exact fallback.
+_STEP_LIMIT = 24
+# How many earlier writes the exact fallback scans per read (bounds pathological cases).
+_SCAN_LIMIT = 4096
+# How many producers a read keeps (the nearest ones).
+_PRODUCER_LIMIT = 8
+
+
+class DefUse(DataflowBase):
+    """Def-use edges: for every read access row, the write rows that produced the bytes it read"""
+
+    # ------------------------------------------------------------ def-use
+    def _build_edges(self) -> None:
+        m = self.model
+        valid = (m.acc_alloc >= 0) & self._exec
+        writes = np.nonzero(self.is_write & valid)[0]
+        reads = np.nonzero(self.is_read & valid)[0]
+        big = int(m.seq.max()) + 2 if m.n_events else 2
+        self._big = big
+        wkey = m.acc_alloc[writes] * big + m.acc_seq[writes]
+        order = np.argsort(wkey, kind="stable")
+        self.w_rows = writes[order]  # write rows sorted by (alloc, seq)
+        self.w_key = wkey[order]
+        self.w_alloc = m.acc_alloc[self.w_rows]
+        self.w_seq = m.acc_seq[self.w_rows]
+        self.w_lo = self.acc_lo[self.w_rows]
+        self.w_hi = self.acc_hi[self.w_rows]
+        self.w_store = self.is_store[self.w_rows]
+        stores = np.nonzero(self.w_store)[0]  # plain-store writes only, same order
+        self.s_key = self.w_key[stores]
+        self.s_rows, self.s_lo, self.s_hi = self.w_rows[stores], self.w_lo[stores], self.w_hi[stores]
+
+        readers, writers = self._writers_for(
+            m.acc_alloc[reads], self.acc_lo[reads], self.acc_hi[reads], m.acc_seq[reads]
+        )
+        self.edge_reader = reads[readers]  # access row of the read
+        self.edge_writer = writers  # access row of the write
+        order = np.argsort(self.edge_reader, kind="stable")
+        self.edge_reader = self.edge_reader[order]
+        self.edge_writer = self.edge_writer[order]
+        self.edge_reader_ev = self.acc_ev[self.edge_reader]
+        self.edge_writer_ev = self.acc_ev[self.edge_writer]
+        # edges of reader row r: _edge_start[r]:_edge_start[r + 1]
+        self._edge_start = np.zeros(len(m.acc_seq) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_reader, minlength=len(m.acc_seq)), out=self._edge_start[1:])
+
+    def _writers_for(
+        self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Def-use pairs (index into the query arrays, write row) for reads of [lo, hi) in ``alloc`` at ``seq``.
+
+        Steps back from the nearest earlier write of the same allocation; an
+        overlapping write is a producer; a plain store covering the whole range ends
+        the search (nothing earlier is visible). At most ``_PRODUCER_LIMIT`` producers
+        are kept per read: memory that is only ever accumulated into (a gradient, a
+        running sum) would otherwise link every read to its whole history."""
+        n = len(alloc)
+        found_q: list[np.ndarray] = []
+        found_w: list[np.ndarray] = []
+        if n == 0 or len(self.w_key) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        pos = np.searchsorted(self.w_key, alloc * self._big + seq, side="left") - 1
+        count = np.zeros(n, dtype=np.int64)
+        active = np.arange(n)
+        for _ in range(_STEP_LIMIT):
+            if len(active) == 0:
+                break
+            p = pos[active]
+            ok = p >= 0
+            ok[ok] = self.w_alloc[p[ok]] == alloc[active[ok]]
+            active, p = active[ok], p[ok]
+            if len(active) == 0:
+                break
+            overlap = (self.w_lo[p] < hi[active]) & (lo[active] < self.w_hi[p])
+            found_q.append(active[overlap])
+            found_w.append(self.w_rows[p[overlap]])
+            count[active[overlap]] += 1
+            covers = overlap & self.w_store[p] & (self.w_lo[p] <= lo[active]) & (self.w_hi[p] >= hi[active])
+            keep = ~covers & (count[active] < _PRODUCER_LIMIT)
+            active = active[keep]
+            pos[active] = p[keep] - 1
+        for q in active.tolist():  # rare: long runs of writes to other parts of the allocation
+            start = int(np.searchsorted(self.w_key, int(alloc[q]) * self._big, side="left"))
+            stop = int(pos[q]) + 1
+            start = max(start, stop - _SCAN_LIMIT)
+            if stop <= start:
+                continue
+            window = slice(start, stop)
+            overlap = (self.w_lo[window] < hi[q]) & (lo[q] < self.w_hi[window])
+            covers = (
+                overlap & self.w_store[window] & (self.w_lo[window] <= lo[q]) & (self.w_hi[window] >= hi[q])
+            )
+            idx = np.nonzero(overlap)[0]
+            last_cover = np.nonzero(covers)[0]
+            if len(last_cover):
+                idx = idx[idx >= last_cover[-1]]
+            idx = idx[max(0, len(idx) - (_PRODUCER_LIMIT - int(count[q]))) :]
+            found_q.append(np.full(len(idx), q, dtype=np.int64))
+            found_w.append(self.w_rows[start + idx])
+        if not found_q:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(found_q).astype(np.int64), np.concatenate(found_w).astype(np.int64)
+
+    def writer_rows(self, row: int) -> np.ndarray:
+        """Write rows that produced what access row ``row`` read (empty for writes or fresh memory)."""
+        return self.edge_writer[self._edge_start[row] : self._edge_start[row + 1]]
+
+    def rows_of_events(self, evs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The access rows of each event of ``evs`` in turn (``accesses_of``), and for each row the
+        position in ``evs`` of its event."""
+        m = self.model
+        start, stop = m.acc_start[evs], m.acc_stop[evs]
+        counts = stop - start
+        offsets = np.cumsum(counts) - counts
+        rows = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(start - offsets, counts)
+        return rows, np.repeat(np.arange(len(evs), dtype=np.int64), counts)
+
+    def writer_events(self, ev: int) -> set[int]:
+        """Events whose writes the reads of event ``ev`` saw."""
+        m = self.model
+        start, stop = int(m.acc_start[ev]), int(m.acc_stop[ev])
+        a, b = int(self._edge_start[start]), int(self._edge_start[stop])
+        return set(self.edge_writer_ev[a:b].tolist())
+
+    def writers_of_memory(self, array_id: int, seq: int) -> list[int]:
+        """Write rows visible to a read of the whole of ``array_id`` at ``seq`` (newest first)."""
+        info = self.model.arrays.get(int(array_id))
+        if info is None or info.alloc_id < 0:
+            return []
+        lo, hi = info.hull
+        _, rows = self._writers_for(
+            np.array([info.alloc_id]), np.array([lo]), np.array([hi]), np.array([seq])
+        )
+        return rows.tolist()
+
+    def writes_between(self, array_id: int, after_seq: int, before_seq: int) -> np.ndarray:
+        """Write rows overlapping ``array_id`` with after_seq < seq < before_seq, in time order."""
+        info = self.model.arrays.get(int(array_id))
+        if info is None or info.alloc_id < 0:
+            return np.zeros(0, dtype=np.int64)
+        lo, hi = info.hull
+        base = info.alloc_id * self._big
+        start = int(np.searchsorted(self.w_key, base + after_seq, side="right"))
+        stop = int(np.searchsorted(self.w_key, base + before_seq, side="left"))
+        if stop <= start:
+            return np.zeros(0, dtype=np.int64)
+        window = slice(start, stop)
+        overlap = (self.w_lo[window] < hi) & (lo < self.w_hi[window])
+        return self.w_rows[start + np.nonzero(overlap)[0]]
+
+    def reads_between(self, array_id: int, after_seq: int, before_seq: int) -> np.ndarray:
+        """Read rows overlapping ``array_id`` with after_seq < seq < before_seq, in time order."""
+        m = self.model
+        info = m.arrays.get(int(array_id))
+        if info is None or info.alloc_id < 0:
+            return np.zeros(0, dtype=np.int64)
+        entry = self._read_rows_by_alloc.get(info.alloc_id)
+        if entry is None:
+            return np.zeros(0, dtype=np.int64)
+        rows, seqs, lows, highs = entry
+        start = int(np.searchsorted(seqs, after_seq, side="right"))
+        stop = int(np.searchsorted(seqs, before_seq, side="left"))
+        lo, hi = info.hull
+        overlap = (lows[start:stop] < hi) & (lo < highs[start:stop])
+        return rows[start:stop][overlap]
+
+    def iter_writes(self, array_id: int, after_seq: int, before_seq: int | None = None) -> Iterator[int]:
+        """Write rows overlapping ``array_id`` after ``after_seq`` (and before ``before_seq``), in time
+        order, lazily: callers that stop at the first match cost O(log n + matches)."""
+        info = self.model.arrays.get(int(array_id))
+        if info is None or info.alloc_id < 0:
+            return
+        lo, hi = info.hull
+        base = info.alloc_id * self._big
+        start = int(np.searchsorted(self.w_key, base + after_seq, side="right"))
+        stop_seq = self._big - 1 if before_seq is None else before_seq
+        stop = int(np.searchsorted(self.w_key, base + stop_seq, side="left"))
+        yield from self._chunked(start, stop, self.w_lo, self.w_hi, self.w_rows, lo, hi)
+
+    def next_store(self, array_id: int, after_seq: int, before_seq: int | None = None) -> int:
+        """The first plain-store write row (memset, copy, ``y[i] = ...``) overlapping ``array_id``
+        after ``after_seq`` (before ``before_seq``), or -1. Skips accumulations in O(log n)."""
+        info = self.model.arrays.get(int(array_id))
+        if info is None or info.alloc_id < 0:
+            return -1
+        lo, hi = info.hull
+        base = info.alloc_id * self._big
+        start = int(np.searchsorted(self.s_key, base + after_seq, side="right"))
+        stop_seq = self._big - 1 if before_seq is None else before_seq
+        stop = int(np.searchsorted(self.s_key, base + stop_seq, side="left"))
+        for row in self._chunked(start, stop, self.s_lo, self.s_hi, self.s_rows, lo, hi):
+            return row
+        return -1
+
+    def write_index(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The write rows for which ``keep[row]`` holds, in :meth:`iter_writes` order (allocation,
+        then seq): (keys, lo, hi, rows), for :meth:`first_writes`."""
+        sel = np.nonzero(keep[self.w_rows])[0]
+        return self.w_key[sel], self.w_lo[sel], self.w_hi[sel], self.w_rows[sel]
+
+    def first_writes(
+        self,
+        index: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        alloc: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        after_seq: np.ndarray,
+        before_seq: np.ndarray,
+    ) -> np.ndarray:
+        """Vectorized first match of :meth:`iter_writes` over a :meth:`write_index`: per query, the
+        first write row of ``index`` overlapping bytes [lo, hi) of allocation ``alloc`` with
+        after_seq < seq < before_seq, or -1 (always -1 where ``alloc`` < 0)."""
+        keys, lows, highs, rows = index
+        n = len(alloc)
+        found = np.full(n, -1, dtype=np.int64)
+        if n == 0 or len(keys) == 0:
+            return found
+        base = alloc * self._big
+        pos = np.searchsorted(keys, base + after_seq, side="right")
+        stop = np.searchsorted(keys, base + before_seq, side="left")
+        active = np.nonzero((pos < stop) & (alloc >= 0))[0]
+        for _ in range(_STEP_LIMIT):
+            if len(active) == 0:
+                break
+            p = pos[active]
+            hit = (lows[p] < hi[active]) & (lo[active] < highs[p])
+            found[active[hit]] = rows[p[hit]]
+            active = active[~hit]
+            pos[active] += 1
+            active = active[pos[active] < stop[active]]
+        for q in active.tolist():  # rare: long runs of writes to other parts of the allocation
+            start, end = int(pos[q]), int(stop[q])
+            hits = np.nonzero((lows[start:end] < hi[q]) & (lo[q] < highs[start:end]))[0]
+            if len(hits):
+                found[q] = rows[start + hits[0]]
+        return found
+
+    def iter_reads(self, array_id: int, after_seq: int, before_seq: int | None = None) -> Iterator[int]:
+        """Read rows overlapping ``array_id`` after ``after_seq`` (and before ``before_seq``), lazily."""
+        m = self.model
+        info = m.arrays.get(int(array_id))
+        if info is None or info.alloc_id < 0:
+            return
+        entry = self._read_rows_by_alloc.get(info.alloc_id)
+        if entry is None:
+            return
+        rows, seqs, lows, highs = entry
+        start = int(np.searchsorted(seqs, after_seq, side="right"))
+        stop = len(rows) if before_seq is None else int(np.searchsorted(seqs, before_seq, side="left"))
+        lo, hi = info.hull
+        yield from self._chunked(start, stop, lows, highs, rows, lo, hi)
+
+    @staticmethod
+    def _chunked(
+        start: int, stop: int, lows: np.ndarray, highs: np.ndarray, rows: np.ndarray, lo: int, hi: int
+    ) -> Iterator[int]:
+        size = 64
+        while start < stop:
+            end = min(stop, start + size)
+            window = slice(start, end)
+            hits = np.nonzero((lows[window] < hi) & (lo < highs[window]))[0]
+            yield from (int(r) for r in rows[start + hits])
+            start = end
+            size = min(size * 4, 1 << 16)
+
+    @cached_property
+    def _read_rows_by_alloc(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """alloc -> (read rows, their seqs, lo, hi), in time order."""
+        m = self.model
+        rows = np.nonzero(self.is_read & (m.acc_alloc >= 0))[0]
+        order = np.argsort(m.acc_alloc[rows], kind="stable")
+        rows = rows[order]
+        allocs = m.acc_alloc[rows]
+        table: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        if len(rows):
+            cuts = np.nonzero(np.diff(allocs))[0] + 1
+            for chunk in np.split(rows, cuts):
+                table[int(m.acc_alloc[chunk[0]])] = (
+                    chunk,
+                    m.acc_seq[chunk],
+                    self.acc_lo[chunk],
+                    self.acc_hi[chunk],
+                )
+        return table

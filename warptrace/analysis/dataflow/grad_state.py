@@ -1,0 +1,185 @@
+"""Gradient state over time: whether an array object has a ``.grad`` at a given seq
+(``requires_grad`` at registration, then ``set_requires_grad``/``set_grad`` events), whether it
+keeps its gradient (``retain_grad``), which array is its ``.grad`` then, and whose gradient a
+grad buffer is."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from warptrace.analysis.dataflow.base import bisect_seq
+from warptrace.analysis.dataflow.tapes import Tapes
+from warptrace.trace import schema as S
+
+
+class GradState(Tapes):
+    """Gradient state over time: whether an array object has a ``.grad`` at a given seq"""
+
+    # ------------------------------------------------------------ gradient state
+    def _build_grad_state(self) -> None:
+        m = self.model
+        K = self._K
+        # array_id -> [(seq, has_grad)] changes; array_id -> [(seq, grad array id)]
+        self._has_grad: dict[int, list[tuple[int, bool]]] = {}
+        self._retain: dict[int, list[tuple[int, bool]]] = {}
+        self._grad_ids: dict[int, list[tuple[int, int]]] = {}
+        self.grad_owner: dict[int, int] = {}  # grad array id -> owner array id
+        for info in m.arrays.values():
+            if info.grad_of >= 0:
+                self.grad_owner[info.array_id] = info.grad_of
+                self._grad_ids.setdefault(info.grad_of, []).append((info.seq, info.array_id))
+                # a registered .grad means the owner has one from then on, whatever the owner's
+                # requires_grad column says (``wp.array(data, requires_grad=True)`` registers the
+                # owner before the flag is set)
+                self._has_grad.setdefault(info.grad_of, []).append((info.seq, True))
+        events = np.nonzero(np.isin(m.kind, [K[S.SET_REQUIRES_GRAD], K[S.SET_RETAIN_GRAD], K[S.SET_GRAD]]))[0]
+        for ev in events.tolist():
+            kind = m.kind[ev]
+            array_id = int(m.array_id[ev])
+            seq = int(m.seq[ev])
+            if kind == K[S.SET_REQUIRES_GRAD]:
+                value = bool(m.value[ev]) if not np.isnan(m.value[ev]) else True
+                self._has_grad.setdefault(array_id, []).append((seq, value))
+            elif kind == K[S.SET_RETAIN_GRAD]:
+                value = bool(m.value[ev]) if not np.isnan(m.value[ev]) else True
+                self._retain.setdefault(array_id, []).append((seq, value))
+            else:
+                ref = int(m.ref_id[ev])
+                self._has_grad.setdefault(array_id, []).append((seq, ref >= 0))
+                self._grad_ids.setdefault(array_id, []).append((seq, ref))
+                if ref >= 0:
+                    self.grad_owner.setdefault(ref, array_id)
+        for changes in (*self._has_grad.values(), *self._retain.values(), *self._grad_ids.values()):
+            changes.sort()
+
+    @staticmethod
+    def _at(changes: list[tuple[int, object]] | None, seq: int, initial: object) -> object:
+        if not changes:
+            return initial
+        i = bisect_seq(changes, seq)
+        return changes[i - 1][1] if i > 0 else initial
+
+    def has_grad(self, array_id: int, seq: int) -> bool:
+        """Whether array object ``array_id`` has a ``.grad`` at ``seq`` (a backward would write one)."""
+        info = self.model.arrays.get(int(array_id))
+        initial = bool(info.requires_grad) if info else False
+        return bool(self._at(self._has_grad.get(int(array_id)), seq, initial))
+
+    def grad_since(self, array_id: int, never: int) -> int:
+        """The first seq from which :meth:`has_grad` is true at every seq (``-2**63`` when
+        always; ``never`` when it ends false)."""
+        info = self.model.arrays.get(int(array_id))
+        state = bool(info.requires_grad) if info else False
+        changes = self._has_grad.get(int(array_id)) or []
+        since = np.iinfo(np.int64).min if state else never
+        for seq, value in changes:  # sorted: the last change at or before a seq decides
+            if value and not state:
+                since = seq
+            elif not value:
+                since = never
+            state = bool(value)
+        return since
+
+    def retains_grad(self, array_id: int, seq: int) -> bool:
+        info = self.model.arrays.get(int(array_id))
+        initial = bool(info.retain_grad) if info else False
+        return bool(self._at(self._retain.get(int(array_id)), seq, initial))
+
+    def grad_array(self, array_id: int, seq: int) -> int:
+        """The array object that is ``array_id``'s ``.grad`` at ``seq`` (-1 when none)."""
+        if not self.has_grad(array_id, seq):
+            return -1
+        grad = self._at(self._grad_ids.get(int(array_id)), seq, -1)
+        if grad == -1:  # registered after seq (e.g. lazily): take the first one
+            changes = self._grad_ids.get(int(array_id))
+            grad = changes[0][1] if changes else -1
+        return int(grad)
+
+    def owner_of(self, grad_id: int) -> int:
+        """Whose gradient the array object ``grad_id`` is (following views up to a grad); -1."""
+        m = self.model
+        seen = 0
+        current = int(grad_id)
+        while current >= 0 and seen < 64:
+            if current in self.grad_owner:
+                return self.grad_owner[current]
+            info = m.arrays.get(current)
+            if info is None:
+                return -1
+            current = info.base_id
+            seen += 1
+        return -1
+
+    @cached_property
+    def grad_row_mask(self) -> np.ndarray:
+        """Access rows touching a gradient buffer."""
+        m = self.model
+        mask = (m.acc_flags & S.FLAG_GRAD) != 0
+        grad_ids = {a for a in m.arrays if m.is_grad_array(a)} | set(self.grad_owner)
+        if grad_ids:
+            mask |= np.isin(m.acc_array, np.fromiter(grad_ids, dtype=np.int64))
+        return mask
+
+    @cached_property
+    def _grad_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Flattened has-grad change lists: (sorted array ids, their segment starts and stops,
+        change seqs, change values, initial state per dense array slot)."""
+        m = self.model
+        ids = sorted(self._has_grad)
+        starts, stops, seqs, values = [], [], [], []
+        for array_id in ids:
+            changes = self._has_grad[array_id]
+            starts.append(len(seqs))
+            seqs += [seq for seq, _ in changes]
+            values += [bool(v) for _, v in changes]
+            stops.append(len(seqs))
+        max_id = max(m.arrays, default=-1)
+        initial = np.zeros(max(max_id, -1) + 2, dtype=bool)
+        for info in m.arrays.values():
+            if info.array_id >= 0:
+                initial[info.array_id] = bool(info.requires_grad)
+        return (
+            np.asarray(ids, dtype=np.int64),
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(stops, dtype=np.int64),
+            np.asarray(seqs, dtype=np.int64),
+            np.asarray(values, dtype=bool),
+            initial,
+        )
+
+    def has_grad_many(self, array_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """:meth:`has_grad` of each (array id, seq) pair, vectorized."""
+        array_ids = np.asarray(array_ids, dtype=np.int64)
+        seqs = np.asarray(seqs, dtype=np.int64)
+        out = np.zeros(len(array_ids), dtype=bool)
+        if len(array_ids) == 0:
+            return out
+        ids, starts, stops, ch_seq, ch_val, initial = self._grad_table
+        max_slot = len(initial) - 1
+        dense = (array_ids >= 0) & (array_ids < max_slot)
+        out[dense] = initial[array_ids[dense]]
+        # ids outside the dense table: the exact test
+        for i in np.nonzero(~dense)[0].tolist():
+            out[i] = self.has_grad(int(array_ids[i]), int(seqs[i]))
+        if len(ids) == 0:
+            return out
+        rank = np.searchsorted(ids, array_ids)
+        rank_c = np.minimum(rank, len(ids) - 1)
+        hit = dense & (ids[rank_c] == array_ids)
+        if not np.any(hit):
+            return out
+        q = np.nonzero(hit)[0]
+        r = rank_c[q]
+        s = seqs[q]
+        # per query: number of changes of its array with seq <= query seq
+        seg_rank = np.repeat(np.arange(len(ids), dtype=np.int64), stops - starts)
+        low = min(int(ch_seq.min()), int(s.min())) if len(ch_seq) else int(s.min())
+        high = max(int(ch_seq.max()), int(s.max())) if len(ch_seq) else int(s.max())
+        span = high - low + 2
+        keys = seg_rank * span + (ch_seq - low)
+        pos = np.searchsorted(keys, r * span + (s - low), side="right") - 1
+        changed = pos >= starts[r]
+        out[q[changed]] = ch_val[pos[changed]]
+        return out

@@ -1,0 +1,125 @@
+"""Provenance: for every recorded forward event, the differentiable leaves (arrays with a
+gradient that no recorded event produced: parameters, initial states) whose values flowed
+into it along recorded launches and copies."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from warptrace.analysis.dataflow.seeds import Seeds
+from warptrace.trace import schema as S
+
+
+class Provenance(Seeds):
+    """Provenance: for every recorded forward event, the differentiable leaves (arrays with a"""
+
+    # ------------------------------------------------------------ provenance
+    def root_array(self, array_id: int) -> int:
+        """The owning array object of a view (the object the user allocated)."""
+        m = self.model
+        current = int(array_id)
+        for _ in range(64):
+            info = m.arrays.get(current)
+            if info is None or info.base_id < 0 or info.base_id not in m.arrays:
+                return current
+            current = info.base_id
+        return current
+
+    @cached_property
+    def provenance(self) -> dict[int, frozenset[int]]:
+        """For each recorded forward event (and unrecorded copies inside a tape scope): the
+        differentiable leaves whose values reached it through recorded events.
+
+        A read of an array that has a ``.grad`` (at the backward that replays the event)
+        and that no recorded event produced is a leaf: a parameter or an initial state.
+        Values flow from writer to reader along def-use edges between recorded events,
+        across tapes too (state carried from one tape to the next keeps its leaves)."""
+        m = self.model
+        K = self._K
+        prov: dict[int, frozenset[int]] = {}
+        scope = m.recorded | ((m.kind == K[S.COPY]) & (m.tape >= 0))
+        scope &= (m.phase == S.FORWARD) & ~m.adjoint & (m.parent < 0)
+        empty: frozenset[int] = frozenset()
+        interned: dict[frozenset[int], frozenset[int]] = {empty: empty}
+        scope_evs = np.nonzero(scope)[0]
+        if len(scope_evs) == 0:
+            return prov
+        # when each event is replayed (the seq its leaves' gradients are looked up at)
+        when_of: dict[tuple[int, int], int] = {}
+        whens = np.empty(len(scope_evs), dtype=np.int64)
+        for i, ev in enumerate(scope_evs.tolist()):
+            seq = int(m.seq[ev])
+            if m.recorded[ev]:
+                uid = int(self.ev_epoch[ev])
+                cache_key = (uid, seq)
+                when = when_of.get(cache_key)
+                if when is None:
+                    call = self.backward_of_event(ev)
+                    when = when_of[cache_key] = call.begin_seq if call else seq
+            else:
+                when = seq
+            whens[i] = when
+        rows, index = self.rows_of_events(scope_evs)
+        read = self.is_read[rows]
+        rows, index = rows[read], index[read]
+        # producers: def-use edges from an earlier in-scope event (already in prov)
+        starts, stops = self._edge_start[rows], self._edge_start[rows + 1]
+        counts = stops - starts
+        offsets = np.cumsum(counts) - counts
+        edges = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts - offsets, counts)
+        edge_row = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+        writer_ev = self.edge_writer_ev[edges]
+        reader_ev = scope_evs[index[edge_row]]
+        live = scope[writer_ev] & (writer_ev < reader_ev)
+        produced = np.zeros(len(rows), dtype=bool)
+        produced[edge_row[live]] = True
+        live_index = index[edge_row[live]]
+        live_writer = writer_ev[live]
+        # leaves: unproduced reads of arrays with a gradient, not of a gradient buffer
+        cand = ~produced & ~self.grad_row_mask[rows]
+        leaf = np.zeros(len(rows), dtype=bool)
+        if np.any(cand):
+            leaf[cand] = self.has_grad_many(m.acc_array[rows[cand]], whens[index[cand]])
+        leaf_index = index[leaf]
+        leaf_array = m.acc_array[rows[leaf]]
+        roots: dict[int, int] = {}
+        n = len(scope_evs)
+        w_cut = np.searchsorted(live_index, np.arange(n + 1), side="left").tolist()
+        l_cut = np.searchsorted(leaf_index, np.arange(n + 1), side="left").tolist()
+        writers_list = live_writer.tolist()
+        leaves_list = leaf_array.tolist()
+        unions: dict[tuple, frozenset[int]] = {}
+        for i, ev in enumerate(scope_evs.tolist()):
+            parts = {id(p): p for p in (prov[w] for w in writers_list[w_cut[i] : w_cut[i + 1]])}
+            own = leaves_list[l_cut[i] : l_cut[i + 1]]
+            if own:
+                own_set = set()
+                for array_id in own:
+                    root = roots.get(array_id)
+                    if root is None:
+                        root = roots[array_id] = self.root_array(array_id)
+                    own_set.add(root)
+                leaves: set[int] = set(own_set)
+                for part in parts.values():
+                    leaves |= part
+                key = frozenset(leaves)
+                prov[ev] = interned.setdefault(key, key)
+                continue
+            if not parts:
+                prov[ev] = empty
+                continue
+            if len(parts) == 1:
+                prov[ev] = next(iter(parts.values()))
+                continue
+            ukey = tuple(sorted(parts))
+            cached = unions.get(ukey)
+            if cached is None:
+                union: set[int] = set()
+                for part in parts.values():
+                    union |= part
+                key = frozenset(union)
+                cached = unions[ukey] = interned.setdefault(key, key)
+            prov[ev] = cached
+        return prov

@@ -1,0 +1,310 @@
+"""Seeds and fills of gradient buffers: which backward calls fill which gradient memory, the
+seeds a backward starts from (``loss=``, ``grads=``, a hand-filled ``.grad``), the objective
+slice of a backward, and when a gradient buffer was zeroed."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from warptrace.analysis.dataflow.grad_state import GradState
+from warptrace.analysis.dataflow.tapes import BackwardCall
+from warptrace.trace import schema as S
+
+
+@dataclass
+class FillGroups:
+    """Per gradient memory filled by backward calls (see :attr:`Dataflow.fill_groups`), in order of
+    first fill: its (alloc, lo, hi), its first fill row and first fill row made by an adjoint launch
+    (-1 when none); ``calls[cuts[g]:cuts[g + 1]]`` are the calls filling memory ``g``."""
+
+    alloc: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    first_row: np.ndarray
+    adjoint_row: np.ndarray
+    cuts: np.ndarray
+    calls: np.ndarray
+
+
+class Seeds(GradState):
+    """Seeds and fills of gradient buffers: which backward calls fill which gradient memory, the"""
+
+    # ------------------------------------------------------------ what backward calls fill
+    @cached_property
+    def fill_rows(self) -> np.ndarray:
+        """Access rows by which a backward call adds gradient into a ``.grad`` buffer: adjoint
+        accumulations, and read-modify-write stores such as the copy adjoint's ``a = a + b``
+        (a launch inside the backward that reads the gradient memory it overwrites)."""
+        m = self.model
+        K = self._K
+        candidates = (
+            self.grad_row_mask
+            & self.is_write
+            & (m.phase[self.acc_ev] == S.BACKWARD)
+            & (m.kind[self.acc_ev] == K[S.LAUNCH])
+            & (m.acc_alloc >= 0)
+        )
+        accumulating = candidates & self.is_accumulate
+        for row in np.nonzero(candidates & ~self.is_accumulate & ~m.adjoint[self.acc_ev])[0].tolist():
+            ev = int(self.acc_ev[row])
+            for other in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
+                if (
+                    self.is_read[other]
+                    and m.acc_alloc[other] == m.acc_alloc[row]
+                    and self.acc_lo[other] < self.acc_hi[row]
+                    and self.acc_lo[row] < self.acc_hi[other]
+                ):
+                    accumulating[row] = True
+                    break
+        return np.nonzero(accumulating)[0]
+
+    @cached_property
+    def grad_fills(self) -> dict[tuple[int, int, int], list[int]]:
+        """Gradient memory (alloc, lo, hi) -> backward call indexes whose adjoint launches
+        accumulate into it, in time order (the loss seed and consumption are not fills)."""
+        groups = self.fill_groups
+        calls = groups.calls.tolist()
+        cuts = groups.cuts.tolist()
+        return {
+            (alloc, lo, hi): calls[cuts[g] : cuts[g + 1]]
+            for g, (alloc, lo, hi) in enumerate(
+                zip(groups.alloc.tolist(), groups.lo.tolist(), groups.hi.tolist())
+            )
+        }
+
+    @cached_property
+    def fill_groups(self) -> FillGroups:
+        """:attr:`grad_fills` as numpy columns: the fill rows run by a backward call, grouped by
+        gradient memory (alloc, lo, hi) in order of first fill; per memory, the calls filling it in
+        row order with repeats of the same call in a row dropped."""
+        m = self.model
+        rows = self.fill_rows
+        calls = self.ev_backward[self.acc_ev[rows]]
+        keep = calls >= 0
+        rows, calls = rows[keep], calls[keep]
+        n = len(rows)
+        alloc, lo, hi = m.acc_alloc[rows], self.acc_lo[rows], self.acc_hi[rows]
+        order = np.lexsort((hi, lo, alloc))  # stable: each memory's rows stay in row order
+        a, lo_s, hi_s, c = alloc[order], lo[order], hi[order], calls[order]
+        new_group = np.ones(n, dtype=bool)
+        new_group[1:] = (a[1:] != a[:-1]) | (lo_s[1:] != lo_s[:-1]) | (hi_s[1:] != hi_s[:-1])
+        starts = np.nonzero(new_group)[0]
+        group = np.cumsum(new_group) - 1  # group of each sorted position (groups in memory order)
+        # number the groups by first fill (their first sorted position holds their first row)
+        rank = np.empty(len(starts), dtype=np.int64)
+        rank[np.argsort(order[starts], kind="stable")] = np.arange(len(starts))
+        firsts = np.empty(len(starts), dtype=np.int64)
+        firsts[rank] = starts
+        kept = new_group.copy()
+        kept[1:] |= c[1:] != c[:-1]
+        kept = np.nonzero(kept)[0]
+        kept = kept[np.argsort(rank[group[kept]], kind="stable")]
+        cuts = np.searchsorted(rank[group[kept]], np.arange(len(starts) + 1), side="left")
+        adjoint = np.nonzero(m.adjoint[self.acc_ev[rows[order]]])[0]
+        adjoint_row = np.full(len(starts), -1, dtype=np.int64)
+        if len(adjoint):
+            adj_groups, first_adj = np.unique(group[adjoint], return_index=True)
+            adjoint_row[rank[adj_groups]] = rows[order[adjoint[first_adj]]]
+        return FillGroups(
+            alloc=a[firsts],
+            lo=lo_s[firsts],
+            hi=hi_s[firsts],
+            first_row=rows[order[firsts]],
+            adjoint_row=adjoint_row,
+            cuts=cuts,
+            calls=c[kept],
+        )
+
+    def fills(self, array_id: int, call_index: int) -> bool:
+        """Whether backward call ``call_index`` accumulated into ``array_id``."""
+        calls = self._fill_info(array_id)[0]
+        i = bisect.bisect_left(calls, call_index)
+        return i < len(calls) and calls[i] == call_index
+
+    def fills_before(self, array_id: int, seq: int) -> list[int]:
+        """Indexes of the calls filling ``array_id`` that ended before ``seq`` (in time order)."""
+        calls, ends, _zeros = self._fill_info(array_id)
+        return calls[: bisect.bisect_left(ends, seq)]
+
+    def zeroed_between(self, grad_id: int, after_seq: int, before_seq: int) -> bool:
+        """Whether gradient buffer ``grad_id`` was cleared or overwritten in (after_seq, before_seq):
+        a memset, copy or plain store outside any backward, or ``tape.zero()``/``tape.reset()`` of a
+        tape whose backward had accumulated into it (``Tape.zero`` zeroes the gradients its
+        backward calls looked up)."""
+        m = self.model
+        writes = self.writes_between(grad_id, after_seq, before_seq)
+        if len(writes) and bool(np.any(self.is_store[writes] & (m.phase[self.acc_ev[writes]] == S.FORWARD))):
+            return True
+        zeros = self._fill_info(grad_id)[2]
+        i = bisect.bisect_right(zeros, after_seq)
+        return i < len(zeros) and zeros[i] < before_seq
+
+    def _fill_info(self, array_id: int) -> tuple[list[int], list[int], list[int]]:
+        """(filling call indexes, their end seqs, seqs of tape zero/reset events that clear it)."""
+        info = self.model.arrays.get(int(array_id))
+        if info is None or info.alloc_id < 0:
+            return [], [], []
+        key = (info.alloc_id, *info.hull)
+        cached = self._fill_cache.get(key)
+        if cached is not None:
+            return cached
+        lo, hi = info.hull
+        found: set[int] = set()
+        for (_alloc, key_lo, key_hi), indexes in self._fills_by_alloc.get(info.alloc_id, ()):
+            if key_lo < hi and lo < key_hi:
+                found.update(indexes)
+        calls = sorted(found)
+        ends = [self.backward_calls[i].end_seq for i in calls]
+        first_by_tape: dict[int, int] = {}
+        for i in calls:
+            call = self.backward_calls[i]
+            first_by_tape.setdefault(call.tape, call.begin_seq)
+        zeros: list[int] = []
+        for tape_id, first in first_by_tape.items():
+            tape = self.model.tapes.get(tape_id)
+            if tape is not None:
+                zeros += [seq for seq in tape.zeros + tape.resets if seq > first]
+        result = (calls, ends, sorted(zeros))
+        self._fill_cache[key] = result
+        return result
+
+    @cached_property
+    def _fill_cache(self) -> dict[tuple[int, int, int], tuple[list[int], list[int], list[int]]]:
+        return {}
+
+    @cached_property
+    def _fills_by_alloc(self) -> dict[int, list[tuple[tuple[int, int, int], list[int]]]]:
+        table: dict[int, list[tuple[tuple[int, int, int], list[int]]]] = {}
+        for key, indexes in self.grad_fills.items():
+            table.setdefault(key[0], []).append((key, indexes))
+        return table
+
+    # ------------------------------------------------------------ what a backward differentiates
+    def first_adjoint_seq(self, call: BackwardCall) -> int:
+        """Seq of the call's first adjoint launch (its end when it ran none)."""
+        m = self.model
+        stop = min(call.end_ev, m.n_events)
+        adjoint = np.nonzero(m.adjoint[call.begin_ev : stop])[0]
+        return int(m.seq[call.begin_ev + adjoint[0]]) if len(adjoint) else call.end_seq
+
+    def seeds(self, call: BackwardCall) -> list[tuple[int, int, int, bool]]:
+        """Hand seeds of a backward (cached): see :meth:`_find_seeds`."""
+        cached = self._seed_cache.get(call.index)
+        if cached is None:
+            cached = self._seed_cache[call.index] = self._find_seeds(call)
+        return cached
+
+    @cached_property
+    def _seed_cache(self) -> dict[int, list[tuple[int, int, int, bool]]]:
+        return {}
+
+    @cached_property
+    def _objective_cache(self) -> dict[int, set[int]]:
+        return {}
+
+    def _find_seeds(self, call: BackwardCall) -> list[tuple[int, int, int, bool]]:
+        """Hand seeds of a backward: (event, grad array id, owner array id, from_grad) for each
+        gradient buffer given its final value by a copy/assign/fill/store between the previous
+        backward call (or the epoch's first event) and the call's first adjoint launch, plus
+        ``grads=`` entries (event = the backward_begin). ``from_grad`` is true when the value
+        came from another gradient buffer (an adjoint handed over, as in checkpointing) rather
+        than a constant. The automatic ``loss=`` seed is not included; zero fills are not seeds."""
+        m = self.model
+        previous_end = self.backward_calls[call.index - 1].end_seq if call.index > 0 else -1
+        epoch = self.epochs[call.epoch]
+        start = max(previous_end, int(m.seq[epoch.events[0]]) - 1 if epoch.events else -1)
+        stop = self.first_adjoint_seq(call)
+        i = int(np.searchsorted(m.acc_seq, start, side="right"))
+        j = int(np.searchsorted(m.acc_seq, stop, side="left"))
+        latest: dict[tuple[int, int, int], tuple[int, int, bool]] = {}
+        for row in range(i, j):
+            if not (self.is_write[row] and self.grad_row_mask[row]) or self.is_accumulate[row]:
+                continue
+            ev = int(self.acc_ev[row])
+            if m.adjoint[ev]:
+                continue
+            is_seed = not (m.kind[ev] == self._K[S.MEMSET] and (np.isnan(m.value[ev]) or m.value[ev] == 0.0))
+            if call.loss >= 0 and self.owner_of(int(m.acc_array[row])) == call.loss:
+                continue  # the loss= seed
+            key = (int(m.acc_alloc[row]), int(self.acc_lo[row]), int(self.acc_hi[row]))
+            latest[key] = (ev, int(m.acc_array[row]), is_seed)
+        found = []
+        by_grad: dict[int, tuple[int, bool]] = {}
+        for ev, grad_id, is_seed in latest.values():
+            if is_seed:
+                from_grad = self._carries_gradient(ev)
+                by_grad[grad_id] = (ev, from_grad)
+                if ev > call.begin_ev and m.phase[ev] == S.BACKWARD:
+                    continue  # a grads= assign: reported with its key below
+                found.append((ev, grad_id, self.owner_of(grad_id), from_grad))
+        for array_id in call.grads:
+            grad_id = self.grad_array(array_id, call.begin_seq)
+            from_grad = by_grad.get(grad_id, (0, False))[1]
+            if grad_id < 0 or grad_id not in by_grad:
+                adopted = self._adopted_grad(array_id, call)
+                grad_id = adopted if adopted >= 0 else grad_id
+                from_grad = adopted >= 0 and self.owner_of(adopted) not in (-1, array_id)
+            found.append((call.begin_ev, grad_id, array_id, from_grad))
+        return found
+
+    def _carries_gradient(self, ev: int) -> bool:
+        """Whether the values event ``ev`` writes are an adjoint handed over: it reads a gradient
+        buffer, or reads memory whose last writer read one or was an adjoint launch (a gradient
+        saved in a plain buffer between checkpoint segments, a hand-run loss adjoint)."""
+        m = self.model
+        rows = range(int(m.acc_start[ev]), int(m.acc_stop[ev]))
+        if any(self.is_read[r] and self.grad_row_mask[r] for r in rows):
+            return True
+        for r in rows:
+            if not self.is_read[r]:
+                continue
+            for writer_row in self.writers_of_memory(int(m.acc_array[r]), int(m.seq[ev])):
+                writer = int(self.acc_ev[writer_row])
+                if m.adjoint[writer] or any(
+                    self.is_read[w] and self.grad_row_mask[w]
+                    for w in range(int(m.acc_start[writer]), int(m.acc_stop[writer]))
+                ):
+                    return True
+                break  # only the newest writer decides what the buffer holds
+        return False
+
+    def _adopted_grad(self, array_id: int, call: BackwardCall) -> int:
+        """The array ``grads=`` made ``array_id``'s .grad inside the call (set_grad), or -1."""
+        changes = self._grad_ids.get(int(array_id), [])
+        for seq, grad_id in changes:
+            if call.begin_seq <= seq <= call.end_seq:
+                return int(grad_id)
+        return -1
+
+    def objective_events(self, call: BackwardCall) -> set[int]:
+        """Recorded events of the call's epoch whose results reach what the backward
+        differentiates (the loss, ``grads=`` keys, hand-seeded outputs): a backward slice
+        along def-use edges inside the epoch (cached per call)."""
+        cached = self._objective_cache.get(call.index)
+        if cached is None:
+            cached = self._objective_cache[call.index] = self._slice(call)
+        return cached
+
+    def _slice(self, call: BackwardCall) -> set[int]:
+        targets = [call.loss] if call.loss >= 0 else []
+        targets += [owner for _, _, owner, _ in self.seeds(call) if owner >= 0]
+        work: list[int] = []
+        for array_id in targets:
+            for row in self.writers_of_memory(array_id, call.begin_seq):
+                ev = int(self.acc_ev[row])
+                if self.ev_epoch[ev] == call.epoch:
+                    work.append(ev)
+        reached: set[int] = set()
+        while work:
+            ev = work.pop()
+            if ev in reached:
+                continue
+            reached.add(ev)
+            for writer in self.writer_events(ev):
+                if self.ev_epoch[writer] == call.epoch and writer not in reached:
+                    work.append(writer)
+        return reached
