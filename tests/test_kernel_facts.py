@@ -12,6 +12,7 @@ import warp as wp
 
 from tests import kernels_for_facts as K
 from tests.kernels_for_facts import line_of
+from warptrace.record import kernel_walk
 from warptrace.record import kernels as facts_module
 from warptrace.record.kernels import ArgFact, KernelFacts, kernel_facts
 
@@ -287,7 +288,7 @@ def test_analysis_leaves_warp_untouched():
     hash_before = module.hash_module() if hasattr(module, "hash_module") else None
     flag_before = wp.config.verify_autograd_array_access
     kernels = [k for k in vars(K).values() if isinstance(k, wp.Kernel)]
-    for cache in (facts_module._BY_KERNEL, facts_module._BY_SIGNATURE, facts_module._SUMMARIES):
+    for cache in (facts_module._BY_KERNEL, facts_module._BY_SIGNATURE, kernel_walk._SUMMARIES):
         cache.clear()
     facts_module._BY_GENERIC_ARGS.clear()
     for kernel in kernels:
