@@ -73,9 +73,9 @@ def stores_twice(source: str, def_line: int, target_text: str) -> list[int] | No
                 record(target)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             record(node.target)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                walk(child)
+        for nested in ast.iter_child_nodes(node):
+            if isinstance(nested, ast.stmt):
+                walk(nested)
 
     for statement in func.body:
         walk(statement)

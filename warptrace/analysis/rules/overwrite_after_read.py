@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import dataflow_of
+from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import ArrayInfo, K, KernelInfo, Model, overlaps
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
@@ -112,6 +112,13 @@ def _overwrites(
     """WT101/WT103/WT104 findings, and the overwrites made by post-loss launches (for WT105):
     (site, kernel) -> (read row, write row, severity) of the first one."""
     clobbered: dict[tuple[int, int], tuple[int, int, Severity]] = {}
+    built: list[Dataflow] = []
+
+    def dataflow() -> Dataflow:  # built on first need only (most traces never need it here)
+        if not built:
+            built.append(dataflow_of(model))
+        return built[0]
+
     ev_rows = model.acc_ev
     n = len(ev_rows)
     if n == 0:
@@ -233,7 +240,7 @@ def _overwrites(
             reader_ev = e_ev[r]
             grads = grad_args.get(reader_ev)
             if grads is None:
-                grads = grad_args[reader_ev] = _grad_args(model, reader_ev, grad_signatures)
+                grads = grad_args[reader_ev] = _grad_args(model, dataflow(), reader_ev, grad_signatures)
             fact_key = (e_kernel[r], e_arg[r], e_field[r], grads)
             needed = needs_value.get(fact_key)
             if needed is None:
@@ -517,7 +524,7 @@ def _alias_clause(
 
 
 def _grad_args(
-    model: Model, ev: int, cache: dict[tuple, frozenset[str] | None] | None = None
+    model: Model, df: Dataflow, ev: int, cache: dict[tuple, frozenset[str] | None] | None = None
 ) -> frozenset[str] | None:
     """Argument paths (``x``, ``state.q``) of a launch whose arrays carry a gradient then;
     None when some access cannot be resolved (then every array counts). ``cache`` memoizes the
@@ -532,7 +539,7 @@ def _grad_args(
         known = cache[("known", arrays.tobytes())] = all(a in model.arrays for a in arrays.tolist())
     if not known:
         return None
-    has = dataflow_of(model).has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
+    has = df.has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
     key = (
         arrays.tobytes(),
         np.asarray(model.acc_arg_code[start:stop]).tobytes(),
