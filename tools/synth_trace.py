@@ -527,7 +527,7 @@ def generate(
                            + [f"    # {a[0]}{'.' + a[1] if a[1] else ''}" for a in args])  # fmt: skip
         krows.append({"kernel_id": kid, "key": key, "module": "kernels", "file": KERNEL_FILE, "line": line,
                       "source": source, "enable_backward": True, "custom_grad": "[]", "custom_replay": "[]",
-                      "native_snippets": False, "analysis": "codegen+ast"})  # fmt: skip
+                      "native_snippets": False, "analysis": "codegen+ast", "source_model": ""})  # fmt: skip
         index: dict[str, int] = {}
         for j, (arg, field, typ, is_array, read, store, atomic) in enumerate(args):
             arows.append({"kernel_id": kid, "index": index.setdefault(arg, len(index)), "name": arg,
