@@ -165,10 +165,6 @@ class KernelInfo:
             return stored
         return build_source_model(FunctionSource(KERNEL, self.key, self.file, self.line, self.source))
 
-    def source_line(self, line: int) -> str | None:
-        """Stripped text of absolute file line ``line`` when it lies inside the kernel source, else None."""
-        return self.source_model.kernel_line_text(line)
-
     def arg(self, name: str, field_path: str = "") -> KernelArg | None:
         for arg in self.args:
             if arg.name == name and arg.field == field_path:

@@ -3,7 +3,9 @@ hulls, the event of each access row), and small helpers shared by the parts."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +66,7 @@ def combine_codes(columns: list[np.ndarray]) -> np.ndarray:
     return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
-def bisect_seq(changes: list[tuple[int, object]], seq: int) -> int:
+def bisect_seq(changes: Sequence[tuple[int, Any]], seq: int) -> int:
     """Number of changes with change seq <= seq."""
     lo, hi = 0, len(changes)
     while lo < hi:

@@ -5,7 +5,9 @@ grad buffer is."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -51,11 +53,16 @@ class GradState(Tapes):
                 self._grad_ids.setdefault(array_id, []).append((seq, ref))
                 if ref >= 0:
                     self.grad_owner.setdefault(ref, array_id)
-        for changes in (*self._has_grad.values(), *self._retain.values(), *self._grad_ids.values()):
+        change_lists: list[list[Any]] = [
+            *self._has_grad.values(),
+            *self._retain.values(),
+            *self._grad_ids.values(),
+        ]
+        for changes in change_lists:
             changes.sort()
 
     @staticmethod
-    def _at(changes: list[tuple[int, object]] | None, seq: int, initial: object) -> object:
+    def _at(changes: Sequence[tuple[int, Any]] | None, seq: int, initial: Any) -> Any:
         if not changes:
             return initial
         i = bisect_seq(changes, seq)
@@ -128,7 +135,10 @@ class GradState(Tapes):
         change seqs, change values, initial state per dense array slot)."""
         m = self.model
         ids = sorted(self._has_grad)
-        starts, stops, seqs, values = [], [], [], []
+        starts: list[int] = []
+        stops: list[int] = []
+        seqs: list[int] = []
+        values: list[bool] = []
         for array_id in ids:
             changes = self._has_grad[array_id]
             starts.append(len(seqs))

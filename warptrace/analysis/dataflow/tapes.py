@@ -119,7 +119,7 @@ class Tapes(DefUse):
             detail = m.detail(ev)
             grads = [int(g) for g in detail] if isinstance(detail, list) else []
             if isinstance(detail, dict):
-                grads = [int(g) for g in detail.get("grads", detail.get("keys", []))]
+                grads = [int(g) for g in detail.get("grads", detail.get("keys")) or []]
             call = BackwardCall(
                 index=len(self.backward_calls),
                 tape=tape_id,

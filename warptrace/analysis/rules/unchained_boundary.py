@@ -32,6 +32,7 @@ from warptrace.analysis.rules.common import (
     grad_cleared,
     join_names,
     memory_key,
+    shared,
 )
 from warptrace.trace import schema as S
 
@@ -142,10 +143,7 @@ class _RowCodes:
 
 
 def _row_codes(model: Model, df: Dataflow) -> _RowCodes:
-    cached = getattr(df, "_wt303_codes", None)
-    if cached is None:
-        cached = df._wt303_codes = _RowCodes(model, df)
-    return cached
+    return shared(model, "wt303_row_codes", lambda m: _RowCodes(m, df))
 
 
 def _boundary(
@@ -230,9 +228,12 @@ def _original_launches(
 ) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[int, ...]]]:
     """(kernel, sorted read arguments as memory codes) -> (seqs, events) of the forward launches
     with them; and the sorted read codes of each such launch."""
-    cached = getattr(df, "_wt303_originals", None)
-    if cached is not None:
-        return cached
+    return shared(model, "wt303_originals", lambda m: _index_originals(m, df))
+
+
+def _index_originals(
+    model: Model, df: Dataflow
+) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[int, ...]]]:
     codes = _row_codes(model, df)
     index: dict[tuple, tuple[list[int], list[int]]] = {}
     launches = np.nonzero((model.kind == K[S.LAUNCH]) & ~model.adjoint & (model.phase == S.FORWARD))[0]
@@ -241,8 +242,9 @@ def _original_launches(
     rows, position = rows[read], position[read]
     values = codes.read_codes(rows, codes.key[rows])
     if values.dtype == object:
-        order = sorted(range(len(values)), key=lambda i: (int(position[i]), values[i]))
-        order = np.asarray(order, dtype=np.int64)
+        order: np.ndarray = np.asarray(
+            sorted(range(len(values)), key=lambda i: (int(position[i]), values[i])), dtype=np.int64
+        )
     else:
         order = np.lexsort((values, position))
     values = values[order].tolist()
@@ -258,7 +260,6 @@ def _original_launches(
             entry = index[(int(kernels[i]), signature)] = ([], [])
         entry[0].append(int(seqs[i]))
         entry[1].append(ev)
-    df._wt303_originals = (index, reads_of)
     return index, reads_of
 
 
