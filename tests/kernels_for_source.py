@@ -68,6 +68,8 @@ def k_selects(z: wp.array(dtype=float), out: wp.array(dtype=float)):
     b = z[i] if z[i] > 1.0 else wp.sqrt(z[i])  # @ifexp
     c = wp.select(z[i] < 0.0, z[i], wp.log(z[i]))  # @select
     out[i] = a + b + c + wp.floor(z[i]) + float(int(z[i]))  # @piecewise
+    out[i] /= z[i] - 1.0  # @div_aug
+    out[i] = out[i] / wp.length(wp.vec2(z[i], 1.0))  # @div
 
 
 @wp.func

@@ -89,6 +89,21 @@ def test_calls_name_the_function():
     assert (line_of("where"), "exp") in calls and (line_of("select"), "log") in calls
 
 
+def test_divisions_and_comparisons():
+    facts = model(K.k_selects).kernel
+    divisions = [(d.line, d.op, d.numerator, d.denominator) for d in facts.divisions]
+    assert divisions == [
+        (line_of("div_aug"), "/=", "out[i]", "z[i] - 1.0"),
+        (line_of("div"), "/", "out[i]", "wp.length(wp.vec2(z[i], 1.0))"),
+    ]
+    comparisons = {(c.line, c.text) for c in facts.comparisons}
+    assert comparisons == {
+        (line_of("where"), "z[i] > 0.0"),
+        (line_of("ifexp"), "z[i] > 1.0"),
+        (line_of("select"), "z[i] < 0.0"),
+    }
+
+
 def test_custom_adjoint_assign_versus_accumulate():
     source = model(K.k_custom_and_atomics)
     grads = {f.of: f for f in source.custom_adjoints()}

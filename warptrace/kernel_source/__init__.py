@@ -13,7 +13,7 @@ kernel source of an older trace). Neither side parses source: they ask the model
   statements, loops (static trip count or dynamic), augmented assignments (array
   element, local, component), component assignments of local vectors/matrices,
   ``wp.where``/``wp.select``/conditional-expression operands, calls (``sqrt``, ``log``,
-  casts, ...), ``wp.adjoint[x] =``/``+=`` in custom adjoints, atomics whose result is used.
+  casts, ...), divisions, comparisons, ``wp.adjoint[x] =``/``+=`` in custom adjoints, atomics whose result is used.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from warptrace.kernel_source.facts import (
     AtomicCall,
     AugAssign,
     Call,
+    Comparison,
     ComponentAssign,
+    Division,
     FunctionFacts,
     FunctionSource,
     Loop,
@@ -52,7 +54,9 @@ __all__ = [
     "AtomicCall",
     "AugAssign",
     "Call",
+    "Comparison",
     "ComponentAssign",
+    "Division",
     "FunctionFacts",
     "FunctionSource",
     "KernelSource",

@@ -18,7 +18,9 @@ __all__ = [
     "AtomicCall",
     "AugAssign",
     "Call",
+    "Comparison",
     "ComponentAssign",
+    "Division",
     "FunctionFacts",
     "FunctionSource",
     "Loop",
@@ -124,6 +126,27 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Division:
+    """``a / b``, ``a // b``, ``a % b`` or ``a /= b``: finite forward, infinite adjoint when the
+    denominator can be zero."""
+
+    line: int
+    op: str  # "/", "//", "%" or "/="
+    numerator: str
+    denominator: str
+    loop: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A comparison (``a < b``, ``a == b``, ...): piecewise constant, zero derivative."""
+
+    line: int
+    text: str
+    loop: int
+
+
+@dataclass(frozen=True)
 class AdjointAssign:
     """In a custom adjoint: ``wp.adjoint[x] = ...`` (``op`` "=", overwrites what other uses
     of ``x`` contributed) or ``wp.adjoint[x] += ...`` (accumulates, correct)."""
@@ -165,6 +188,8 @@ class FunctionFacts:
     component_assigns: tuple[ComponentAssign, ...] = ()
     selects: tuple[Select, ...] = ()
     calls: tuple[Call, ...] = ()
+    divisions: tuple[Division, ...] = ()
+    comparisons: tuple[Comparison, ...] = ()
     adjoint_assigns: tuple[AdjointAssign, ...] = ()
     atomics: tuple[AtomicCall, ...] = ()
     lines: tuple[int, int] = field(default=(-1, -1))  # absolute (first, last) line of the source
@@ -205,6 +230,8 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
         component_assigns=tuple(collector.components),
         selects=tuple(collector.selects),
         calls=tuple(collector.calls),
+        divisions=tuple(collector.divisions),
+        comparisons=tuple(collector.comparisons),
         adjoint_assigns=tuple(collector.adjoint_assigns),
         atomics=tuple(collector.atomics),
         lines=(first, first + n_lines - 1),
@@ -242,6 +269,8 @@ class _Collector:
         self.components: list[ComponentAssign] = []
         self.selects: list[Select] = []
         self.calls: list[Call] = []
+        self.divisions: list[Division] = []
+        self.comparisons: list[Comparison] = []
         self.adjoint_assigns: list[AdjointAssign] = []
         self.atomics: list[AtomicCall] = []
 
@@ -338,6 +367,8 @@ class _Collector:
         self.aug_assigns.append(
             AugAssign(line, op, text_of(node.target), kind, root, text_of(node.value), loop)
         )
+        if op == "/=":
+            self.divisions.append(Division(line, op, text_of(node.target), text_of(node.value), loop))
         self.assign_target(node.target, op, line, loop)
 
     def assign_target(self, target: ast.expr, op: str, line: int, loop: int) -> None:
@@ -361,6 +392,13 @@ class _Collector:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
                 self.call(sub, loop, used=used or sub is not node)
+            elif isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+                op = {ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%"}[type(sub.op)]
+                self.divisions.append(
+                    Division(self.absolute(sub), op, text_of(sub.left), text_of(sub.right), loop)
+                )
+            elif isinstance(sub, ast.Compare):
+                self.comparisons.append(Comparison(self.absolute(sub), text_of(sub), loop))
             elif isinstance(sub, ast.IfExp):
                 self.selects.append(
                     Select(

@@ -31,6 +31,8 @@ _NESTED: dict[str, type] = {
     "component_assigns": F.ComponentAssign,
     "selects": F.Select,
     "calls": F.Call,
+    "divisions": F.Division,
+    "comparisons": F.Comparison,
     "adjoint_assigns": F.AdjointAssign,
     "atomics": F.AtomicCall,
 }
