@@ -288,7 +288,7 @@ def test_analysis_leaves_warp_untouched():
     hash_before = module.hash_module() if hasattr(module, "hash_module") else None
     flag_before = wp.config.verify_autograd_array_access
     kernels = [k for k in vars(K).values() if isinstance(k, wp.Kernel)]
-    for cache in (facts_module._BY_KERNEL, facts_module._BY_SIGNATURE, kernel_walk._SUMMARIES):
+    for cache in (facts_module._BY_KERNEL, facts_module._BY_SIGNATURE, kernel_walk.SUMMARIES):
         cache.clear()
     facts_module._BY_GENERIC_ARGS.clear()
     for kernel in kernels:

@@ -22,69 +22,69 @@ ARR, STRUCT, ELEM, COPY = 0, 1, 2, 3
 # (kind, root parameter index, field path, ndim for ARR, dtype/struct type)
 Ref = tuple[int, int, tuple[str, ...], Optional[int], Any]
 
-_EMPTY: frozenset = frozenset()
-_READ, _STORE, _ACC = 0, 1, 2
-_NO_LINE = -1
+EMPTY: frozenset = frozenset()
+READ, STORE, ACC = 0, 1, 2
+NO_LINE = -1
 
 _ATOMICS = (
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_cas", "atomic_exch",
     "atomic_and", "atomic_or", "atomic_xor",
 )  # fmt: skip
 # Builtins that write through an array parameter, by parameter name.
-_BUILTIN_WRITES: dict[str, tuple[tuple[str, ...], int]] = {
-    **{name: (("arr",), _ACC) for name in _ATOMICS},
-    "tile_atomic_add": (("a",), _ACC),
-    "tile_atomic_add_indexed": (("a",), _ACC),
-    "tile_store": (("a",), _STORE),
-    "tile_store_indexed": (("a",), _STORE),
-    "array_store": (("arr",), _STORE),
-    "dense_gemm": (("C",), _STORE),
-    "dense_gemm_batched": (("C",), _STORE),
-    "dense_chol": (("L",), _STORE),
-    "dense_chol_batched": (("L",), _STORE),
-    "dense_solve": (("x",), _STORE),
-    "dense_solve_batched": (("x",), _STORE),
-    "dense_subs": (("x",), _STORE),
+BUILTIN_WRITES: dict[str, tuple[tuple[str, ...], int]] = {
+    **{name: (("arr",), ACC) for name in _ATOMICS},
+    "tile_atomic_add": (("a",), ACC),
+    "tile_atomic_add_indexed": (("a",), ACC),
+    "tile_store": (("a",), STORE),
+    "tile_store_indexed": (("a",), STORE),
+    "array_store": (("arr",), STORE),
+    "dense_gemm": (("C",), STORE),
+    "dense_gemm_batched": (("C",), STORE),
+    "dense_chol": (("L",), STORE),
+    "dense_chol_batched": (("L",), STORE),
+    "dense_solve": (("x",), STORE),
+    "dense_solve_batched": (("x",), STORE),
+    "dense_subs": (("x",), STORE),
 }
 # Builtins that take an array without touching its elements (size, null test, view).
-_BUILTIN_NO_ACCESS = frozenset({"len", "where", "select", "view", "unot"})
+BUILTIN_NO_ACCESS = frozenset({"len", "where", "select", "view", "unot"})
 # Builtins whose result may be one of their array arguments (or a view of it).
-_BUILTIN_PASS_THROUGH = frozenset({"where", "select"})
+BUILTIN_PASS_THROUGH = frozenset({"where", "select"})
 # Attributes of an array that are metadata, not elements.
 _STRUCT_TYPE = getattr(_codegen, "Struct", None)
 _is_reference = getattr(_types, "is_reference", None)
 
 
-def _is_struct_type(t: Any) -> bool:
+def is_struct_type(t: Any) -> bool:
     return _STRUCT_TYPE is not None and isinstance(t, _STRUCT_TYPE)
 
 
-def _is_array_type(t: Any) -> bool:
+def is_array_type(t: Any) -> bool:
     try:
         return bool(_types.is_array(t))
     except Exception:
         return False
 
 
-def _is_ref_type(t: Any) -> bool:
+def is_ref_type(t: Any) -> bool:
     return _is_reference is not None and bool(_is_reference(t))
 
 
-def _field_type(struct: Any, name: str) -> Any:
+def struct_field_type(struct: Any, name: str) -> Any:
     var = getattr(struct, "vars", {}).get(name)
     return None if var is None else var.type
 
 
-def _ref_for_type(root: int, path: tuple[str, ...], t: Any) -> Optional[Ref]:
+def ref_for_type(root: int, path: tuple[str, ...], t: Any) -> Optional[Ref]:
     """The reference a value of type ``t`` at ``root.path`` denotes, or None for plain values."""
-    if _is_array_type(t):
+    if is_array_type(t):
         return (ARR, root, path, getattr(t, "ndim", None), getattr(t, "dtype", None))
-    if _is_struct_type(t):
+    if is_struct_type(t):
         return (STRUCT, root, path, None, t)
     return None
 
 
-class _Effects:
+class Effects:
     """Per (root, path): first line of read, store, accumulate (-1 when absent)."""
 
     __slots__ = ("lines",)
@@ -95,22 +95,22 @@ class _Effects:
     def add(self, root: int, path: tuple[str, ...], what: int, line: int) -> bool:
         slot = self.lines.get((root, path))
         if slot is None:
-            slot = self.lines[(root, path)] = [_NO_LINE, _NO_LINE, _NO_LINE]
+            slot = self.lines[(root, path)] = [NO_LINE, NO_LINE, NO_LINE]
         old = slot[what]
-        if old == _NO_LINE or line < old:
+        if old == NO_LINE or line < old:
             slot[what] = line
-            return old == _NO_LINE
+            return old == NO_LINE
         return False
 
 
 @dataclass
-class _Summary:
+class Summary:
     """What a call to a user function does, in terms of its parameters.
 
     ``custom_grad``/``custom_replay``/``native`` cover the whole call tree below it.
     """
 
-    effects: _Effects
+    effects: Effects
     returns: frozenset
     custom_grad: frozenset
     custom_replay: frozenset
@@ -118,10 +118,10 @@ class _Summary:
     functions: frozenset  # every user Function object reached below it (callees, custom adjoints)
 
 
-_EMPTY_SUMMARY = _Summary(_Effects(), frozenset(), frozenset(), frozenset(), False, frozenset())
+EMPTY_SUMMARY = Summary(Effects(), frozenset(), frozenset(), frozenset(), False, frozenset())
 
 
-class _Context:
+class WalkContext:
     """State shared by the analysis of one kernel and all its callees."""
 
     def __init__(self) -> None:
@@ -130,24 +130,24 @@ class _Context:
 
 # Summaries of user functions, keyed by (Function object, parameter references).
 # Shared by all kernels: a helper used by many kernels is walked once per type combination.
-_SUMMARIES: dict[Any, _Summary] = {}
+SUMMARIES: dict[Any, Summary] = {}
 
 
 @dataclass(frozen=True)
-class _Choice:
+class Choice:
     """Functions a call may reach when its callee is only known up to a container."""
 
     candidates: tuple[Any, ...]
 
 
-def _map_path(ref: Ref, subpath: tuple[str, ...]) -> tuple[int, tuple[str, ...]]:
+def map_path(ref: Ref, subpath: tuple[str, ...]) -> tuple[int, tuple[str, ...]]:
     """Where a callee's effect on ``param.subpath`` lands for the caller's ``ref``."""
     if ref[0] in (ARR, STRUCT):
         return ref[1], ref[2] + subpath
     return ref[1], ref[2]  # through an element copy: opaque, the outer array
 
 
-def _is_static(obj: Any) -> bool:
+def is_static_call(obj: Any) -> bool:
     return (
         callable(obj)
         and getattr(obj, "__qualname__", None) == "static"
@@ -155,7 +155,7 @@ def _is_static(obj: Any) -> bool:
     )
 
 
-def _closure_vars(func: Any) -> dict[str, Any]:
+def closure_vars(func: Any) -> dict[str, Any]:
     result = {}
     closure = getattr(func, "__closure__", None)
     if closure:
@@ -165,7 +165,7 @@ def _closure_vars(func: Any) -> dict[str, Any]:
     return result
 
 
-def _builtin_param_names(func: Any, nargs: int) -> list[str]:
+def builtin_param_names(func: Any, nargs: int) -> list[str]:
     overloads = getattr(func, "overloads", None) or [func]
     for overload in overloads:
         names = list(getattr(overload, "input_types", {}).keys())
@@ -174,7 +174,7 @@ def _builtin_param_names(func: Any, nargs: int) -> list[str]:
     return list(getattr(func, "input_types", {}).keys())
 
 
-def _overloads(func: Any) -> list[Any]:
+def callable_overloads(func: Any) -> list[Any]:
     """Every body a call to ``func`` may run (Warp picks by type; we take the union)."""
     seen: dict[int, Any] = {id(func): func}
     for table in ("user_overloads", "user_templates"):
@@ -183,6 +183,6 @@ def _overloads(func: Any) -> list[Any]:
     return [f for f in seen.values() if getattr(f, "adj", None) is not None]
 
 
-def _fits(func: Any, nargs: int, kwargs: dict) -> bool:
+def fits_call(func: Any, nargs: int, kwargs: dict) -> bool:
     params = [a.label for a in func.adj.args]
     return nargs <= len(params) and all(k in params for k in kwargs)

@@ -19,48 +19,48 @@ except ImportError:  # pragma: no cover - older layout
     from warp import context as _context  # type: ignore[no-redef]
 
 from warptrace.kernel_source import parse_function
-from warptrace.record.kernel_refs import (  # the walk's vocabulary; private to record/
-    _ACC,
-    _BUILTIN_NO_ACCESS,
-    _BUILTIN_PASS_THROUGH,
-    _BUILTIN_WRITES,
-    _EMPTY,
-    _EMPTY_SUMMARY,
-    _NO_LINE,
-    _READ,
-    _STORE,
-    _SUMMARIES,
+from warptrace.record.kernel_refs import (
+    ACC,
     ARR,
+    BUILTIN_NO_ACCESS,
+    BUILTIN_PASS_THROUGH,
+    BUILTIN_WRITES,
     COPY,
     ELEM,
+    EMPTY,
+    EMPTY_SUMMARY,
+    NO_LINE,
+    READ,
+    STORE,
     STRUCT,
+    SUMMARIES,
+    Choice,
+    Effects,
     Ref,
-    _builtin_param_names,
-    _Choice,
-    _closure_vars,
-    _Context,
-    _Effects,
-    _field_type,
-    _fits,
-    _is_array_type,
-    _is_ref_type,
-    _is_static,
-    _is_struct_type,
-    _map_path,
-    _overloads,
-    _ref_for_type,
-    _Summary,
+    Summary,
+    WalkContext,
+    builtin_param_names,
+    callable_overloads,
+    closure_vars,
+    fits_call,
+    is_array_type,
+    is_ref_type,
+    is_static_call,
+    is_struct_type,
+    map_path,
+    ref_for_type,
+    struct_field_type,
 )
 
 # ---------------------------------------------------------------- the walk
 
 
-class _Walker:
+class Walker:
     """Abstract interpretation of one function body over references (see module doc)."""
 
     def __init__(
         self,
-        ctx: _Context,
+        ctx: WalkContext,
         func: Any,
         tree: ast.FunctionDef,
         line_offset: int,
@@ -73,7 +73,7 @@ class _Walker:
         self.line_offset = line_offset
         self.env = dict(env)
         self.ref_params = ref_params
-        self.effects = _Effects()
+        self.effects = Effects()
         self.returns: set = set()
         self.custom_grad: set[str] = set()
         self.custom_replay: set[str] = set()
@@ -88,7 +88,7 @@ class _Walker:
         try:
             self.closure = _codegen.get_closure_vars(func)
         except Exception:
-            self.closure = _closure_vars(func)
+            self.closure = closure_vars(func)
         self.globals = getattr(func, "__globals__", {})
 
     def run(self) -> None:
@@ -107,7 +107,7 @@ class _Walker:
         self.effects.add(ref[1], ref[2], what, self.line(node))
 
     def bind(self, name: str, refs: frozenset) -> None:
-        old = self.env.get(name, _EMPTY)
+        old = self.env.get(name, EMPTY)
         if not refs <= old:
             self.env[name] = old | refs
             self.changed = True
@@ -174,9 +174,9 @@ class _Walker:
     def assign(self, target: ast.expr, refs: frozenset, stmt: ast.stmt) -> None:
         if isinstance(target, ast.Name):
             if target.id in self.ref_params:
-                for ref in self.env.get(target.id, _EMPTY):
+                for ref in self.env.get(target.id, EMPTY):
                     if ref[0] == ELEM:
-                        self.effect(ref, _STORE, target)
+                        self.effect(ref, STORE, target)
             else:
                 self.bind(target.id, refs)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -189,7 +189,7 @@ class _Walker:
                 # An element lvalue is a store; so is a (malformed) whole-row store x[i] = v
                 # on a 2-d array. Rebinding a struct's array field is local to the copy.
                 if ref[0] == ELEM or (ref[0] == ARR and isinstance(target, ast.Subscript)):
-                    self.effect(ref, _STORE, target)
+                    self.effect(ref, STORE, target)
         else:
             self.val(target)
 
@@ -199,7 +199,7 @@ class _Walker:
         if isinstance(target, ast.Name):
             if target.id not in self.ref_params:
                 return
-            refs = [r for r in self.env.get(target.id, _EMPTY) if r[0] == ELEM]
+            refs = [r for r in self.env.get(target.id, EMPTY) if r[0] == ELEM]
         elif isinstance(target, (ast.Subscript, ast.Attribute)):
             refs = [
                 r
@@ -210,10 +210,10 @@ class _Walker:
             return
         for ref in refs:
             if accumulate:
-                self.effect(ref, _ACC, target)
+                self.effect(ref, ACC, target)
             else:  # x[i] *= v reads and overwrites: not an accumulation
-                self.effect(ref, _READ, target)
-                self.effect(ref, _STORE, target)
+                self.effect(ref, READ, target)
+                self.effect(ref, STORE, target)
 
     # ---------------------------------------------------------------- expressions
 
@@ -225,7 +225,7 @@ class _Walker:
         out = set()
         for ref in refs:
             if ref[0] == ELEM:
-                self.effect(ref, _READ, node)
+                self.effect(ref, READ, node)
                 out.add((COPY, ref[1], ref[2], None, ref[4]))
             else:
                 out.add(ref)
@@ -234,7 +234,7 @@ class _Walker:
     def lv(self, node: ast.expr) -> frozenset:
         """Evaluate as an lvalue: the references ``node`` denotes, recording nested reads."""
         if isinstance(node, ast.Name):
-            return self.env.get(node.id, _EMPTY)
+            return self.env.get(node.id, EMPTY)
         if isinstance(node, ast.Attribute):
             return self.attribute(self.lv(node.value), node.attr)
         if isinstance(node, ast.Subscript):
@@ -245,29 +245,29 @@ class _Walker:
             self.val(node.test)
             return self.val(node.body) | self.val(node.orelse)
         if isinstance(node, (ast.Tuple, ast.List)):
-            out: frozenset = _EMPTY
+            out: frozenset = EMPTY
             for elt in node.elts:
                 out |= self.val(elt)
             return out
         if isinstance(node, ast.Starred):
             return self.val(node.value)
         if isinstance(node, ast.Constant):
-            return _EMPTY
+            return EMPTY
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.val(child)
-        return _EMPTY
+        return EMPTY
 
     def attribute(self, base: frozenset, attr: str) -> frozenset:
         out = set()
         for kind, root, path, _ndim, dtype in base:
             if kind == STRUCT:
-                ref = _ref_for_type(root, (*path, attr), _field_type(dtype, attr))
+                ref = ref_for_type(root, (*path, attr), struct_field_type(dtype, attr))
                 if ref is not None:
                     out.add(ref)
             elif kind in (ELEM, COPY):
-                ftype = _field_type(dtype, attr) if _is_struct_type(dtype) else None
-                if _is_array_type(ftype):
+                ftype = struct_field_type(dtype, attr) if is_struct_type(dtype) else None
+                if is_array_type(ftype):
                     # An array field of a struct stored in an array: memory we cannot
                     # follow, attributed to the outer array.
                     out.add((ARR, root, path, getattr(ftype, "ndim", None), getattr(ftype, "dtype", None)))
@@ -311,7 +311,7 @@ class _Walker:
             return warp_func
         if isinstance(func_node, ast.Call):  # wp.static(expr)(...) left unresolved
             inner = self.resolve(func_node.func)
-            if _is_static(inner) and func_node.args:
+            if is_static_call(inner) and func_node.args:
                 return self.static_callee(func_node.args[0])
             return None
         path: list[str] = []
@@ -366,12 +366,12 @@ class _Walker:
                 container = eval(compile(ast.Expression(expr.value), "<wp.static>", "eval"), scope)
                 values = container.values() if isinstance(container, dict) else container
                 candidates = [f for f in values if isinstance(f, _context.Function)]
-        return _Choice(tuple(candidates))
+        return Choice(tuple(candidates))
 
     def call(self, node: ast.Call) -> frozenset:
         callee = self.resolve(node.func)
-        if _is_static(callee):
-            return _EMPTY  # evaluated in Python at declaration time
+        if is_static_call(callee):
+            return EMPTY  # evaluated in Python at declaration time
         if not isinstance(node.func, (ast.Name, ast.Attribute)) and callee is None:
             self.val(node.func)
         args = [self.lv(a.value if isinstance(a, ast.Starred) else a) for a in node.args]
@@ -379,8 +379,8 @@ class _Walker:
         for k in node.keywords:
             if k.arg is None:
                 self.val(k.value)
-        callees = callee.candidates if isinstance(callee, _Choice) else (callee,)
-        result: frozenset = _EMPTY
+        callees = callee.candidates if isinstance(callee, Choice) else (callee,)
+        result: frozenset = EMPTY
         for one in callees:
             if isinstance(one, _context.Function):
                 if getattr(one, "func", None) is None:  # a builtin
@@ -392,20 +392,20 @@ class _Walker:
         # A type constructor, a Python builtin or something we cannot see into: any
         # array (or struct with arrays) handed to it is conservatively read; a user
         # function we could not resolve may also overwrite it.
-        unresolved_user = isinstance(callee, _Choice) and not callees
+        unresolved_user = isinstance(callee, Choice) and not callees
         for refs in (*args, *kwargs.values()):
             for ref in refs:
                 if ref[0] in (ELEM, ARR, STRUCT):
-                    self.effect(ref, _READ, node)
+                    self.effect(ref, READ, node)
                     if unresolved_user:
-                        self.effect(ref, _STORE, node)
+                        self.effect(ref, STORE, node)
         return result
 
     def builtin_call(self, func: Any, args: list, kwargs: dict, node: ast.Call) -> frozenset:
         key = func.key
-        names = _builtin_param_names(func, len(args))
-        spec = _BUILTIN_WRITES.get(key)
-        no_access = key in _BUILTIN_NO_ACCESS
+        names = builtin_param_names(func, len(args))
+        spec = BUILTIN_WRITES.get(key)
+        no_access = key in BUILTIN_NO_ACCESS
         result: set = set()
         bound = [(names[i] if i < len(names) else None, refs) for i, refs in enumerate(args)]
         bound += list(kwargs.items())
@@ -417,22 +417,22 @@ class _Walker:
                 continue
             for ref in refs:
                 if ref[0] == ELEM:
-                    self.effect(ref, _READ, node)  # a value argument
+                    self.effect(ref, READ, node)  # a value argument
                 elif ref[0] in (ARR, STRUCT):
-                    if key in _BUILTIN_PASS_THROUGH:
+                    if key in BUILTIN_PASS_THROUGH:
                         result.add(ref)
                     elif key == "view" and position == 0 and ref[0] == ARR:
                         ndim = ref[3]
                         view_ndim = None if ndim is None else max(ndim - (len(bound) - 1), 1)
                         result.add((ARR, ref[1], ref[2], view_ndim, ref[4]))
                     elif not no_access:
-                        self.effect(ref, _READ, node)
+                        self.effect(ref, READ, node)
         return frozenset(result)
 
     def user_call(self, func: Any, args: list, kwargs: dict, node: ast.Call) -> frozenset:
         result: set = set()
-        candidates = _overloads(func)
-        fitting = [f for f in candidates if _fits(f, len(args), kwargs)] or candidates
+        candidates = callable_overloads(func)
+        fitting = [f for f in candidates if fits_call(f, len(args), kwargs)] or candidates
         for overload in fitting:
             self.note_custom(overload)
             params = [a.label for a in overload.adj.args]
@@ -443,19 +443,19 @@ class _Walker:
                     bound[i] = refs
             for name, refs in kwargs.items():
                 if name in params:
-                    bound[params.index(name)] = bound.get(params.index(name), _EMPTY) | refs
+                    bound[params.index(name)] = bound.get(params.index(name), EMPTY) | refs
             if getattr(overload, "native_snippet", None) is not None:
                 self.native = True
                 # Native code: anything it can reach may be read or overwritten.
                 for refs in bound.values():
                     for ref in refs:
                         if ref[0] in (ARR, STRUCT, ELEM):
-                            self.effect(ref, _READ, node)
-                            self.effect(ref, _STORE, node)
+                            self.effect(ref, READ, node)
+                            self.effect(ref, STORE, node)
                 continue
             callee_env: dict[int, frozenset] = {}
             for i, refs in bound.items():
-                by_ref = _is_ref_type(arg_types.get(params[i]))
+                by_ref = is_ref_type(arg_types.get(params[i]))
                 callee_refs = set()
                 for kind, root, path, ndim, dtype in refs:
                     if kind in (ARR, STRUCT):
@@ -464,7 +464,7 @@ class _Walker:
                         callee_refs.add((ELEM, i, (), None, dtype))
                     else:
                         if kind == ELEM:  # passed by value: loaded here
-                            self.effect((kind, root, path, ndim, dtype), _READ, node)
+                            self.effect((kind, root, path, ndim, dtype), READ, node)
                         callee_refs.add((COPY, i, (), None, dtype))
                 callee_env[i] = frozenset(callee_refs)
             summary = _summary(self.ctx, overload, callee_env)
@@ -473,14 +473,14 @@ class _Walker:
             self.functions |= summary.functions
             self.native = self.native or summary.native
             for (param, subpath), lines in summary.effects.lines.items():
-                for ref in bound.get(param, _EMPTY):
-                    target = _map_path(ref, subpath)
-                    for what in (_READ, _STORE, _ACC):
-                        if lines[what] != _NO_LINE:
+                for ref in bound.get(param, EMPTY):
+                    target = map_path(ref, subpath)
+                    for what in (READ, STORE, ACC):
+                        if lines[what] != NO_LINE:
                             self.effects.add(target[0], target[1], what, self.line(node))
             for kind, param, subpath, ndim, dtype in summary.returns:
-                for ref in bound.get(param, _EMPTY):
-                    root, path = _map_path(ref, subpath)
+                for ref in bound.get(param, EMPTY):
+                    root, path = map_path(ref, subpath)
                     mapped_kind = COPY if ref[0] in (ELEM, COPY) and kind != ARR else kind
                     result.add((mapped_kind, root, path, ndim, dtype))
         return frozenset(result)
@@ -493,27 +493,27 @@ class _Walker:
             self.custom_replay.add(func.key)
 
 
-def _summary(ctx: _Context, func: Any, env: dict[int, frozenset]) -> _Summary:
+def _summary(ctx: WalkContext, func: Any, env: dict[int, frozenset]) -> Summary:
     key: Any = (func, tuple(sorted(env.items(), key=lambda item: item[0])))
     try:
-        cached = _SUMMARIES.get(key)
+        cached = SUMMARIES.get(key)
     except TypeError:  # an unhashable dtype: analyse without caching
         key, cached = None, None
     if cached is not None:
         return cached
     if func in ctx.in_progress:  # recursion (not valid Warp anyway)
-        return _EMPTY_SUMMARY
+        return EMPTY_SUMMARY
     ctx.in_progress.add(func)
     try:
         adj = func.adj
         params = [a.label for a in adj.args]
-        names_env = {name: env.get(i, _EMPTY) for i, name in enumerate(params)}
-        ref_params = {name: i for i, name in enumerate(params) if _is_ref_type(adj.arg_types.get(name))}
-        walker = _Walker(ctx, adj.func, _function_def(adj), 0, names_env, ref_params)
+        names_env = {name: env.get(i, EMPTY) for i, name in enumerate(params)}
+        ref_params = {name: i for i, name in enumerate(params) if is_ref_type(adj.arg_types.get(name))}
+        walker = Walker(ctx, adj.func, function_def(adj), 0, names_env, ref_params)
         walker.run()
     finally:
         ctx.in_progress.discard(func)
-    summary = _Summary(
+    summary = Summary(
         walker.effects,
         frozenset(walker.returns),
         frozenset(walker.custom_grad),
@@ -522,11 +522,11 @@ def _summary(ctx: _Context, func: Any, env: dict[int, frozenset]) -> _Summary:
         frozenset(walker.functions),
     )
     if key is not None:
-        _SUMMARIES[key] = summary
+        SUMMARIES[key] = summary
     return summary
 
 
-def _function_def(adj: Any) -> ast.FunctionDef:
+def function_def(adj: Any) -> ast.FunctionDef:
     tree = getattr(adj, "tree", None)
     if tree is None:
         parsed = parse_function(str(getattr(adj, "source", "") or ""))

@@ -55,18 +55,18 @@ except ImportError:  # pragma: no cover - older layout
 from warptrace.kernel_source import FUNC, FUNC_GRAD, FUNC_REPLAY, KERNEL, FunctionSource
 from warptrace.kernel_source import build as build_source_model
 from warptrace.record.kernel_refs import (
-    _ACC,
-    _EMPTY,
-    _NO_LINE,
-    _READ,
-    _STORE,
-    _Context,
-    _Effects,
-    _is_array_type,
-    _is_struct_type,
-    _ref_for_type,
+    ACC,
+    EMPTY,
+    NO_LINE,
+    READ,
+    STORE,
+    Effects,
+    WalkContext,
+    is_array_type,
+    is_struct_type,
+    ref_for_type,
 )
-from warptrace.record.kernel_walk import _function_def, _Walker
+from warptrace.record.kernel_walk import Walker, function_def
 
 __all__ = ["ArgFact", "KernelFacts", "kernel_facts"]
 
@@ -216,14 +216,14 @@ def _analyse(kernel: Any, arg_types: Optional[list[Any]]) -> KernelFacts:
     adj = kernel.adj
     names = [a.label for a in adj.args]
     types = list(arg_types) if arg_types is not None else [a.type for a in adj.args]
-    tree = _function_def(adj)
+    tree = function_def(adj)
     offset = int(getattr(adj, "fun_lineno", 0) or 0) - 1
     env: dict[str, frozenset] = {}
     for i, (name, t) in enumerate(zip(names, types)):
-        ref = _ref_for_type(i, (), t)
-        env[name] = frozenset((ref,)) if ref is not None else _EMPTY
-    ctx = _Context()
-    walker = _Walker(ctx, adj.func, tree, offset, env, {})
+        ref = ref_for_type(i, (), t)
+        env[name] = frozenset((ref,)) if ref is not None else EMPTY
+    ctx = WalkContext()
+    walker = Walker(ctx, adj.func, tree, offset, env, {})
     walker.run()
     rows = _rows(names, types)
     facts_rows = _apply(rows, walker.effects)
@@ -242,7 +242,7 @@ def _function_source(func: Any, role: str, of: str = "") -> FunctionSource:
     adj = func.adj
     line = -1
     with contextlib.suppress(Exception):
-        line = int(adj.fun_lineno) + _function_def(adj).lineno - 1
+        line = int(adj.fun_lineno) + function_def(adj).lineno - 1
     name = str(getattr(getattr(adj, "func", None), "__name__", "") or func.key) if of else str(func.key)
     return FunctionSource(role, name, _source_file(func), line, str(getattr(adj, "source", "") or ""), of)
 
@@ -274,8 +274,8 @@ _Row = tuple[int, str, str, tuple[str, ...], bool]
 def _rows(names: list[str], types: list[Any]) -> list[_Row]:
     rows: list[_Row] = []
     for index, (name, t) in enumerate(zip(names, types)):
-        rows.append((index, name, _type_name(t), (), _is_array_type(t)))
-        if _is_struct_type(t):
+        rows.append((index, name, _type_name(t), (), is_array_type(t)))
+        if is_struct_type(t):
             _field_rows(rows, index, name, t, (), set())
     return rows
 
@@ -286,13 +286,13 @@ def _field_rows(rows: list[_Row], index: int, name: str, struct: Any, prefix: tu
     seen = seen | {id(struct)}
     for field_name, var in getattr(struct, "vars", {}).items():
         path = (*prefix, field_name)
-        if _is_array_type(var.type):
+        if is_array_type(var.type):
             rows.append((index, name, _type_name(var.type), path, True))
-        elif _is_struct_type(var.type):
+        elif is_struct_type(var.type):
             _field_rows(rows, index, name, var.type, path, seen)
 
 
-def _apply(rows: list[_Row], effects: _Effects) -> tuple[ArgFact, ...]:
+def _apply(rows: list[_Row], effects: Effects) -> tuple[ArgFact, ...]:
     lines: dict[tuple[int, tuple[str, ...]], list[int]] = {}
     array_rows = {(r[0], r[3]) for r in rows if r[4]}
     for (root, path), found in effects.lines.items():
@@ -308,15 +308,15 @@ def _apply(rows: list[_Row], effects: _Effects) -> tuple[ArgFact, ...]:
                 if above:
                     targets = [max(above, key=lambda k: len(k[1]))]
         for target in targets:
-            slot = lines.setdefault(target, [_NO_LINE, _NO_LINE, _NO_LINE])
-            for what in (_READ, _STORE, _ACC):
+            slot = lines.setdefault(target, [NO_LINE, NO_LINE, NO_LINE])
+            for what in (READ, STORE, ACC):
                 line = found[what]
-                if line != _NO_LINE and (slot[what] == _NO_LINE or line < slot[what]):
+                if line != NO_LINE and (slot[what] == NO_LINE or line < slot[what]):
                     slot[what] = line
     facts = []
     for index, name, type_name, path, is_array in rows:
-        read_line, store_line, acc_line = lines.get((index, path), (_NO_LINE, _NO_LINE, _NO_LINE))
-        writes = [x for x in (store_line, acc_line) if x != _NO_LINE]
+        read_line, store_line, acc_line = lines.get((index, path), (NO_LINE, NO_LINE, NO_LINE))
+        writes = [x for x in (store_line, acc_line) if x != NO_LINE]
         facts.append(
             ArgFact(
                 index=index,
@@ -324,11 +324,11 @@ def _apply(rows: list[_Row], effects: _Effects) -> tuple[ArgFact, ...]:
                 type=type_name,
                 field=".".join(path),
                 is_array=is_array,
-                read=read_line != _NO_LINE,
+                read=read_line != NO_LINE,
                 write=bool(writes),
-                store=store_line != _NO_LINE,
-                accumulate=acc_line != _NO_LINE,
-                write_line=min(writes) if writes else _NO_LINE,
+                store=store_line != NO_LINE,
+                accumulate=acc_line != NO_LINE,
+                write_line=min(writes) if writes else NO_LINE,
                 read_line=read_line,
             )
         )
@@ -378,7 +378,7 @@ def _make_facts(
     source = str(getattr(adj, "source", "") or "")
     line = -1
     with contextlib.suppress(Exception):
-        line = int(adj.fun_lineno) + _function_def(adj).lineno - 1
+        line = int(adj.fun_lineno) + function_def(adj).lineno - 1
     module = getattr(kernel, "module", None)
     return KernelFacts(
         key=str(kernel.key),
@@ -419,12 +419,12 @@ def _enable_backward(kernel: Any) -> bool:
 
 
 def _type_name(t: Any) -> str:
-    if _is_array_type(t):
+    if is_array_type(t):
         family = type(t).__name__
         with contextlib.suppress(Exception):  # annotation classes differ by version; the repr does not
             family = str(_types.type_repr(t)).split("(", 1)[0]
         return f"{family}(dtype={_type_name(getattr(t, 'dtype', None))}, ndim={getattr(t, 'ndim', '?')})"
-    if _is_struct_type(t):
+    if is_struct_type(t):
         cls = getattr(t, "cls", None)
         return str(getattr(cls, "__name__", None) or t.key)
     if t is Any:
