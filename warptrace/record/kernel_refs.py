@@ -12,7 +12,7 @@ try:  # Warp >= 1.10 keeps its implementation in warp._src
     from warp._src import codegen as _codegen
     from warp._src import types as _types
 except ImportError:  # pragma: no cover - older layout
-    from warp import codegen as _codegen  # type: ignore[no-redef]
+    from warp import codegen as _codegen  # type: ignore[no-redef,attr-defined]
     from warp import types as _types  # type: ignore[no-redef]
 
 # ---------------------------------------------------------------- references and effects

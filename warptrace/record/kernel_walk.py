@@ -15,8 +15,8 @@ try:  # Warp >= 1.10 keeps its implementation in warp._src
     from warp._src import codegen as _codegen
     from warp._src import context as _context
 except ImportError:  # pragma: no cover - older layout
-    from warp import codegen as _codegen  # type: ignore[no-redef]
-    from warp import context as _context  # type: ignore[no-redef]
+    from warp import codegen as _codegen  # type: ignore[no-redef,attr-defined]
+    from warp import context as _context  # type: ignore[no-redef,attr-defined]
 
 from warptrace.kernel_source import parse_function
 from warptrace.record.kernel_refs import (

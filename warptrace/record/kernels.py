@@ -43,7 +43,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import warp
 
@@ -106,6 +106,9 @@ class KernelFacts:
     # the @wp.func callees and custom adjoints it reaches; "" when it could not be built.
     source_model: str
     args: tuple[ArgFact, ...]
+
+    # Set in __post_init__ (per instance); declared here for the type checker only.
+    _by_index: ClassVar[dict[int, tuple[ArgFact, ...]]]
 
     def __post_init__(self) -> None:
         # Precomputed for the recorder's per-launch lookups; an attribute, not a
@@ -374,7 +377,7 @@ def _make_facts(
     native: bool = False,
     source_model: str = "",
 ) -> KernelFacts:
-    adj = getattr(kernel, "adj", None)
+    adj: Any = getattr(kernel, "adj", None)
     source = str(getattr(adj, "source", "") or "")
     line = -1
     with contextlib.suppress(Exception):
@@ -400,7 +403,7 @@ def _source_file(kernel: Any) -> str:
     filename = getattr(getattr(kernel, "adj", None), "filename", None)
     if filename and filename != "unknown source file":
         return str(filename)
-    func = getattr(kernel, "func", None)
+    func: Any = getattr(kernel, "func", None)
     with contextlib.suppress(Exception):
         while hasattr(func, "__wrapped__"):
             func = func.__wrapped__

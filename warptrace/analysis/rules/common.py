@@ -70,7 +70,7 @@ def shared(model: Model, key: str, build: Callable[[Model], T]) -> T:
     views = _SHARED.setdefault(model, {})
     if key not in views:
         views[key] = build(model)
-    return views[key]  # type: ignore[no-any-return]
+    return views[key]  # type: ignore[no-any-return,unused-ignore]
 
 
 def finding(info: RuleInfo, severity: Severity, message: str, location: Location, **extra: Any) -> Finding:

@@ -68,7 +68,8 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
         group.add(Severity.ERROR, seq, seq, (int(model.acc_array[row]),), int(model.acc_alloc[row]))
 
     findings = []
-    for (code, *key), group in groups.items():
+    for (code, *key_parts), group in groups.items():
+        group_key = tuple(key_parts)
         row, ev, backward = group.first
         arg, field_path = model.acc_arg[row], model.acc_field[row]
         kernel_id = int(model.kernel[ev])
@@ -87,7 +88,7 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
             "overwritten values instead of the ones the forward pass used"
         )
         related: list[Location] = []
-        fact = model.kernels.get(kernel_id).arg(arg, field_path) if kernel_id in model.kernels else None
+        fact = model.kernels[kernel_id].arg(arg, field_path) if kernel_id in model.kernels else None
         if fact is not None:
             append_loc(related, model.kernel_line(kernel_id, fact.write_line, "store"))
             append_loc(related, model.kernel_line(kernel_id, fact.read_line, "read"))
@@ -99,7 +100,7 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
                 message,
                 model.event_location(ev, "in-place launch"),
                 related,
-                tuple(key),
+                group_key,
                 field=arg_path(arg, field_path) if code == "WT104" else "",
             )
         )

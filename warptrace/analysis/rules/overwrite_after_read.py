@@ -55,6 +55,8 @@ kernel, view geometry).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
@@ -186,7 +188,7 @@ def _overwrites(
     e_ev = evs.tolist()
     needs_value: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
     grad_args: dict[int, frozenset[str] | None] = {}
-    grad_signatures: dict[tuple, frozenset[str] | None] = {}
+    grad_signatures: dict[tuple, Any] = {}  # access signature -> grad paths; ("known", ids) -> bool
     copy_windows: dict[int, tuple[int, int] | None] = {}
 
     overlap_cache: dict[tuple[int, int], bool] = {}
@@ -205,9 +207,10 @@ def _overwrites(
                 for stale in [k for k, r in bucket.items() if r[1] <= seq]:
                     del bucket[stale]
             continue
-        bucket = pending.get(alloc_id)
-        if not bucket:
+        found = pending.get(alloc_id)
+        if not found:
             continue
+        bucket = found
         w_geom = e_geom[p]
         w_flags = e_flags[p]
         accumulate = bool(w_flags & S.FLAG_ACCUMULATE) and not (w_flags & S.FLAG_STORE)
@@ -229,8 +232,9 @@ def _overwrites(
             elif r_geom < 0:
                 continue
             if e_kind[p] == copy_code:
-                window = copy_windows.get(e_ev[p], ())
-                if window == ():
+                if e_ev[p] in copy_windows:
+                    window = copy_windows[e_ev[p]]
+                else:
                     window = copy_windows[e_ev[p]] = _copy_window(model, e_ev[p], e_array[p])
                 if window is not None and not _overlaps_window(geometry_rep[r_geom], window):
                     continue  # a partial copy (dest_offset/count) that misses the elements read
@@ -524,7 +528,7 @@ def _alias_clause(
 
 
 def _grad_args(
-    model: Model, df: Dataflow, ev: int, cache: dict[tuple, frozenset[str] | None] | None = None
+    model: Model, df: Dataflow, ev: int, cache: dict[tuple, Any] | None = None
 ) -> frozenset[str] | None:
     """Argument paths (``x``, ``state.q``) of a launch whose arrays carry a gradient then;
     None when some access cannot be resolved (then every array counts). ``cache`` memoizes the

@@ -95,7 +95,7 @@ def _wt202(model: Model, duplicates: set[tuple[int, int]]) -> list[Finding]:
             continue
         kernel = model.kernels.get(int(model.kernel[ev]))
         lines = _stores_twice(kernel, model.acc_arg[row], model.acc_field[row]) if kernel else None
-        if lines and _propagates(model, df, ev, call.begin_seq):
+        if kernel is not None and lines and _propagates(model, df, ev, call.begin_seq):
             related = [model.location(call.site, "backward")]
             for line in lines:
                 related.append(Location(kernel.file, line, "store", _kernel_text(kernel, line), kernel.key))
