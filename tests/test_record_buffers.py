@@ -13,7 +13,7 @@ import warp as wp
 
 import warptrace
 from tests.test_record_common import DEVICE, Trace, store_kernel
-from warptrace.record import recorder
+from warptrace.record import recorder, session
 from warptrace.trace.schema import SCHEMAS
 
 
@@ -32,7 +32,7 @@ def trace_path(tmp_path):
 def _small_parts() -> None:
     rec = recorder.active()
     assert rec is not None
-    rec.flush_ev_len = 8 * recorder.EVENT_WIDTH  # many parts: codes and side entries cross flushes
+    rec.flush_ev_len = 8 * session.EVENT_WIDTH  # many parts: codes and side entries cross flushes
 
 
 def test_values_details_and_names_survive_many_parts(trace_path):

@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow.dataset as ds
 import warp as wp
 
-from warptrace.record import recorder
+from warptrace.record import session
 
 wp.config.quiet = True
-recorder.STRICT = True  # a recorder bug raises in tests instead of being logged
+session.STRICT = True  # a recorder bug raises in tests instead of being logged
 
 DEVICE = "cpu"
 

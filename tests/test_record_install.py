@@ -56,7 +56,7 @@ def test_importing_warptrace_patches_nothing():
         import sys, warp, warp._src.context as c, warp._src.types as t, warp._src.tape as tp
         before = {n: getattr(c, n) for n in ("launch", "copy", "capture_launch")}
         methods = dict(vars(t.array)); tape = dict(vars(tp.Tape)); top = warp.launch
-        import warptrace, warptrace.record, warptrace.record.install, warptrace.record.patches
+        import warptrace, warptrace.record, warptrace.record.recorder, warptrace.record.wrap.launch
         assert all(getattr(c, n) is v for n, v in before.items())
         assert all(vars(t.array)[k] is v for k, v in methods.items())
         assert all(vars(tp.Tape)[k] is v for k, v in tape.items()) and warp.launch is top

@@ -18,13 +18,13 @@ def trace_path(tmp_path):
 
 
 def test_two_threads(trace_path, monkeypatch):
-    from warptrace.record import recorder
+    from warptrace.record import recorder, session
 
-    monkeypatch.setattr(recorder, "FLUSH_EVENTS", 64)  # several parts while both threads append
+    monkeypatch.setattr(session, "FLUSH_EVENTS", 64)  # several parts while both threads append
     per_thread = 300
     warptrace.start(trace_path)
     rec = recorder.active()
-    rec.flush_ev_len = 64 * recorder.EVENT_WIDTH
+    rec.flush_ev_len = 64 * session.EVENT_WIDTH
     x = wp.array([1.0, 2.0, 3.0], dtype=float, device=DEVICE)
     outputs = [wp.zeros(3, dtype=float, device=DEVICE) for _ in range(2)]
     wp.launch(store_kernel, dim=3, inputs=[x], outputs=[outputs[0]], device=DEVICE)  # main thread

@@ -3,7 +3,7 @@
     python tools/synth_trace.py OUT.wtrace --launches 100000 [--substeps 16] [--part-rows 100000] [--accumulate 1]
 
 Used by ``tools/bench_analyze.py`` (analysis speed and memory, DESIGN.md §7); no Warp
-needed. The program it imitates (access rows follow ``warptrace/record/patches.py``:
+needed. The program it imitates (access rows follow ``warptrace/record/wrap/launch.py``:
 ``_forward_role`` for forward launches, ``_adjoint_roles`` for adjoint launches)::
 
     target = wp.array(np_target)                      # copy from numpy

@@ -1,6 +1,10 @@
 """Recording: the only package that imports Warp.
 
-``recorder.start(path)`` installs the wrappers (``install.py``/``patches.py``) that turn
-every Warp memory effect into rows of the trace; ``recorder.stop()`` restores Warp and
-finishes the trace. Importing this package patches nothing.
+``recorder.start(path)`` creates the session (``session.py``: buffers, ids, flush) and
+installs the wrappers (``install.py``; one module per thing wrapped under ``wrap/``)
+that turn every Warp memory effect into rows of the trace; ``recorder.stop()`` restores
+Warp and finishes the trace. ``state.py`` is the session as the wrappers see it;
+``identity.py`` maps arrays to memory, ``callsite.py`` finds the user's line,
+``kernels.py`` says what a kernel reads and writes. Importing this package patches
+nothing.
 """

@@ -25,14 +25,16 @@ All methods expect the recorder lock to be held.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import weakref
 from bisect import bisect_left, bisect_right
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import warp
 
+from warptrace.record.callsite import Sites
 from warptrace.trace.schema import (
     ALLOC_EXTERNAL,
     ALLOC_OWNED,
@@ -45,9 +47,6 @@ from warptrace.trace.schema import (
     ARRAY_VIEW,
     FLAG_GRAD,
 )
-
-if TYPE_CHECKING:
-    from warptrace.record.recorder import Recorder
 
 # Attribute names stored on Warp objects. Values are tuples whose first item is the
 # session token.
@@ -67,6 +66,11 @@ def _type_repr(dtype: Any) -> str:
         return warp._src.types.type_repr(dtype)
     except Exception:
         return getattr(dtype, "__name__", str(dtype))
+
+
+def _note_dead(dead: list[int], alloc_id: int, _ref: object) -> None:
+    """weakref callback: the keeper of ``alloc_id`` died."""
+    dead.append(alloc_id)
 
 
 def hull(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
@@ -139,10 +143,20 @@ class AllocIndex:
         return len(self.ids)
 
 
+class RowSink(Protocol):
+    """What identity needs of the session (a :class:`~warptrace.record.session.Recorder`)."""
+
+    tok: object  # session token
+    seq: int  # next event sequence number
+    sites: Sites
+    alloc_rows: list[Any]
+    array_rows: list[Any]
+
+
 class Identity:
     """Allocation ids, array ids and their table rows for one recording session."""
 
-    def __init__(self, rec: Recorder) -> None:
+    def __init__(self, rec: RowSink) -> None:
         self.rec = rec
         self.tok = rec.tok
         self.index = AllocIndex()
@@ -186,7 +200,7 @@ class Identity:
         dead = index.dead
         # not weak-referenceable: the entry lives until an allocation replaces it
         with contextlib.suppress(TypeError):
-            index.keepers[alloc_id] = weakref.ref(keeper, lambda _ref, a=alloc_id, d=dead: d.append(a))
+            index.keepers[alloc_id] = weakref.ref(keeper, functools.partial(_note_dead, dead, alloc_id))
         self.rec.alloc_rows.extend(
             (alloc_id, ptr, nbytes, self.device_name(device), kind, self.rec.seq - 1, site)
         )

@@ -23,8 +23,10 @@ import warp._src.tape as _tape
 import warp._src.types as _types
 import warp._src.utils as _utils
 
-from warptrace.record import patches
-from warptrace.record.recorder import Recorder
+from warptrace.record import state
+from warptrace.record.session import Recorder
+from warptrace.record.wrap import allocation, capture, launch, memory, tape
+from warptrace.record.wrap.common import ORIGINAL_ATTR
 from warptrace.trace.schema import SET_REQUIRES_GRAD, SET_RETAIN_GRAD
 
 
@@ -40,14 +42,14 @@ _installed: list[Patch] = []
 
 # Module-level functions: (module, name, factory). Patched under every alias.
 _FUNCTIONS: tuple[tuple[ModuleType, str, Callable[[Any], Any]], ...] = (
-    (_context, "launch", patches.make_launch),
-    (_context, "copy", patches.make_copy),
-    (_context, "capture_begin", patches.make_capture_begin),
-    (_context, "capture_end", patches.make_capture_end),
-    (_context, "capture_launch", patches.make_capture_launch),
+    (_context, "launch", launch.make_launch),
+    (_context, "copy", memory.make_copy),
+    (_context, "capture_begin", capture.make_capture_begin),
+    (_context, "capture_end", capture.make_capture_end),
+    (_context, "capture_launch", capture.make_capture_launch),
     *(
-        (_utils, name, lambda original, name=name: patches.make_native(original, name))
-        for name in patches.NATIVE_ROLES
+        (_utils, name, lambda original, name=name: memory.make_native(original, name))
+        for name in memory.NATIVE_ROLES
     ),
 )
 
@@ -55,41 +57,41 @@ _FUNCTIONS: tuple[tuple[ModuleType, str, Callable[[Any], Any]], ...] = (
 def _class_patches() -> Iterator[tuple[type, str, Callable[[Any], Any]]]:
     """(class, attribute, factory) for methods and properties; absent ones are skipped."""
     array = _types.array
-    yield array, "_init_new", patches.make_init_new
-    yield array, "_init_from_ptr", patches.make_init_from_ptr
-    yield array, "_alloc_grad", patches.make_alloc_grad
-    yield array, "zero_", lambda f: patches.make_memset(f, zero=True)
-    yield array, "fill_", lambda f: patches.make_memset(f, zero=False)
-    yield array, "numpy", patches.make_value_read
-    yield array, "list", patches.make_value_read
+    yield array, "_init_new", allocation.make_init_new
+    yield array, "_init_from_ptr", allocation.make_init_from_ptr
+    yield array, "_alloc_grad", allocation.make_alloc_grad
+    yield array, "zero_", lambda f: memory.make_memset(f, zero=True)
+    yield array, "fill_", lambda f: memory.make_memset(f, zero=False)
+    yield array, "numpy", memory.make_value_read
+    yield array, "list", memory.make_value_read
     yield (
         array,
         "requires_grad",
-        lambda p: patches.wrap_property(p, lambda f: patches.make_flag_setter(f, SET_REQUIRES_GRAD)),
+        lambda p: allocation.wrap_property(p, lambda f: allocation.make_flag_setter(f, SET_REQUIRES_GRAD)),
     )
     yield (
         array,
         "retain_grad",
-        lambda p: patches.wrap_property(p, lambda f: patches.make_flag_setter(f, SET_RETAIN_GRAD)),
+        lambda p: allocation.wrap_property(p, lambda f: allocation.make_flag_setter(f, SET_RETAIN_GRAD)),
     )
-    yield array, "grad", lambda p: patches.wrap_property(p, patches.make_grad_setter)
+    yield array, "grad", lambda p: allocation.wrap_property(p, allocation.make_grad_setter)
     base = getattr(_types, "noncontiguous_array_base", None)
     if base is not None:
-        yield base, "zero_", lambda f: patches.make_memset(f, zero=True)
-        yield base, "fill_", lambda f: patches.make_memset(f, zero=False)
-        yield base, "numpy", patches.make_value_read
-        yield base, "list", patches.make_value_read
+        yield base, "zero_", lambda f: memory.make_memset(f, zero=True)
+        yield base, "fill_", lambda f: memory.make_memset(f, zero=False)
+        yield base, "numpy", memory.make_value_read
+        yield base, "list", memory.make_value_read
     launch_cls = getattr(_context, "Launch", None)
     if launch_cls is not None:
-        yield launch_cls, "launch", patches.make_launch_replay
-    tape = _tape.Tape
-    yield tape, "__init__", patches.make_tape_init
-    yield tape, "__enter__", patches.make_tape_enter
-    yield tape, "__exit__", patches.make_tape_exit
-    yield tape, "backward", patches.make_tape_backward
-    yield tape, "zero", patches.make_tape_zero
-    yield tape, "reset", patches.make_tape_reset
-    yield tape, "record_func", patches.make_record_func
+        yield launch_cls, "launch", launch.make_launch_replay
+    tape_cls = _tape.Tape
+    yield tape_cls, "__init__", tape.make_tape_init
+    yield tape_cls, "__enter__", tape.make_tape_enter
+    yield tape_cls, "__exit__", tape.make_tape_exit
+    yield tape_cls, "backward", tape.make_tape_backward
+    yield tape_cls, "zero", tape.make_tape_zero
+    yield tape_cls, "reset", tape.make_tape_reset
+    yield tape_cls, "record_func", tape.make_record_func
 
 
 def _modules() -> list[ModuleType]:
@@ -111,9 +113,9 @@ def _module_items(module: ModuleType) -> list[tuple[str, Any]]:
 def install(rec: Recorder) -> None:
     """Install every wrapper (no-op when installed) and point them at ``rec``."""
     if _installed:
-        patches.bind(rec)
+        state.bind(rec)
         return
-    patches.bind(rec)
+    state.bind(rec)
 
     for owner, name, factory in _class_patches():
         original = owner.__dict__.get(name)
@@ -127,7 +129,7 @@ def install(rec: Recorder) -> None:
     wrappers: dict[int, tuple[Any, Any]] = {}
     for module, name, factory in _FUNCTIONS:
         original = getattr(module, name, None)
-        if original is None or getattr(original, "__warptrace_original__", None) is not None:
+        if original is None or getattr(original, ORIGINAL_ATTR, None) is not None:
             continue
         if id(original) not in wrappers:
             wrappers[id(original)] = (original, factory(original))
@@ -145,7 +147,7 @@ def install(rec: Recorder) -> None:
 
 def uninstall() -> None:
     """Unbind the recorder and restore every replaced attribute to its original object."""
-    patches.bind(None)
+    state.bind(None)
     for patch in reversed(_installed):
         if isinstance(patch.owner, type):
             if patch.owner.__dict__.get(patch.name) is patch.wrapper:
@@ -157,10 +159,10 @@ def uninstall() -> None:
     if wrappers:
         for module in _modules():
             for name, value in _module_items(module):
-                patch = wrappers.get(id(value))
-                if patch is not None and patch.wrapper is value:
+                bound = wrappers.get(id(value))
+                if bound is not None and bound.wrapper is value:
                     try:
-                        setattr(module, name, patch.original)
+                        setattr(module, name, bound.original)
                     except Exception:
                         continue
     _installed.clear()

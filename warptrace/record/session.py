@@ -1,0 +1,604 @@
+"""The recording session: flat columnar buffers, sequence numbers, thread ids, batched flush.
+
+Events are appended as rows to *interleaved* flat lists (one ``list.extend`` of a tuple
+per row, one list per table) and sliced into columns only when a part is flushed:
+no Python object per event survives the append, so the cyclic GC has nothing to walk,
+and one C call per row keeps the per-launch cost near a microsecond. A single
+re-entrant lock guards the buffers and the counters; per-thread state (re-entrancy
+guard, backward phase, thread index) lives in a ``threading.local``.
+
+The two big tables hold *only ints* in memory, so that the writer thread turns a whole
+buffer into an int64 matrix with one ``np.fromiter`` pass and slices its columns without
+touching a Python object per value (the GIL-held part of a flush): an event row is
+:data:`EVENT_ROW` (``kind`` and ``dim`` as codes into :attr:`Recorder.kinds` /
+:attr:`Recorder.dim_texts`; the rare ``value``/``detail`` go to ``ev_extra`` as
+``(seq, value, detail)``), an access row is :data:`ACCESS_ROW` (``arg``/``field`` as
+codes into :attr:`Recorder.names`). The code tables only grow, so a code appended
+before its row is always resolvable when the row is written.
+
+Parts are flushed every ``FLUSH_EVENTS`` events or ``FLUSH_SECONDS`` seconds (checked
+on append, no background thread), dimension tables (sites, kernels, arrays, ...)
+before the events that reference them, so a run killed with SIGKILL leaves a trace
+that is consistent up to its last flush.
+
+The module API that starts and stops a session (``start``/``stop``/``flush``) is
+:mod:`warptrace.record.recorder`; this module is the session object it creates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import threading
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import warp
+
+from warptrace.record.callsite import Sites
+from warptrace.record.identity import Identity
+from warptrace.trace.schema import (
+    BACKWARD_BEGIN,
+    COPY,
+    EVENT_KIND_CODES,
+    EVENT_KINDS,
+    LAUNCH,
+    MEMSET,
+    SCHEMAS,
+    TABLES,
+    TAPE_CREATE,
+)
+from warptrace.trace.writer import TraceWriter
+
+FLUSH_EVENTS = 4096
+FLUSH_ACCESSES = 16384
+FLUSH_SECONDS = 2.0
+MAX_ERRORS = 20
+WRITER_THREAD = os.environ.get("WARPTRACE_SYNC_WRITES", "") in ("", "0")
+
+_WIDTH = {table: len(SCHEMAS[table].names) for table in TABLES}
+
+# In-memory rows of the two big tables (all ints; see the module docstring).
+EVENT_ROW = (
+    "seq", "kind", "tape", "recorded", "phase", "adjoint", "executed", "site", "kernel",
+    "thread", "t_ns", "parent", "array_id", "ref_id", "dim",
+)  # fmt: skip
+EVENT_WIDTH = len(EVENT_ROW)
+ACCESS_ROW = ("seq", "array_id", "alloc_id", "role", "flags", "arg", "field")
+ACCESS_WIDTH = len(ACCESS_ROW)
+_perf_ns = time.perf_counter_ns
+
+# Set WARPTRACE_STRICT=1 to make recorder bugs raise instead of being logged (tests).
+STRICT = os.environ.get("WARPTRACE_STRICT", "") not in ("", "0")
+
+
+class ThreadState:
+    """Per-thread recording state (one per thread and session, reached via ``Recorder.local``).
+
+    A slotted object behind one ``threading.local`` attribute: each hot-path read is a
+    slot access instead of a ``threading.local`` lookup.
+    """
+
+    __slots__ = (
+        "bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_site", "scope_tape", "thread",
+    )  # fmt: skip
+
+    def __init__(self, thread: int) -> None:
+        self.guard = 0  # > 0 while warptrace or a wrapped Warp call runs: nested calls are not events
+        self.phase = 0  # 1 inside Tape.backward
+        self.bw_tape = -1  # tape id of the backward in progress
+        self.parent = -1  # seq of the enclosing event (tape.zero for its memsets)
+        self.scope_tape = -1  # tape id inside Tape.zero()/reset(): their memsets belong to it
+        self.scope_site = -1  # call site of that zero()/reset()
+        self.thread = thread  # small per-run thread index
+        # [guard, seq, dest, src, recorded, site] of the copy in progress
+        self.copy_ctx: list[Any] | None = None
+        self.grad_owner: Any = None  # array whose .grad is being allocated
+
+
+class Recorder:
+    """One trace being recorded. Everything mutable is guarded by ``lock``."""
+
+    def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.tok = object()  # session token stored with every per-object id
+        self.lock = threading.RLock()
+        self.local = threading.local()  # .state: this thread's ThreadState
+        self.seq = 0  # next event sequence number
+        self.open_events = 0  # reserved seqs whose rows are not appended yet
+        self.disordered = False  # a reserved seq was appended after later ones
+
+        self.ev: list[int] = []  # EVENT_ROW rows
+        self.ev_extra: list[tuple[int, float | None, str | None]] = []  # (seq, value, detail)
+        self.acc: list[int] = []  # ACCESS_ROW rows
+        # code tables of the int rows (append-only: the writer thread reads them)
+        self.kinds: list[str] = list(EVENT_KINDS)
+        self.kind_codes: dict[str, int] = dict(EVENT_KIND_CODES)
+        self.names: list[str] = [""]  # access arg / field names; code 0 is ""
+        self.name_codes: dict[str, int] = {"": 0}
+        self.dim_texts: list[str] = []
+        self.dim_codes: dict[str, int] = {}
+        self.array_rows: list[Any] = []
+        self.alloc_rows: list[Any] = []
+        self.kernel_rows: list[Any] = []
+        self.karg_rows: list[Any] = []
+        self.site_rows: list[Any] = []
+
+        self.next_thread = 0
+        self.next_tape = 0
+        self.next_graph = 0
+        self.next_kernel = 0
+        self.kernel_ids: dict[int, tuple[int, Any]] = {}  # id(facts) -> (kernel_id, facts)
+        self.captures: dict[str, int] = {}  # device alias -> graph id while capturing
+        self.executing_captures: set[int] = set()  # graph ids whose launches also run at capture
+
+        self.errors: list[str] = []
+        self.error_count = 0
+
+        self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
+        self.flush_ev_len = FLUSH_EVENTS * EVENT_WIDTH
+        self.flush_acc_len = FLUSH_ACCESSES * ACCESS_WIDTH
+
+        self.sites = Sites(self.site_rows.extend, self.lock)
+        self.ident = Identity(self)
+        full_meta = {
+            "warp_version": warp.config.version,
+            "numpy_version": np.__version__,
+            "pid": os.getpid(),
+        }
+        full_meta.update(meta)
+        self.writer = TraceWriter(self.path, full_meta)
+        self.closed = False
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._writer_loop, name="warptrace-writer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ ids
+    def thread_state(self) -> ThreadState:
+        """This thread's state; the first call from a thread gives it the next thread index."""
+        try:
+            return self.local.state
+        except AttributeError:
+            with self.lock:
+                state = ThreadState(self.next_thread)
+                self.next_thread += 1
+            self.local.state = state
+            return state
+
+    def _code(self, table: list[str], codes: dict[str, int], text: str) -> int:
+        code = codes.get(text)
+        if code is None:
+            with self.lock:
+                code = codes.get(text)
+                if code is None:
+                    code = len(table)
+                    table.append(text)  # before the code is handed out: see the module docstring
+                    codes[text] = code
+        return code
+
+    def name_code(self, name: str) -> int:
+        """Code of an access ``arg``/``field`` name."""
+        code = self.name_codes.get(name)
+        return code if code is not None else self._code(self.names, self.name_codes, str(name))
+
+    def dim_code(self, dim: str | None) -> int:
+        """Code of a launch ``dim`` text (-1: null)."""
+        if dim is None:
+            return -1
+        code = self.dim_codes.get(dim)
+        return code if code is not None else self._code(self.dim_texts, self.dim_codes, dim)
+
+    def kind_code(self, kind: str) -> int:
+        code = self.kind_codes.get(kind)
+        return code if code is not None else self._code(self.kinds, self.kind_codes, kind)
+
+    def new_id(self, counter: str) -> int:
+        with self.lock:
+            value = getattr(self, counter)
+            setattr(self, counter, value + 1)
+            return value
+
+    def intern_kernel(self, facts: Any) -> int:
+        """kernel_id of ``facts``; writes its ``kernels``/``kernel_args`` rows the first time."""
+        hit = self.kernel_ids.get(id(facts))
+        if hit is not None and hit[1] is facts:
+            return hit[0]
+        with self.lock:
+            kernel_id = self.next_kernel
+            self.next_kernel = kernel_id + 1
+            self.kernel_ids[id(facts)] = (kernel_id, facts)
+            self.kernel_rows.extend(
+                (
+                    kernel_id,
+                    str(facts.key),
+                    str(facts.module or ""),
+                    str(facts.file or ""),
+                    int(facts.line if facts.line is not None else -1),
+                    facts.source,
+                    bool(facts.enable_backward),
+                    json.dumps(list(facts.custom_grad or ())),
+                    json.dumps(list(facts.custom_replay or ())),
+                    bool(facts.native_snippets),
+                    str(facts.analysis),
+                    str(getattr(facts, "source_model", "") or ""),
+                )
+            )
+            for arg in facts.args:
+                self.karg_rows.extend(
+                    (
+                        kernel_id,
+                        int(arg.index),
+                        str(arg.name),
+                        str(arg.type),
+                        str(arg.field or ""),
+                        bool(arg.is_array),
+                        bool(arg.read),
+                        bool(arg.write),
+                        bool(arg.store),
+                        bool(arg.accumulate),
+                        int(arg.write_line if arg.write_line is not None else -1),
+                        int(arg.read_line if arg.read_line is not None else -1),
+                    )
+                )
+        return kernel_id
+
+    # ------------------------------------------------------------------ events
+    def emit(
+        self,
+        kind: str,
+        *,
+        tape: int = -1,
+        recorded: bool = False,
+        phase: int | None = None,
+        adjoint: bool = False,
+        executed: bool = True,
+        site: int = -1,
+        kernel: int = -1,
+        parent: int | None = None,
+        array_id: int = -1,
+        ref_id: int = -1,
+        value: float | None = None,
+        dim: str | None = None,
+        detail: str | None = None,
+        accesses: tuple[tuple[Any, ...], ...] = (),
+        seq: int | None = None,
+    ) -> int:
+        """Append one event row (and its access rows ``(array_id, alloc_id, role, flags, arg, field)``,
+        ``arg``/``field`` as :meth:`name_code` codes).
+
+        ``seq`` is given for events whose number was reserved with :meth:`reserve`
+        (so that children could name them as parent before they finished).
+        """
+        try:
+            tls = self.local.state
+        except AttributeError:
+            tls = self.thread_state()
+        if phase is None:
+            phase = tls.phase
+        if parent is None:
+            parent = tls.parent
+        code = self.kind_codes.get(kind)
+        if code is None:
+            code = self.kind_code(kind)
+        dim_code = -1 if dim is None else self.dim_code(dim)
+        t_ns = _perf_ns()
+        lock = self.lock
+        lock.acquire()
+        try:
+            if seq is None:
+                seq = self.seq
+                self.seq = seq + 1
+            else:
+                self.open_events -= 1
+                if seq != self.seq - 1:
+                    self.disordered = True
+            ev = self.ev
+            ev.extend(
+                (seq, code, tape, recorded, phase, adjoint, executed, site, kernel, tls.thread, t_ns,
+                 parent, array_id, ref_id, dim_code)
+            )  # fmt: skip
+            if value is not None or detail is not None:
+                self.ev_extra.append((seq, value, detail))
+            acc = self.acc
+            for access in accesses:
+                acc.append(seq)
+                acc.extend(access)
+            if len(ev) >= self.flush_ev_len or len(acc) >= self.flush_acc_len or t_ns >= self.flush_deadline:
+                self.flush()
+        finally:
+            lock.release()
+        return seq
+
+    def row(
+        self,
+        thread: int,
+        kind: int,
+        tape: int,
+        recorded: bool,
+        phase: int,
+        adjoint: bool,
+        executed: bool,
+        site: int,
+        parent: int,
+        array_id: int,
+        ref_id: int,
+        value: float | None,
+        detail: str | None,
+        accesses: tuple[tuple[int, ...], ...],
+        seq: int,
+    ) -> int:
+        """:meth:`emit` for the hot wrappers: every column given, positionally.
+
+        ``kind`` is an :data:`~warptrace.trace.schema.EVENT_KIND_CODES` code, ``seq`` -1 for a new number; no kernel, no dim.
+        """
+        t_ns = _perf_ns()
+        lock = self.lock
+        lock.acquire()
+        try:
+            if seq < 0:
+                seq = self.seq
+                self.seq = seq + 1
+            else:
+                self.open_events -= 1
+                if seq != self.seq - 1:
+                    self.disordered = True
+            ev = self.ev
+            ev.extend(
+                (seq, kind, tape, recorded, phase, adjoint, executed, site, -1, thread, t_ns, parent, array_id,
+                 ref_id, -1)
+            )  # fmt: skip
+            if value is not None or detail is not None:
+                self.ev_extra.append((seq, value, detail))
+            acc = self.acc
+            for access in accesses:
+                acc.append(seq)
+                acc.extend(access)
+            if len(ev) >= self.flush_ev_len or len(acc) >= self.flush_acc_len or t_ns >= self.flush_deadline:
+                self.flush()
+        finally:
+            lock.release()
+        return seq
+
+    def reserve(self) -> int:
+        """Take a seq now and append the row later (see :meth:`emit`)."""
+        with self.lock:
+            seq = self.seq
+            self.seq = seq + 1
+            self.open_events += 1
+        return seq
+
+    def release(self, seq: int) -> None:
+        """A reserved event that will never be appended (its Warp call raised)."""
+        with self.lock:
+            self.open_events -= 1
+
+    def fail(self, exc: BaseException) -> None:
+        """A bug in warptrace: never break the user's program, remember it for the summary."""
+        self._note(exc)
+        if STRICT:
+            raise exc
+
+    def _note(self, exc: BaseException) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+    # ------------------------------------------------------------------ flush
+    def flush(self, force: bool = False, wait: bool = False) -> None:
+        """Hand the buffered rows to the writer thread as one part per table.
+
+        Called with or without the lock held. The swap is O(1); slicing into columns,
+        Arrow conversion and Parquet encoding happen on the writer thread (Parquet
+        encoding releases the GIL), so a flush costs the recording thread almost
+        nothing. ``wait`` blocks until the part files are on disk.
+        """
+        with self.lock:
+            if self.closed:
+                return
+            if self.open_events > 0 and not force and len(self.ev) < 4 * self.flush_ev_len:
+                return  # a parent event is still open: keep parent and children in one part
+            self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
+            batch = (
+                ("sites", self.site_rows),
+                ("kernels", self.kernel_rows),
+                ("kernel_args", self.karg_rows),
+                ("allocs", self.alloc_rows),
+                ("arrays", self.array_rows),
+                ("accesses", self.acc),
+                ("events", (self.ev, self.ev_extra)),
+            )
+            disordered = self.disordered
+            self.disordered = False
+            self.site_rows = []
+            self.kernel_rows = []
+            self.karg_rows = []
+            self.alloc_rows = []
+            self.array_rows = []
+            self.acc = []
+            self.ev = []
+            self.ev_extra = []
+            self.sites.rebind(self.site_rows.extend)
+            if not WRITER_THREAD:
+                self._write_batch(batch, disordered)
+                return
+            done = threading.Event() if wait else None
+            self._queue.put((batch, disordered, done))
+        if done is not None:
+            done.wait()
+
+    def _write_batch(self, batch: tuple[tuple[str, Any], ...], disordered: bool) -> None:
+        # dimension tables first: a reader never sees an event whose site/array is missing
+        for table, buf in batch:
+            if table == "events":
+                if buf[0]:
+                    self.writer.write(table, self._event_columns(buf[0], buf[1], disordered))
+                continue
+            if not buf:
+                continue
+            if table == "accesses":
+                self.writer.write(table, self._access_columns(buf))
+                continue
+            width = _WIDTH[table]
+            names = SCHEMAS[table].names
+            self.writer.write(table, {name: buf[i::width] for i, name in enumerate(names)})
+
+    def _int_rows(self, buf: list[int], row: tuple[str, ...]) -> np.ndarray:
+        """The buffer as an ``(n, width)`` int64 matrix (one C pass over the list)."""
+        try:
+            values = np.fromiter(buf, dtype=np.int64, count=len(buf))
+        except (TypeError, ValueError, OverflowError) as exc:  # a recorder bug put a non-int in a row
+            self._note(exc)
+            values = np.array([_as_int(v) for v in buf], dtype=np.int64)
+        return values.reshape(-1, len(row))
+
+    def _event_columns(
+        self, ev: list[int], extra: list[tuple[int, float | None, str | None]], disordered: bool
+    ) -> dict[str, Any]:
+        rows = self._int_rows(ev, EVENT_ROW)
+        if disordered:  # a copy's row is appended after its nested grad copy's
+            rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        n = len(rows)
+        fields = SCHEMAS["events"]
+        columns: dict[str, Any] = {}
+        for i, name in enumerate(EVENT_ROW):
+            column = rows[:, i]
+            if name == "kind":
+                columns[name] = _decode(self.kinds, column)
+            elif name == "dim":
+                columns[name] = _decode(self.dim_texts, column)
+            else:
+                columns[name] = pa.array(column.astype(fields.field(name).type.to_pandas_dtype()))
+        value = np.zeros(n, dtype=np.float64)
+        has_value = np.zeros(n, dtype=bool)
+        detail_index = np.full(n, -1, dtype=np.int64)
+        details: list[str] = []
+        if extra:
+            where = np.searchsorted(rows[:, 0], np.array([e[0] for e in extra], dtype=np.int64))
+            with_value = [i for i, e in enumerate(extra) if e[1] is not None]
+            if with_value:
+                at = where[with_value]
+                value[at] = [extra[i][1] for i in with_value]
+                has_value[at] = True
+            with_detail = [i for i, e in enumerate(extra) if e[2] is not None]
+            if with_detail:
+                detail_index[where[with_detail]] = np.arange(len(with_detail))
+                details = [str(extra[i][2]) for i in with_detail]
+        columns["value"] = pa.array(value, mask=~has_value)
+        columns["detail"] = _decode(details, detail_index)
+        return columns
+
+    def _access_columns(self, acc: list[int]) -> dict[str, Any]:
+        rows = self._int_rows(acc, ACCESS_ROW)
+        fields = SCHEMAS["accesses"]
+        columns: dict[str, Any] = {}
+        for i, name in enumerate(ACCESS_ROW):
+            if name in ("arg", "field"):
+                columns[name] = _decode(self.names, rows[:, i])
+            else:
+                columns[name] = pa.array(rows[:, i].astype(fields.field(name).type.to_pandas_dtype()))
+        return columns
+
+    def _writer_loop(self) -> None:
+        """The writer thread: write queued batches; flush on its own every FLUSH_SECONDS when idle."""
+        with contextlib.suppress(Exception):
+            import pyarrow.compute  # noqa: F401  # Array.take imports it: once, here, not at the first flush
+        while True:
+            try:
+                item = self._queue.get(timeout=FLUSH_SECONDS)
+            except queue.Empty:
+                try:
+                    self.flush(force=True)
+                except Exception as exc:  # pragma: no cover - disk trouble
+                    self._note(exc)
+                continue
+            if item is None:
+                return
+            batch, disordered, done = item
+            try:
+                self._write_batch(batch, disordered)
+            except Exception as exc:  # disk full, unwritable path: keep the program running
+                self._note(exc)
+            finally:
+                if done is not None:
+                    done.set()
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for the CLI, computed from the event parts on disk (vectorized, once).
+
+        Counting on the writer thread would cost GIL time on every flush.
+        """
+        counts: Counter[str] = Counter()
+        try:
+            import pyarrow.compute as pc
+            import pyarrow.dataset as ds
+
+            files = sorted(str(f) for f in (self.path / "events").glob("part-*.parquet"))
+            if files:
+                table = ds.dataset(files, format="parquet").to_table(columns=["kind", "recorded", "adjoint"])
+                kinds = table.column("kind")
+                for entry in pc.value_counts(kinds).to_pylist():
+                    counts[entry["values"]] = entry["counts"]
+                launch = pc.equal(kinds, LAUNCH)
+                adjoint = pc.and_(launch, table.column("adjoint"))
+                forward = pc.and_(launch, pc.invert(table.column("adjoint")))
+                counts["adjoint_launches"] = pc.sum(adjoint).as_py() or 0
+                counts["recorded_launches"] = pc.sum(pc.and_(forward, table.column("recorded"))).as_py() or 0
+                counts["untaped_launches"] = (
+                    pc.sum(pc.and_(forward, pc.invert(table.column("recorded")))).as_py() or 0
+                )
+        except Exception as exc:
+            self._note(exc)
+        return {
+            "trace": str(self.path),
+            "tapes": counts.get(TAPE_CREATE, 0),
+            "launches": counts.get(LAUNCH, 0),
+            "recorded_launches": counts.get("recorded_launches", 0),
+            "untaped_launches": counts.get("untaped_launches", 0),
+            "adjoint_launches": counts.get("adjoint_launches", 0),
+            "copies": counts.get(COPY, 0),
+            "memsets": counts.get(MEMSET, 0),
+            "backward_calls": counts.get(BACKWARD_BEGIN, 0),
+            "arrays": self.writer.rows_written.get("arrays", 0),
+            "events": self.writer.rows_written.get("events", 0),
+            "recorder_errors": self.error_count,
+        }
+
+    def close(self, exit_status: int | None, error: str | None) -> dict[str, Any]:
+        with self.lock:  # nothing can be appended between the last flush and closing
+            self.flush(force=True)
+            self.closed = True
+            self._queue.put(None)
+        self._thread.join()
+        with self.lock:
+            summary = self.summary()
+            meta: dict[str, Any] = {"summary": summary}
+            if self.errors:
+                meta["recorder_errors"] = self.errors
+            runtime = getattr(warp._src.context, "runtime", None)
+            if runtime is not None:
+                with contextlib.suppress(Exception):  # runtime is up: get_devices() does not init
+                    meta["devices"] = [str(d.alias) for d in warp.get_devices()]
+            self.writer.close(exit_status=exit_status, error=error, **meta)
+        return summary
+
+
+def _decode(texts: list[str], codes: np.ndarray) -> pa.Array:
+    """String column from codes into ``texts`` (-1: null), without a Python object per row."""
+    table = pa.array(texts[:], type=pa.string())  # a snapshot: the list may grow meanwhile
+    indices = codes.astype(np.int32)
+    missing = indices < 0
+    return table.take(pa.array(indices, mask=missing) if missing.any() else pa.array(indices))
+
+
+def _as_int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1

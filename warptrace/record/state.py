@@ -1,0 +1,52 @@
+"""The session the wrappers report to, and what they cache for it.
+
+:func:`bind` is the only writer: :mod:`warptrace.record.install` binds the session at
+``start()`` and unbinds it (``None``) at ``stop()``. Every wrapper reads :data:`rec`
+once per call (see :mod:`warptrace.record.wrap` for the guard idiom); a wrapper left in
+some alias after ``stop()`` sees ``None`` and is exactly the original call.
+
+The caches are per session (codes and ids belong to one trace) and are cleared, never
+replaced, by :func:`bind`, so a wrapper may hold them in a closure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from warptrace.record.session import Recorder
+
+rec: Recorder | None = None  # the active session, None when not recording
+
+# kernel object -> LaunchPlan; id(facts) -> (facts, plan); (generic kernel, type key) -> plan
+plans: dict[Any, Any] = {}
+plans_by_facts: dict[int, tuple[Any, Any]] = {}
+generic_plans: dict[tuple[Any, ...], Any] = {}
+generic_args: dict[Any, tuple[int, ...] | None] = {}  # generic kernel -> positions of generic args
+dims: dict[Any, int] = {}  # launch dim -> Recorder.dim_code of "64" / "32x3"
+json_names: dict[str, str] = {}  # record_func name -> its JSON string
+src_dest: tuple[int, int] = (0, 0)  # name codes of a copy's "src" and "dest"
+
+# Code of the originals whose nested events share the enclosing event's call site (set
+# when the wrappers are made): wp.copy (its grad copy and record_func) and Tape.zero
+# (its memsets). A nested event takes the shortcut only when its wrapper's caller is
+# that very code, so no user frame can sit in between.
+copy_code: Any = None
+tape_zero_code: Any = None
+
+
+def bind(session: Recorder | None) -> None:
+    """Point every wrapper at ``session`` (None: all wrappers become pass-through)."""
+    global rec, src_dest
+    rec = None  # first: no wrapper starts an event against half-reset caches
+    plans.clear()
+    plans_by_facts.clear()
+    generic_plans.clear()
+    generic_args.clear()
+    dims.clear()
+    if session is None:
+        return
+    src_dest = (session.name_code("src"), session.name_code("dest"))
+    rec = session
+
+
+__all__ = ["bind", "rec"]

@@ -1,0 +1,204 @@
+"""Allocations and gradient attributes: fresh memory, views, grads, requires_grad/retain_grad."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from warptrace.record import state
+from warptrace.record.identity import NEW, STATE
+from warptrace.record.wrap.common import ARRAY_INIT_CODE, array_state, current_tape, getframe, mark
+from warptrace.trace.schema import SET_GRAD, SET_REQUIRES_GRAD
+
+
+def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``array._init_new``: the single path to fresh device memory."""
+
+    def _init_new(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        rec = state.rec
+        if rec is None:
+            return result
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        try:  # under the guard too: every allocation is registered (a nested one has no site)
+            owner = ts.grad_owner
+            labelled = False
+            if owner is not None:
+                ts.grad_owner = None
+                new = owner.__dict__.get(NEW)
+                site = new[1] if new is not None and new[0] is rec.tok else -1
+            elif ts.guard:
+                site = -1
+            else:
+                site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE)
+            with rec.lock:
+                rec.ident.on_new(self, site, owner, labelled)
+        except Exception as exc:
+            rec.fail(exc)
+        return result
+
+    return mark(original, _init_new)
+
+
+def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``array._init_from_ptr``: views, aliases, zero-copy memory; resolved at first use."""
+
+    def _init_from_ptr(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        rec = state.rec
+        if rec is None:
+            return result
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        try:  # under the guard too: a nested view is registered, without a site
+            site, labelled = (-1, False) if ts.guard else rec.sites.alloc_caller(ARRAY_INIT_CODE)
+            rec.ident.on_ptr(self, site, labelled)
+        except Exception as exc:
+            rec.fail(exc)
+        return result
+
+    return mark(original, _init_from_ptr)
+
+
+def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``array._alloc_grad``: the next fresh allocation is this array's grad."""
+
+    def _alloc_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = state.rec
+        if rec is None:
+            return original(self, *args, **kwargs)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        # under the guard too: the allocation that follows must know it is a grad
+        saved = ts.grad_owner
+        ts.grad_owner = self
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            ts.grad_owner = saved
+        # An array registered before its grad existed (wp.array(data, requires_grad=True)
+        # copies its data, and so gets registered, before it sets _requires_grad) carries
+        # requires_grad=False in its arrays row: say that it has a grad from now on.
+        # (The requires_grad setter reports itself: skip when it is the caller.)
+        st = getattr(self, STATE, None)
+        from_setter = getframe(1).f_code.co_name == "requires_grad"
+        if st is not None and st[0] is rec.tok and not ts.guard and not from_setter:
+            try:
+                rec.emit(
+                    SET_REQUIRES_GRAD,
+                    tape=current_tape(rec, ts),
+                    site=rec.sites.caller(),
+                    array_id=st[1],
+                    value=1.0,
+                )
+            except Exception as exc:
+                rec.fail(exc)
+        return result
+
+    return mark(original, _alloc_grad)
+
+
+def make_flag_setter(original: Callable[..., Any], kind: str) -> Callable[..., Any]:
+    """``requires_grad`` / ``retain_grad`` setters."""
+
+    def setter(self: Any, value: Any) -> None:
+        rec = state.rec
+        if rec is None:
+            return original(self, value)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        if ts.guard:
+            return original(self, value)
+        try:
+            array_id = array_state(rec, self)[1]
+        except Exception as exc:
+            rec.fail(exc)
+            return original(self, value)
+        original(self, value)
+        try:
+            rec.emit(
+                kind,
+                tape=current_tape(rec, ts),
+                site=rec.sites.caller(),
+                array_id=array_id,
+                value=1.0 if value else 0.0,
+            )
+        except Exception as exc:
+            rec.fail(exc)
+        return None
+
+    return mark(original, setter)
+
+
+def make_grad_setter(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``array.grad = g``: a SET_GRAD event, or a link when Warp builds the array with its grad."""
+
+    def setter(self: Any, grad: Any) -> None:
+        rec = state.rec
+        if rec is None:
+            return original(self, grad)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        if ts.guard:
+            return original(self, grad)
+        if getframe(1).f_code is ARRAY_INIT_CODE:
+            # wp.array(..., grad=g) and the grad views Warp builds for slices: a link, not a change
+            original(self, grad)
+            try:
+                with rec.lock:
+                    rec.ident.link_grad(self, grad)
+            except Exception as exc:
+                rec.fail(exc)
+            return None
+        try:
+            owner_st = array_state(rec, self)
+        except Exception as exc:
+            rec.fail(exc)
+            return original(self, grad)
+        original(self, grad)
+        try:
+            ref_id = -1
+            if grad is not None:
+                with rec.lock:
+                    ref_id = rec.ident.mark_grad(grad, owner_st)[1]
+            rec.emit(
+                SET_GRAD,
+                tape=current_tape(rec, ts),
+                site=rec.sites.caller(),
+                array_id=owner_st[1],
+                ref_id=ref_id,
+            )
+        except Exception as exc:
+            rec.fail(exc)
+        return None
+
+    return mark(original, setter)
+
+
+def wrap_property(
+    prop: property, make_setter: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> property:
+    """The property with its setter wrapped (getter and deleter are the originals)."""
+    setter = make_setter(prop.fset) if prop.fset is not None else None
+    return property(prop.fget, setter, prop.fdel, prop.__doc__)
+
+
+__all__ = [
+    "make_alloc_grad",
+    "make_flag_setter",
+    "make_grad_setter",
+    "make_init_from_ptr",
+    "make_init_new",
+    "wrap_property",
+]

@@ -1,0 +1,110 @@
+"""Helpers every wrapper module shares: marking a wrapper, tape and graph ids, array state."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import warp
+import warp._src.context as _context
+
+from warptrace.record.identity import STATE
+from warptrace.record.session import Recorder, ThreadState
+from warptrace.trace.schema import TAPE_CREATE
+
+TAPE_ATTR = "_warptrace_tape"  # (token, tape_id) on Tape objects
+GRAPH_ATTR = "_warptrace_graph"  # (token, graph_id) on Graph objects
+CMD_ARGS_ATTR = "_warptrace_args"  # (fwd_args, adj_args) on Launch objects (Warp < 1.19 keeps none)
+ORIGINAL_ATTR = "__warptrace_original__"  # on every wrapper: the object it replaced
+
+EMPTY: tuple[Any, ...] = ()
+WARP_ARRAY = warp.array
+ARRAY_INIT_CODE = warp.array.__init__.__code__
+WARP_VERSION = tuple(int(part) for part in warp.config.version.split(".")[:2] if part.isdigit())
+getframe = sys._getframe
+
+
+def mark(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``wrapper`` the original's metadata (name, doc, ``__wrapped__``) and mark it ours."""
+    functools.update_wrapper(wrapper, original)
+    setattr(wrapper, ORIGINAL_ATTR, original)
+    return wrapper
+
+
+def call_site(rec: Recorder) -> int:
+    """Call site of the wrapper that calls this: its caller's position if that is a known
+    user position (one dict hit), else the frame walk of ``Sites.caller``."""
+    frame = getframe(2)
+    hit = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
+    return hit if hit is not None else rec.sites.caller(2)
+
+
+def guarded_call(ts: ThreadState, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The original call with the guard up: what Warp does inside is not recorded."""
+    ts.guard += 1
+    try:
+        return original(*args, **kwargs)
+    finally:
+        ts.guard -= 1
+
+
+def tape_id_of(rec: Recorder, tape: Any) -> int:
+    """Monotonic tape id (``id()`` is reused); tapes made before start() get one on first sight."""
+    if tape is None:
+        return -1
+    tagged = getattr(tape, TAPE_ATTR, None)
+    if tagged is not None and tagged[0] is rec.tok:
+        return int(tagged[1])
+    new_id = rec.new_id("next_tape")
+    with contextlib.suppress(Exception):
+        setattr(tape, TAPE_ATTR, (rec.tok, new_id))
+    rec.emit(TAPE_CREATE, tape=new_id, detail='{"preexisting": true}', parent=-1)
+    return new_id
+
+
+def current_tape(rec: Recorder, ts: ThreadState) -> int:
+    """The tape an event belongs to: the one being backpropagated/zeroed, else the active one."""
+    if ts.phase:
+        return ts.bw_tape
+    if ts.scope_tape >= 0:
+        return ts.scope_tape
+    runtime = _context.runtime
+    tape = runtime.tape if runtime is not None else None
+    return tape_id_of(rec, tape) if tape is not None else -1
+
+
+def array_state(rec: Recorder, arr: Any) -> tuple[Any, ...]:
+    """The array's identity state tuple (``identity.STATE``), registering it on first sight."""
+    st = getattr(arr, STATE, None)
+    if st is not None and st[0] is rec.tok:
+        return st  # type: ignore[no-any-return]
+    with rec.lock:
+        return rec.ident.register(arr)
+
+
+def access_row(
+    rec: Recorder, arr: Any, role: int, flags: int, arg: str = "", field: str = ""
+) -> tuple[int, ...]:
+    """An access row for :meth:`Recorder.emit` (``arg``/``field`` coded)."""
+    st = array_state(rec, arr)
+    return (st[1], st[2], role, flags | st[3], rec.name_code(arg), rec.name_code(field) if field else 0)
+
+
+def device_alias(device: Any) -> str:
+    try:
+        return str(_context.runtime.get_device(device).alias)  # type: ignore[attr-defined]
+    except Exception:
+        return str(device)
+
+
+def capture_of(rec: Recorder, device: Any) -> int:
+    """Graph id when ``device`` is being captured (events there are not executed), else -1."""
+    if not rec.captures:
+        return -1
+    return rec.captures.get(device_alias(device), -1)
+
+
+__all__ = ["CMD_ARGS_ATTR", "GRAPH_ATTR", "ORIGINAL_ATTR", "TAPE_ATTR", "mark"]

@@ -1,0 +1,282 @@
+"""Memory operations that are not launches: copies, memsets, native utilities, value reads."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+from warptrace.record import state
+from warptrace.record.identity import NEW, STATE
+from warptrace.record.session import Recorder
+from warptrace.record.wrap.common import (
+    WARP_ARRAY,
+    access_row,
+    array_state,
+    capture_of,
+    current_tape,
+    getframe,
+    guarded_call,
+    mark,
+)
+from warptrace.trace.schema import (
+    COPY,
+    EVENT_KIND_CODES,
+    FLAG_STORE,
+    FLAG_UNCERTAIN,
+    MEMSET,
+    NATIVE,
+    ROLE_READ,
+    ROLE_READWRITE,
+    ROLE_WRITE,
+    VALUE_READ,
+)
+
+_COPY = EVENT_KIND_CODES[COPY]
+_MEMSET = EVENT_KIND_CODES[MEMSET]
+
+
+def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``wp.copy`` (and ``clone``/``assign``/``wp.array(data)``, which call it)."""
+    copy_code = getattr(original, "__code__", None)
+    state.copy_code = copy_code
+
+    def copy(*args: Any, **kwargs: Any) -> Any:
+        rec = state.rec
+        if rec is None:
+            return original(*args, **kwargs)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        parent = -1
+        site = None
+        dest = args[0] if args else kwargs.get("dest")
+        src = args[1] if len(args) > 1 else kwargs.get("src")
+        if ts.guard:
+            ctx = ts.copy_ctx
+            # the one nested call that is a memory effect of its own: copy(dest.grad, src.grad)
+            if (
+                ctx is None
+                or ctx[0] != ts.guard
+                or dest is None
+                or dest is not getattr(ctx[2], "_grad", None)
+                or src is not getattr(ctx[3], "_grad", None)
+            ):
+                return original(*args, **kwargs)
+            parent = ctx[1]
+            if getframe(1).f_code is copy_code:
+                site = ctx[5]  # called by the copy in progress: same user frame
+        try:
+            if site is None:
+                frame = getframe(1)
+                site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
+                if site is None:
+                    site = rec.sites.caller()
+            seq = rec.reserve()
+        except Exception as exc:
+            rec.fail(exc)
+            return original(*args, **kwargs)
+        saved = ts.copy_ctx
+        ts.guard += 1
+        ctx = [ts.guard, seq, dest, src, False, site]
+        ts.copy_ctx = ctx
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            rec.release(seq)
+            raise
+        finally:
+            ts.guard -= 1
+            ts.copy_ctx = saved
+        try:
+            n = len(args)
+            dest_offset = args[2] if n > 2 else kwargs.get("dest_offset", 0)
+            src_offset = args[3] if n > 3 else kwargs.get("src_offset", 0)
+            count = args[4] if n > 4 else kwargs.get("count", 0)
+            detail = None
+            if dest_offset or src_offset or (count and count != getattr(src, "size", count)):
+                detail = json.dumps(
+                    {"dest_offset": int(dest_offset), "src_offset": int(src_offset), "count": int(count)}
+                )
+            graph = capture_of(rec, getattr(dest, "device", None)) if rec.captures else -1
+            tape_id = current_tape(rec, ts)
+            src_st = array_state(rec, src)
+            dest_st = array_state(rec, dest)
+            rec.row(
+                ts.thread, _COPY, tape_id, ctx[4], ts.phase, False, graph < 0, site,
+                parent if parent >= 0 else ts.parent, -1, graph, None, detail,
+                (
+                    (src_st[1], src_st[2], ROLE_READ, src_st[3], state.src_dest[0], 0),
+                    (dest_st[1], dest_st[2], ROLE_WRITE, FLAG_STORE | dest_st[3], state.src_dest[1], 0),
+                ),
+                seq,
+            )  # fmt: skip
+        except Exception as exc:
+            rec.fail(exc)
+        return result
+
+    return mark(original, copy)
+
+
+def _is_fresh(rec: Recorder, arr: Any) -> bool:
+    """Initialisation of a fresh allocation (``wp.zeros``/``full``, grad allocation) with no event since."""
+    new = arr.__dict__.get(NEW) if hasattr(arr, "__dict__") else None
+    return new is not None and new[0] is rec.tok and new[3] >= 0 and new[2] == rec.seq - 1
+
+
+def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
+    """``zero_``/``fill_``; the initialisation of a fresh allocation is not an event."""
+
+    def memset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = state.rec
+        if rec is None:
+            return original(self, *args, **kwargs)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        if ts.guard:
+            return original(self, *args, **kwargs)
+        try:
+            skip = getattr(self, "size", 1) == 0 or _is_fresh(rec, self)
+        except Exception as exc:
+            rec.fail(exc)
+            skip = True
+        if skip:
+            return original(self, *args, **kwargs)
+        ts.guard += 1
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            ts.guard -= 1
+        try:
+            value: float | None = 0.0
+            detail = None
+            if not zero:
+                raw = args[0] if args else kwargs.get("value")
+                try:
+                    value = float(raw)  # type: ignore[arg-type]
+                except Exception:
+                    value = None
+                    detail = json.dumps({"value": repr(raw)[:200]})
+            graph = capture_of(rec, self.device) if rec.captures else -1
+            if graph in rec.executing_captures:
+                graph = -1  # Warp < 1.15 runs a memset during a CPU capture and does not capture it
+            tape_id = current_tape(rec, ts)
+            frame = getframe(1)
+            site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
+            if site is None:
+                if ts.scope_tape >= 0 and frame.f_code is state.tape_zero_code:
+                    site = ts.scope_site  # a gradient zeroed by Tape.zero(): its call site
+                else:
+                    site = rec.sites.caller()
+            st = getattr(self, STATE, None)
+            if st is None or st[0] is not rec.tok:
+                st = array_state(rec, self)
+            rec.row(ts.thread, _MEMSET, tape_id, False, ts.phase, False, graph < 0, site, ts.parent, -1, graph,
+                    value, detail, ((st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0),), -1)  # fmt: skip
+        except Exception as exc:
+            rec.fail(exc)
+        return result
+
+    return mark(original, memset)
+
+
+def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``numpy()``/``list()``: values read back to the host."""
+
+    def value_read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = state.rec
+        if rec is None:
+            return original(self, *args, **kwargs)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        if ts.guard:
+            return original(self, *args, **kwargs)
+        result = guarded_call(ts, original, self, *args, **kwargs)
+        try:
+            access = access_row(rec, self, ROLE_READ, 0)
+            rec.emit(
+                VALUE_READ,
+                tape=current_tape(rec, ts),
+                site=rec.sites.caller(),
+                array_id=access[0],
+                accesses=(access,),
+            )
+        except Exception as exc:
+            rec.fail(exc)
+        return result
+
+    return mark(original, value_read)
+
+
+R, W, RW = (ROLE_READ, 0), (ROLE_WRITE, FLAG_STORE), (ROLE_READWRITE, FLAG_STORE)
+NATIVE_ROLES: dict[str, dict[str, tuple[int, int]]] = {
+    "array_scan": {"in_array": R, "out_array": W},
+    "radix_sort_pairs": {"keys": RW, "values": RW},
+    "segmented_sort_pairs": {"keys": RW, "values": RW, "segment_start_indices": R, "segment_end_indices": R},
+    "runlength_encode": {"values": R, "run_values": W, "run_lengths": W, "run_count": W},
+    "array_sum": {"values": R, "out": W},
+    "array_inner": {"a": R, "b": R, "out": W},
+    "array_cast": {"in_array": R, "out_array": W},
+}
+
+
+def make_native(original: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """An opaque native utility: one NATIVE event with conservative per-argument roles."""
+    roles = NATIVE_ROLES.get(name, {})
+    try:
+        signature: inspect.Signature | None = inspect.signature(original)
+    except (TypeError, ValueError):
+        signature = None
+    detail = json.dumps({"func": name})
+
+    def native(*args: Any, **kwargs: Any) -> Any:
+        rec = state.rec
+        if rec is None:
+            return original(*args, **kwargs)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        if ts.guard:
+            return original(*args, **kwargs)
+        result = guarded_call(ts, original, *args, **kwargs)
+        try:
+            if signature is not None:
+                bound = signature.bind(*args, **kwargs).arguments
+            else:
+                bound = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
+            accesses = []
+            for param, value in bound.items():
+                if not isinstance(value, WARP_ARRAY) and not hasattr(value, "__ctype__"):
+                    continue
+                if not hasattr(value, "dtype"):
+                    continue
+                role, flags = roles.get(param, (ROLE_READWRITE, FLAG_UNCERTAIN))
+                accesses.append(access_row(rec, value, role, flags, param))
+            graph = -1
+            if rec.captures and accesses:
+                first = next(v for v in bound.values() if isinstance(v, WARP_ARRAY))
+                graph = capture_of(rec, first.device)
+            rec.emit(
+                NATIVE,
+                tape=current_tape(rec, ts),
+                site=rec.sites.caller(),
+                detail=detail,
+                executed=graph < 0,
+                ref_id=graph,
+                accesses=tuple(accesses),
+            )
+        except Exception as exc:
+            rec.fail(exc)
+        return result
+
+    return mark(original, native)
+
+
+__all__ = ["NATIVE_ROLES", "make_copy", "make_memset", "make_native", "make_value_read"]

@@ -1,0 +1,188 @@
+"""Launch plans: per kernel, the access rows a launch appends, from the kernel's facts.
+
+Access roles come from the kernel (:func:`warptrace.record.kernels.kernel_facts`), not
+from ``inputs=``/``outputs=``: Warp's own optimizers pass written arrays as inputs. For
+an adjoint launch, the forward arrays are read (and written where the kernel
+accumulates, since atomics replay), and each gradient argument gets the role that the
+forward use of its array implies: a forward read accumulates into the gradient, a
+forward store reads and consumes it (unless ``retain_grad``), a forward accumulation
+reads it. Facts the analysis could not settle mark every array read and written,
+uncertain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import warp
+
+from warptrace.record import state
+from warptrace.record.kernels import kernel_facts
+from warptrace.record.session import Recorder
+from warptrace.record.wrap.common import WARP_ARRAY
+from warptrace.trace.schema import (
+    FLAG_ACCUMULATE,
+    FLAG_CONSUME,
+    FLAG_FIELD,
+    FLAG_GRAD,
+    FLAG_STORE,
+    FLAG_UNCERTAIN,
+    ROLE_NONE,
+    ROLE_READ,
+    ROLE_READWRITE,
+    ROLE_WRITE,
+)
+
+
+class LaunchPlan:
+    """Per-kernel access rows, precomputed so that a launch only looks up arrays.
+
+    ``fwd`` rows: ``(arg index, name, field, path, role, flags)``; split into ``simple``
+    (array arguments: ``(index, name, role, flags)``) and ``fields`` (struct fields, with
+    their attribute ``path``) for the launch fast path.
+    ``adj`` rows: ``(index, name, field, path, fwd_role, fwd_flags, grad_role, grad_flags,
+    retained_grad_role, retained_grad_flags)``. ``name``/``field`` are
+    :meth:`Recorder.name_code` codes.
+    """
+
+    __slots__ = ("adj", "facts", "fields", "fwd", "kernel_id", "simple")
+
+    def __init__(self, rec: Recorder, kernel_id: int, facts: Any) -> None:
+        self.kernel_id = kernel_id
+        self.facts = facts
+        uncertain = str(facts.analysis).startswith("failed")
+        fwd: list[tuple[Any, ...]] = []
+        adj: list[tuple[Any, ...]] = []
+        for arg in facts.args:
+            if not arg.is_array:
+                continue
+            path = tuple(arg.field.split(".")) if arg.field else None
+            name, field_name = rec.name_code(arg.name), rec.name_code(arg.field or "")
+            fwd.append((arg.index, name, field_name, path, *_forward_role(arg, uncertain)))
+            adj.append((arg.index, name, field_name, path, *_adjoint_roles(arg, uncertain)))
+        self.fwd = tuple(fwd)
+        self.adj = tuple(adj)
+        self.simple = tuple((i, name, role, flags) for i, name, _, path, role, flags in fwd if path is None)
+        self.fields = tuple(row for row in fwd if row[3] is not None)
+
+
+def _forward_role(arg: Any, uncertain: bool) -> tuple[int, int]:
+    base = (FLAG_FIELD if arg.field else 0) | (FLAG_UNCERTAIN if uncertain else 0)
+    if uncertain:
+        return ROLE_READWRITE, base
+    role = (ROLE_READ if arg.read else 0) | (ROLE_WRITE if arg.write else 0)
+    flags = base
+    if arg.store:
+        flags |= FLAG_STORE
+    if arg.write and arg.accumulate and not arg.store:
+        flags |= FLAG_ACCUMULATE
+    return role, flags
+
+
+def _adjoint_roles(arg: Any, uncertain: bool) -> tuple[int, int, int, int, int, int]:
+    base = (FLAG_FIELD if arg.field else 0) | (FLAG_UNCERTAIN if uncertain else 0)
+    if uncertain:
+        grad = (ROLE_READWRITE, base | FLAG_GRAD | FLAG_CONSUME)
+        return ROLE_READWRITE, base, *grad, *grad
+    # forward memory in the backward kernel: loads replay, atomics replay, stores do not
+    fwd_role = (ROLE_READ if arg.read else 0) | (ROLE_WRITE if arg.accumulate else 0)
+    fwd_flags = base | (FLAG_ACCUMULATE if arg.accumulate else 0)
+
+    def grad_role(consume: bool) -> tuple[int, int]:
+        role = ROLE_NONE
+        flags = base | FLAG_GRAD
+        if arg.read:  # adjoint of a load: atomic accumulation into the gradient
+            role |= ROLE_WRITE
+        if arg.accumulate:  # adjoint of an atomic: reads the gradient
+            role |= ROLE_READ
+        if arg.store:  # adjoint of a store: reads the gradient, then zeroes it
+            role |= ROLE_READ
+            if consume:
+                role |= ROLE_WRITE
+                flags |= FLAG_CONSUME
+        if role & ROLE_WRITE and not (arg.store and consume):
+            flags |= FLAG_ACCUMULATE
+        return role, flags
+
+    return fwd_role, fwd_flags, *grad_role(True), *grad_role(False)
+
+
+def plan_for(rec: Recorder, kernel: Any, args: Sequence[Any] | None) -> LaunchPlan:
+    if getattr(kernel, "is_generic", False):
+        # The overload depends on the argument types: key on what Warp infers them from.
+        key = (kernel, _type_key(kernel, args or ()))
+        plan = state.generic_plans.get(key)
+        if plan is None:
+            facts = kernel_facts(kernel, args)
+            hit = state.plans_by_facts.get(id(facts))
+            if hit is not None and hit[0] is facts:
+                plan = hit[1]
+            else:
+                plan = LaunchPlan(rec, rec.intern_kernel(facts), facts)
+                state.plans_by_facts[id(facts)] = (facts, plan)
+            state.generic_plans[key] = plan
+        return plan
+    plan = state.plans.get(kernel)
+    if plan is None:
+        facts = kernel_facts(kernel, args)
+        plan = LaunchPlan(rec, rec.intern_kernel(facts), facts)
+        state.plans[kernel] = plan
+    return plan
+
+
+def _generic_positions(kernel: Any, count: int) -> tuple[int, ...] | None:
+    """Indices of the arguments whose annotation is generic (None: look at all of them).
+
+    Warp infers an overload's types only from those; the other arguments keep their
+    annotated type whatever is passed.
+    """
+    try:
+        types = list(kernel.adj.arg_types.values())
+        if len(types) != count:
+            return None
+        is_generic = warp._src.types.type_is_generic
+        return tuple(i for i, t in enumerate(types) if is_generic(t))
+    except Exception:
+        return None
+
+
+def _type_key(kernel: Any, args: Sequence[Any]) -> tuple[Any, ...]:
+    """Python type, plus dtype/ndim for arrays and the struct class for structs, of the generic arguments."""
+    if kernel in state.generic_args:
+        positions = state.generic_args[kernel]
+    else:
+        positions = _generic_positions(kernel, len(args))
+        state.generic_args[kernel] = positions
+    key = []
+    for i in positions if positions is not None else range(len(args)):
+        value = args[i]
+        kind = value.__class__
+        if kind is WARP_ARRAY:
+            key.append((value.dtype, value.ndim))
+        else:
+            cls = getattr(value, "_cls", None)
+            key.append(kind if cls is None else cls)
+    return tuple(key)
+
+
+def dim_code_of(rec: Recorder, dim: Any) -> int:
+    """Recorder.dim_code of the launch dims "64" / "32x3" (-1 for None)."""
+    try:
+        code = state.dims.get(dim)
+    except TypeError:  # a list
+        dim = tuple(dim)
+        code = state.dims.get(dim)
+    if code is None:
+        if isinstance(dim, int):
+            text = str(dim)
+        elif dim is None:
+            return -1
+        else:
+            text = "x".join(str(int(d)) for d in dim)
+        code = rec.dim_code(text)
+        state.dims[dim] = code
+    return code
+
+
+__all__ = ["LaunchPlan", "dim_code_of", "plan_for"]
