@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 from collections.abc import Callable
+from types import CodeType, FunctionType
 from typing import Any
 
 import warp
@@ -28,10 +30,58 @@ getframe = sys._getframe
 
 
 def mark(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
-    """Give ``wrapper`` the original's metadata (name, doc, ``__wrapped__``) and mark it ours."""
+    """``wrapper`` made to stand in for ``original``: Warp's stack walks skip it like
+    the original's own frame (:func:`in_place_of`), it carries the original's metadata
+    (name, doc, ``__wrapped__``, so ``inspect.signature`` sees the original's) and
+    ``__warptrace_original__``."""
+    wrapper = in_place_of(original, wrapper)
     functools.update_wrapper(wrapper, original)
     setattr(wrapper, ORIGINAL_ATTR, original)
     return wrapper
+
+
+_globals_for: dict[tuple[int, str], dict[str, Any]] = {}
+
+
+def in_place_of(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """The same wrapper function, whose frames look like frames of ``original``'s package.
+
+    Warp finds "the user's line" by walking the stack past its own frames: by file
+    (``_copy_caller_location``, behind the overwrite warning of ``wp.copy``: frames
+    under ``warp/_src/``) or by package (``_capture_alloc_tag``: ``__package__`` of the
+    frame's globals). A wrapper frame would stop both walks at warptrace. So the
+    wrapper's code gets a file name that starts with the original's folder and
+    resolves to the wrapper's real file (``.../warp/_src/../../.../wrap/memory.py``:
+    tracebacks and ``linecache`` still show warptrace's source), and its globals are
+    a copy of its module's with the original's ``__package__``. Same bytecode, same
+    closure: no cost per call. Kept as is when the original is not a Python function.
+    """
+    code = getattr(original, "__code__", None)
+    globals_ = getattr(original, "__globals__", None)
+    if not isinstance(code, CodeType) or not isinstance(wrapper, FunctionType) or globals_ is None:
+        return wrapper
+    folder = os.path.dirname(code.co_filename)
+    try:
+        filename = os.path.join(folder, os.path.relpath(wrapper.__code__.co_filename, folder))
+    except ValueError:  # another drive
+        return wrapper
+    package = globals_.get("__package__")
+    key = (id(wrapper.__globals__), str(package))
+    frame_globals = _globals_for.get(key)
+    if frame_globals is None:
+        # The wrapper modules bind their globals once at import; the copy is taken after.
+        frame_globals = dict(wrapper.__globals__)
+        frame_globals["__package__"] = package
+        _globals_for[key] = frame_globals
+    stand_in = FunctionType(
+        wrapper.__code__.replace(co_filename=filename),
+        frame_globals,
+        wrapper.__name__,
+        wrapper.__defaults__,
+        wrapper.__closure__,
+    )
+    stand_in.__kwdefaults__ = wrapper.__kwdefaults__
+    return stand_in
 
 
 def call_site(rec: Recorder) -> int:
