@@ -28,12 +28,12 @@ PROGRAM = "wt101_assign_fixed"  # a fixed twin: a clean analysis, many launches 
 
 
 def _record(path: Path) -> Path:
-    from warptrace.record import recorder
+    from warptrace.record import session
 
     program = next(p for p in discover() if p.name == PROGRAM)
     module = load(program, module_name="integrity_" + path.stem)
-    saved = recorder.FLUSH_EVENTS
-    recorder.FLUSH_EVENTS = 8  # several parts per table
+    saved = session.FLUSH_EVENTS
+    session.FLUSH_EVENTS = 8  # several parts per table
     try:
         warptrace.start(path)
         try:
@@ -41,7 +41,7 @@ def _record(path: Path) -> Path:
         finally:
             warptrace.stop()
     finally:
-        recorder.FLUSH_EVENTS = saved
+        session.FLUSH_EVENTS = saved
     return path
 
 

@@ -130,7 +130,7 @@ def array_state(rec: Recorder, arr: Any) -> tuple[Any, ...]:
     """The array's identity state tuple (``identity.STATE``), registering it on first sight."""
     st = getattr(arr, STATE, None)
     if st is not None and st[0] is rec.tok:
-        return st  # type: ignore[no-any-return]
+        return st
     with rec.lock:
         return rec.ident.register(arr)
 

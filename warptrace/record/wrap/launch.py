@@ -198,7 +198,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
     def launch(
         kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, stream,
         adjoint, record_tape, record_cmd, max_blocks, block_dim,
-    ):  # type: ignore[no-untyped-def]  # fmt: skip
+    ):  # fmt: skip
         rec = state.rec
         if rec is None:
             return original(kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, stream,
