@@ -309,3 +309,12 @@ def test_wrapper_frames_peeled_unless_the_error_is_ours(which, keeps_wrapper, tm
     assert f'"{script}", line' in stderr
     assert ("in wrapper" in stderr or "in broken" in stderr) is keeps_wrapper
     assert "runner.py" not in stderr
+
+
+def test_bool_exit_code_is_an_int():
+    # unittest.main() ends with sys.exit(not success): the trace's meta needs an int status
+    from warptrace.runner import _system_exit_status
+
+    for code, status in ((False, 0), (True, 1)):
+        result = _system_exit_status(SystemExit(code))
+        assert result == status and type(result) is int

@@ -260,12 +260,15 @@ def _join_new_threads(before: set[threading.Thread]) -> None:
 
 
 def _system_exit_status(exc: SystemExit) -> int:
-    """Python's rule: None is 0, an int is itself, anything else is printed to stderr and is 1."""
+    """Python's rule: None is 0, an int is itself, anything else is printed to stderr and is 1.
+
+    A bool is an int to Python (``unittest.main`` exits with ``sys.exit(False)``): 0 or 1.
+    """
     code = exc.code
     if code is None:
         return 0
     if isinstance(code, int):
-        return code
+        return int(code)
     stderr = sys.stderr
     if stderr is not None:
         try:
