@@ -238,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
                 for error in found["errors"]:
                     line += f"\n    ERROR {error['code']} {error['file']}:{error['line']} {error['function']}: {error['text']}"
             else:
-                line += f"\n    analysis: {found['status']}"
+                why = (found.get("stderr") or "").strip().splitlines()[-1:]
+                line += f"\n    analysis: {found['status']} {' '.join(why)}"
         results[module] = entry
         print(line, flush=True)
 
