@@ -302,6 +302,17 @@ def k_native(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     native_copy(i, x, y)  # @k_native
 
 
+if hasattr(wp, "ref"):  # wp.ref parameters: warp-lang >= 1.15
+
+    @wp.func_native("out = 2.0f * y;", adj_snippet="adj_y += 2.0f * adj_out; adj_out = 0.0f;")
+    def native_store_ref(out: wp.ref[wp.float32], y: wp.float32): ...
+
+    @wp.kernel
+    def k_native_ref(x: wp.array(dtype=wp.float32), out: wp.array(dtype=wp.float32)):
+        i = wp.tid()
+        native_store_ref(out[i], x[i])  # @k_native_ref
+
+
 @wp.kernel(enable_backward=False)
 def k_no_backward(y: wp.array(dtype=float)):
     y[wp.tid()] = 0.0

@@ -247,6 +247,19 @@ def test_custom_adjoints_and_native_snippets():
     # what native code does is unknown: arrays it receives are read and overwritten
     check(native, "x", "RS.", write="k_native", read="k_native")
     check(native, "y", "RS.", write="k_native", read="k_native")
+    # ... a guess, marked opaque (the recorder flags it uncertain: never an error)
+    assert row(native, "x").opaque and row(native, "y").opaque
+
+
+@pytest.mark.skipif(not hasattr(K, "k_native_ref"), reason="wp.ref needs warp-lang >= 1.15")
+def test_native_snippet_signature_narrows_the_guess():
+    facts = kernel_facts(K.k_native_ref)
+    # x[i] goes to a value parameter: loaded at the call, a proven read and nothing else
+    check(facts, "x", "R..", read="k_native_ref")
+    assert not row(facts, "x").opaque
+    # out[i] goes to a wp.ref parameter: the snippet may read and overwrite it (opaque)
+    check(facts, "out", "RS.", write="k_native_ref", read="k_native_ref")
+    assert row(facts, "out").opaque
 
 
 # ---------------------------------------------------------------- generic kernels and cache

@@ -24,6 +24,10 @@ Ref = tuple[int, int, tuple[str, ...], Optional[int], Any]
 
 EMPTY: frozenset = frozenset()
 READ, STORE, ACC = 0, 1, 2
+# Not an access of its own: the line where native code (``@wp.func_native``) reached the
+# memory, so its read/store marks there are a conservative guess, not a proven fact.
+OPAQUE = 3
+EFFECTS = (READ, STORE, ACC, OPAQUE)
 NO_LINE = -1
 
 _ATOMICS = (
@@ -85,7 +89,7 @@ def ref_for_type(root: int, path: tuple[str, ...], t: Any) -> Optional[Ref]:
 
 
 class Effects:
-    """Per (root, path): first line of read, store, accumulate (-1 when absent)."""
+    """Per (root, path): first line of read, store, accumulate, opaque access (-1 when absent)."""
 
     __slots__ = ("lines",)
 
@@ -95,7 +99,7 @@ class Effects:
     def add(self, root: int, path: tuple[str, ...], what: int, line: int) -> bool:
         slot = self.lines.get((root, path))
         if slot is None:
-            slot = self.lines[(root, path)] = [NO_LINE, NO_LINE, NO_LINE]
+            slot = self.lines[(root, path)] = [NO_LINE, NO_LINE, NO_LINE, NO_LINE]
         old = slot[what]
         if old == NO_LINE or line < old:
             slot[what] = line

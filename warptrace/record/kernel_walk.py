@@ -26,10 +26,12 @@ from warptrace.record.kernel_refs import (
     BUILTIN_PASS_THROUGH,
     BUILTIN_WRITES,
     COPY,
+    EFFECTS,
     ELEM,
     EMPTY,
     EMPTY_SUMMARY,
     NO_LINE,
+    OPAQUE,
     READ,
     STORE,
     STRUCT,
@@ -446,12 +448,7 @@ class Walker:
                     bound[params.index(name)] = bound.get(params.index(name), EMPTY) | refs
             if getattr(overload, "native_snippet", None) is not None:
                 self.native = True
-                # Native code: anything it can reach may be read or overwritten.
-                for refs in bound.values():
-                    for ref in refs:
-                        if ref[0] in (ARR, STRUCT, ELEM):
-                            self.effect(ref, READ, node)
-                            self.effect(ref, STORE, node)
+                self.native_call(bound, params, arg_types, node)
                 continue
             callee_env: dict[int, frozenset] = {}
             for i, refs in bound.items():
@@ -475,7 +472,7 @@ class Walker:
             for (param, subpath), lines in summary.effects.lines.items():
                 for ref in bound.get(param, EMPTY):
                     target = map_path(ref, subpath)
-                    for what in (READ, STORE, ACC):
+                    for what in EFFECTS:
                         if lines[what] != NO_LINE:
                             self.effects.add(target[0], target[1], what, self.line(node))
             for kind, param, subpath, ndim, dtype in summary.returns:
@@ -484,6 +481,25 @@ class Walker:
                     mapped_kind = COPY if ref[0] in (ELEM, COPY) and kind != ARR else kind
                     result.add((mapped_kind, root, path, ndim, dtype))
         return frozenset(result)
+
+    def native_call(
+        self, bound: dict[int, frozenset], params: list[str], arg_types: dict, node: ast.Call
+    ) -> None:
+        """A ``@wp.func_native`` call: its C++ body is not visible, so only its signature speaks.
+
+        An element passed to a value parameter is loaded at the call (a proven read). An
+        element passed to a ``wp.ref`` parameter, and an array or struct handed over whole,
+        may be read or overwritten by the snippet: marked read and stored, and OPAQUE, so
+        the guess never becomes an error."""
+        for i, refs in bound.items():
+            by_ref = i < len(params) and is_ref_type(arg_types.get(params[i]))
+            for ref in refs:
+                if ref[0] == ELEM and not by_ref:
+                    self.effect(ref, READ, node)
+                elif ref[0] in (ARR, STRUCT, ELEM):
+                    self.effect(ref, READ, node)
+                    self.effect(ref, STORE, node)
+                    self.effect(ref, OPAQUE, node)
 
     def note_custom(self, func: Any) -> None:
         self.functions.add(func)

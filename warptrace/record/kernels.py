@@ -55,11 +55,9 @@ except ImportError:  # pragma: no cover - older layout
 from warptrace.kernel_source import FUNC, FUNC_GRAD, FUNC_REPLAY, KERNEL, FunctionSource
 from warptrace.kernel_source import build as build_source_model
 from warptrace.record.kernel_refs import (
-    ACC,
+    EFFECTS,
     EMPTY,
     NO_LINE,
-    READ,
-    STORE,
     Effects,
     WalkContext,
     is_array_type,
@@ -86,6 +84,10 @@ class ArgFact:
     accumulate: bool  # x[i] += v, x[i] -= v, wp.atomic_*, tile_atomic_add
     write_line: int  # absolute source line of the first write, -1
     read_line: int  # absolute source line of the first read, -1
+    # Native code (``@wp.func_native``) reached it: what it reads or stores there is not
+    # visible, so read/store are a conservative guess (the recorder flags the accesses
+    # FLAG_UNCERTAIN; no rule makes an error of them). Not a trace column.
+    opaque: bool = False
 
 
 @dataclass(frozen=True)
@@ -311,14 +313,14 @@ def _apply(rows: list[_Row], effects: Effects) -> tuple[ArgFact, ...]:
                 if above:
                     targets = [max(above, key=lambda k: len(k[1]))]
         for target in targets:
-            slot = lines.setdefault(target, [NO_LINE, NO_LINE, NO_LINE])
-            for what in (READ, STORE, ACC):
+            slot = lines.setdefault(target, [NO_LINE, NO_LINE, NO_LINE, NO_LINE])
+            for what in EFFECTS:
                 line = found[what]
                 if line != NO_LINE and (slot[what] == NO_LINE or line < slot[what]):
                     slot[what] = line
     facts = []
     for index, name, type_name, path, is_array in rows:
-        read_line, store_line, acc_line = lines.get((index, path), (NO_LINE, NO_LINE, NO_LINE))
+        read_line, store_line, acc_line, opaque_line = lines.get((index, path), (NO_LINE,) * 4)
         writes = [x for x in (store_line, acc_line) if x != NO_LINE]
         facts.append(
             ArgFact(
@@ -333,6 +335,7 @@ def _apply(rows: list[_Row], effects: Effects) -> tuple[ArgFact, ...]:
                 accumulate=acc_line != NO_LINE,
                 write_line=min(writes) if writes else NO_LINE,
                 read_line=read_line,
+                opaque=opaque_line != NO_LINE,
             )
         )
     return tuple(facts)

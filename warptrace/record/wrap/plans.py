@@ -59,16 +59,18 @@ class LaunchPlan:
                 continue
             path = tuple(arg.field.split(".")) if arg.field else None
             name, field_name = rec.name_code(arg.name), rec.name_code(arg.field or "")
-            fwd.append((arg.index, name, field_name, path, *_forward_role(arg, uncertain)))
-            adj.append((arg.index, name, field_name, path, *_adjoint_roles(arg, uncertain)))
+            # a failed analysis guesses every argument; native code only those it reached
+            opaque = uncertain or bool(getattr(arg, "opaque", False))
+            fwd.append((arg.index, name, field_name, path, *_forward_role(arg, uncertain, opaque)))
+            adj.append((arg.index, name, field_name, path, *_adjoint_roles(arg, uncertain, opaque)))
         self.fwd = tuple(fwd)
         self.adj = tuple(adj)
         self.simple = tuple((i, name, role, flags) for i, name, _, path, role, flags in fwd if path is None)
         self.fields = tuple(row for row in fwd if row[3] is not None)
 
 
-def _forward_role(arg: Any, uncertain: bool) -> tuple[int, int]:
-    base = (FLAG_FIELD if arg.field else 0) | (FLAG_UNCERTAIN if uncertain else 0)
+def _forward_role(arg: Any, uncertain: bool, opaque: bool) -> tuple[int, int]:
+    base = (FLAG_FIELD if arg.field else 0) | (FLAG_UNCERTAIN if opaque else 0)
     if uncertain:
         return ROLE_READWRITE, base
     role = (ROLE_READ if arg.read else 0) | (ROLE_WRITE if arg.write else 0)
@@ -80,8 +82,8 @@ def _forward_role(arg: Any, uncertain: bool) -> tuple[int, int]:
     return role, flags
 
 
-def _adjoint_roles(arg: Any, uncertain: bool) -> tuple[int, int, int, int, int, int]:
-    base = (FLAG_FIELD if arg.field else 0) | (FLAG_UNCERTAIN if uncertain else 0)
+def _adjoint_roles(arg: Any, uncertain: bool, opaque: bool) -> tuple[int, int, int, int, int, int]:
+    base = (FLAG_FIELD if arg.field else 0) | (FLAG_UNCERTAIN if opaque else 0)
     if uncertain:
         grad = (ROLE_READWRITE, base | FLAG_GRAD | FLAG_CONSUME)
         return ROLE_READWRITE, base, *grad, *grad
