@@ -4,6 +4,20 @@ One recorded launch reads an argument and stores plain values into it
 (``x[i] = f(x[i])``), directly or inside a ``@wp.func`` it calls. The adjoint
 re-reads the overwritten values. ``+=`` and atomics are exempt, and so is a kernel
 that stores first and reads its own result back (``y[i] = f(x); h = y[i]``).
+
+Exempt too: a kernel whose adjoint never looks at the values it read from the array
+(:func:`warptrace.kernel_source.linearity.adjoint_needs_value`, the linearity WT101 and
+WT103 apply): ``x[i] = x[i] + c``, ``x[i] = 2.0 * x[i]``, or a local vector read from
+``x[i]``, updated through component assignments and ``+=``, and stored back. Warp's
+store adjoint takes ``adj_x[i]`` and zeroes it, the load adjoint adds the propagated
+value back: the result is exact whatever values the replay sees. Products with arrays
+that carry a gradient, divisions by, functions of or branches on the values are not
+linear and stay errors (``x[i] = wp.sin(x[i])``, a clamp).
+
+An array that native code (``@wp.func_native`` through a ``wp.ref`` parameter or whole)
+may read and overwrite is not a proven in-place update: the recorder cannot see the
+C++ body. That is reported as ``info`` naming what could not be checked, never as an
+error.
 Later launches overwriting what an in-place launch read are not reported again.
 Fix: write the result to a separate output array.
 
@@ -18,16 +32,25 @@ Findings are grouped by root cause (the user line to change) with a count.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
+from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_OVERWRITES, Rule, arg_path, quote
 from warptrace.analysis.rules.overwrite_after_read import WT104
 from warptrace.analysis.rules.overwrite_evidence import (
     Group,
+    adjoint_needs_value,
     append_loc,
     buffer_name,
+    grad_args_of,
+    grad_mask,
     grouped_finding,
     in_place_rows,
+    recorded_forward_launch,
     site_line,
 )
 from warptrace.analysis.rules.post_loss import post_loss_launches
@@ -42,6 +65,16 @@ WT102 = RuleInfo(
     doc=DOC_OVERWRITES,
 )
 
+# The same rule, for what native code may do: nothing to fix unless a look at the snippet says so.
+_WT102_NATIVE = RuleInfo(
+    code=WT102.code,
+    name=WT102.name,
+    family=WT102.family,
+    fix="nothing to change when the snippet only stores into the reference (or its adj_snippet does not "
+    "need the value it overwrote); otherwise give the result its own output array",
+    doc=WT102.doc,
+)
+
 _INFOS = {info.code: info for info in (WT102, WT104)}
 
 
@@ -53,12 +86,26 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
     evs = ev_rows[rows]
     bwd = model.backward_after_many(model.tape[evs], model.seq[evs])
     groups: dict[tuple, Group] = {}
+    built: list[Dataflow] = []
+    grads_of: dict[int, frozenset[str] | None] = {}
+    signatures: dict[tuple, Any] = {}
+    needs: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
     for row, ev, backward in zip(rows.tolist(), evs.tolist(), bwd.tolist()):
         if backward < 0:
             continue  # never backpropagated: the overwrite cannot hurt a gradient
         if ev in post_loss:
             continue  # its adjoint feeds nothing: the root cause is WT105
         arg, field_path = model.acc_arg[row], model.acc_field[row]
+        kernel_id = int(model.kernel[ev])
+        if ev not in grads_of:
+            if not built:
+                built.append(dataflow_of(model))
+            grads_of[ev] = grad_args_of(model, built[0], ev, signatures)
+        need_key = (kernel_id, arg, field_path, grads_of[ev])
+        if need_key not in needs:
+            needs[need_key] = adjoint_needs_value(model.kernels.get(kernel_id), arg, field_path, grads_of[ev])
+        if not needs[need_key]:
+            continue  # the old values are used only linearly: the adjoint never looks at them
         code = "WT104" if field_path or (model.acc_flags[row] & S.FLAG_FIELD) else "WT102"
         key = (int(model.site[ev]), int(model.kernel[ev]), arg, field_path)
         group = groups.get((code, *key))
@@ -107,8 +154,71 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
     return findings
 
 
+def _native_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
+    """Access rows of recorded forward launches that native code may have read and
+    overwritten: a guess of the recorder (FLAG_UNCERTAIN), never proof of an in-place update."""
+    flags = model.acc_flags
+    mask = (model.acc_role == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0)
+    mask &= ((flags & S.FLAG_UNCERTAIN) != 0) & (ev_rows >= 0)
+    rows = np.nonzero(mask)[0]
+    rows = rows[recorded_forward_launch(model, ev_rows[rows])]
+    if len(rows):
+        rows = rows[~grad_mask(model, model.acc_array[rows], flags[rows])]
+    keep = []
+    for row in rows.tolist():
+        kernel = model.kernels.get(int(model.kernel[ev_rows[row]]))
+        # a kernel whose analysis failed guesses every argument: nothing specific to say
+        if kernel is not None and kernel.native_snippets and not kernel.analysis.startswith("failed"):
+            keep.append(row)
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _unchecked_native(model: Model, post_loss: dict[int, tuple[int, int, int]]) -> list[Finding]:
+    """Info: an argument native code may read and overwrite in one launch; not checkable."""
+    ev_rows = model.acc_ev
+    rows = _native_rows(model, ev_rows)
+    if not len(rows):
+        return []
+    evs = ev_rows[rows]
+    bwd = model.backward_after_many(model.tape[evs], model.seq[evs])
+    groups: dict[tuple, Group] = {}
+    for row, ev, backward in zip(rows.tolist(), evs.tolist(), bwd.tolist()):
+        if backward < 0 or ev in post_loss:
+            continue
+        key = (int(model.site[ev]), int(model.kernel[ev]), model.acc_arg[row], model.acc_field[row])
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = Group("WT102", Severity.INFO, (row, ev))
+        seq = int(model.seq[ev])
+        group.add(Severity.INFO, seq, seq, (int(model.acc_array[row]),), int(model.acc_alloc[row]))
+    findings = []
+    for key, group in groups.items():
+        row, ev = group.first
+        arg, field_path = model.acc_arg[row], model.acc_field[row]
+        path = quote(arg_path(arg, field_path))
+        buffer = buffer_name(model, int(model.acc_array[row]), arg)
+        subject = buffer if buffer == path else f"{buffer} (argument {path})"
+        message = (
+            f"kernel {quote(model.kernel_name(ev))} hands {subject} to native code (@wp.func_native, by "
+            "reference or as a whole array) that may read and overwrite it; warptrace cannot see the "
+            "C++ body, so whether the adjoint re-reads overwritten values was not checked"
+        )
+        related: list[Location] = []
+        kernel_id = int(model.kernel[ev])
+        fact = model.kernels[kernel_id].arg(arg, field_path) if kernel_id in model.kernels else None
+        if fact is not None:
+            append_loc(related, model.kernel_line(kernel_id, fact.write_line, "native call"))
+        findings.append(
+            grouped_finding(
+                _WT102_NATIVE, group, message, model.event_location(ev, "launch"), related, ("native", *key)
+            )
+        )
+    return findings
+
+
 def check(model: Model) -> list[Finding]:
-    return _in_kernel_overwrites(model, post_loss_launches(model))
+    post_loss = post_loss_launches(model)
+    return _in_kernel_overwrites(model, post_loss) + _unchecked_native(model, post_loss)
 
 
 RULE = Rule((WT102, WT104), check)

@@ -61,12 +61,14 @@ import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
-from warptrace.analysis.model import ArrayInfo, K, KernelInfo, Model, overlaps
+from warptrace.analysis.model import ArrayInfo, K, Model, overlaps
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
 from warptrace.analysis.rules.overwrite_evidence import (
     Group,
+    adjoint_needs_value,
     append_loc,
     buffer_name,
+    grad_args_of,
     grad_mask,
     grouped_finding,
     in_place_rows,
@@ -244,12 +246,12 @@ def _overwrites(
             reader_ev = e_ev[r]
             grads = grad_args.get(reader_ev)
             if grads is None:
-                grads = grad_args[reader_ev] = _grad_args(model, dataflow(), reader_ev, grad_signatures)
+                grads = grad_args[reader_ev] = grad_args_of(model, dataflow(), reader_ev, grad_signatures)
             fact_key = (e_kernel[r], e_arg[r], e_field[r], grads)
             needed = needs_value.get(fact_key)
             if needed is None:
                 kernel = model.kernels.get(e_kernel[r])
-                needed = needs_value[fact_key] = _adjoint_needs_value(kernel, e_arg[r], e_field[r], grads)
+                needed = needs_value[fact_key] = adjoint_needs_value(kernel, e_arg[r], e_field[r], grads)
             if not needed and accumulate:
                 continue  # the reader uses the values linearly: its adjoint never looks at them
             r_tape = e_tape[r]
@@ -525,56 +527,6 @@ def _alias_clause(
     if len(labels) > 1:
         return f"; this memory is known under several names: {names}"
     return ""
-
-
-def _grad_args(
-    model: Model, df: Dataflow, ev: int, cache: dict[tuple, Any] | None = None
-) -> frozenset[str] | None:
-    """Argument paths (``x``, ``state.q``) of a launch whose arrays carry a gradient then;
-    None when some access cannot be resolved (then every array counts). ``cache`` memoizes the
-    result per access signature (array ids, argument paths, which arrays have a gradient)."""
-    seq = int(model.seq[ev])
-    start, stop = int(model.acc_start[ev]), int(model.acc_stop[ev])
-    arrays = model.acc_array[start:stop]
-    if cache is None or stop <= start:
-        cache = {}
-    known = cache.get(("known", arrays.tobytes()))
-    if known is None:
-        known = cache[("known", arrays.tobytes())] = all(a in model.arrays for a in arrays.tolist())
-    if not known:
-        return None
-    has = df.has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
-    key = (
-        arrays.tobytes(),
-        np.asarray(model.acc_arg_code[start:stop]).tobytes(),
-        np.asarray(model.acc_field_code[start:stop]).tobytes(),
-        has.tobytes(),
-    )
-    cached = cache.get(key, False)
-    if cached is not False:
-        return cached
-    paths = set()
-    for i, row in enumerate(range(start, stop)):
-        if has[i]:
-            paths.add(arg_path(model.acc_arg[row], model.acc_field[row]))
-    result = cache[key] = frozenset(paths)
-    return result
-
-
-def _adjoint_needs_value(
-    kernel: KernelInfo | None, arg: str, field_path: str, grad_args: frozenset[str] | None = None
-) -> bool:
-    """Does the adjoint of this kernel depend on the values it read from ``arg[.field]``?
-
-    False only when every use of those values is provably linear (sums, differences,
-    products with values that do not depend on arrays, linear atomics, stores), e.g.
-    ``q[i] += DT * qd[i]``. Then an accumulation into that array after the launch leaves
-    the launch's gradient intact."""
-    if kernel is None or not kernel.source:
-        return True
-    array_params = tuple(a.name for a in kernel.args if a.is_array or a.field)
-    active = array_params if grad_args is None else tuple(sorted(grad_args))
-    return kernel.source_model.adjoint_needs_value(arg_path(arg, field_path), array_params, active)
 
 
 def overwrites(model: Model) -> tuple[list[Finding], dict[tuple[int, int], tuple[int, int, Severity]]]:

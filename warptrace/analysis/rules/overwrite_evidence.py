@@ -5,9 +5,11 @@ source says about a store after a read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from warptrace.analysis.dataflow import Dataflow
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import arg_path, quote
@@ -158,3 +160,53 @@ def store_after_read(kernel: KernelInfo | None, arg: str, field_path: str) -> bo
     if model.kernel_line_text(fact.read_line) is None:
         return True  # read inside a @wp.func callee: its statements are not in the kernel source
     return model.stores_after(fact.read_line, arg_path(arg, field_path))
+
+
+def grad_args_of(
+    model: Model, df: Dataflow, ev: int, cache: dict[tuple, Any] | None = None
+) -> frozenset[str] | None:
+    """Argument paths (``x``, ``state.q``) of a launch whose arrays carry a gradient then;
+    None when some access cannot be resolved (then every array counts). ``cache`` memoizes the
+    result per access signature (array ids, argument paths, which arrays have a gradient)."""
+    seq = int(model.seq[ev])
+    start, stop = int(model.acc_start[ev]), int(model.acc_stop[ev])
+    arrays = model.acc_array[start:stop]
+    if cache is None or stop <= start:
+        cache = {}
+    known = cache.get(("known", arrays.tobytes()))
+    if known is None:
+        known = cache[("known", arrays.tobytes())] = all(a in model.arrays for a in arrays.tolist())
+    if not known:
+        return None
+    has = df.has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
+    key = (
+        arrays.tobytes(),
+        np.asarray(model.acc_arg_code[start:stop]).tobytes(),
+        np.asarray(model.acc_field_code[start:stop]).tobytes(),
+        has.tobytes(),
+    )
+    cached = cache.get(key, False)
+    if cached is not False:
+        return cached
+    paths = set()
+    for i, row in enumerate(range(start, stop)):
+        if has[i]:
+            paths.add(arg_path(model.acc_arg[row], model.acc_field[row]))
+    result = cache[key] = frozenset(paths)
+    return result
+
+
+def adjoint_needs_value(
+    kernel: KernelInfo | None, arg: str, field_path: str, grad_args: frozenset[str] | None = None
+) -> bool:
+    """Does the adjoint of this kernel depend on the values it read from ``arg[.field]``?
+
+    False only when every use of those values is provably linear (sums, differences,
+    products with values that do not depend on arrays, linear atomics, stores), e.g.
+    ``q[i] += DT * qd[i]``. Then an accumulation into that array after the launch leaves
+    the launch's gradient intact."""
+    if kernel is None or not kernel.source:
+        return True
+    array_params = tuple(a.name for a in kernel.args if a.is_array or a.field)
+    active = array_params if grad_args is None else tuple(sorted(grad_args))
+    return kernel.source_model.adjoint_needs_value(arg_path(arg, field_path), array_params, active)
