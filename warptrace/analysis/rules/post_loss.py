@@ -1,5 +1,11 @@
 """Launches recorded after the loss is final and before the backward (post-loss work):
-found once per model, used by WT102/WT101 (which leave them to WT105) and WT105."""
+found once per model, used by WT102/WT101 (which leave them to WT105) and WT105.
+
+A launch that feeds the objective of another backward call replaying the same recording
+is not post-loss work: one tape recording several heads (``loss_a``, ``loss_b``) and
+backpropagating each in turn (``tape.backward(loss_a); tape.zero(); tape.backward(loss_b)``)
+is how Warp computes several gradients from one forward pass; each backward runs the
+other heads' adjoints on zero seeds, which costs time and changes no gradient."""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import bisect
 
 import numpy as np
 
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.model import K, Model, overlaps
 from warptrace.analysis.rules.common import shared
 from warptrace.trace import schema as S
@@ -111,4 +118,19 @@ def _post_loss_launches(model: Model) -> dict[int, tuple[int, int, int]]:
             begin_ev = model.ev_of_seq(begin)
             for ev in recorded_evs[lo:hi].tolist():
                 post_loss.setdefault(ev, (last_write_ev, begin_ev, losses[0]))
-    return post_loss
+    return _without_other_heads(model, post_loss)
+
+
+def _without_other_heads(
+    model: Model, post_loss: dict[int, tuple[int, int, int]]
+) -> dict[int, tuple[int, int, int]]:
+    """Drop the launches that feed what another backward call of the same recording differentiates."""
+    if not post_loss:
+        return post_loss
+    df = dataflow_of(model)
+    epochs = {int(df.ev_epoch[ev]) for ev in post_loss}
+    feeding: set[int] = set()
+    for call in df.backward_calls:
+        if call.epoch in epochs:
+            feeding |= df.objective_events(call)
+    return {ev: found for ev, found in post_loss.items() if ev not in feeding}
