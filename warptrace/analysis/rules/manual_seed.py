@@ -7,6 +7,17 @@ mean. Right if the objective is the sum; wrong by exactly N if it is the mean.
 Fix: reduce to a scalar loss on the tape (with the 1/N of a mean) and call
 ``tape.backward(loss)``.
 
+A seed alone is no evidence: ``backward(grads={y: ones})`` is Warp's documented way to
+backpropagate a vector-Jacobian product, and ``wp.autograd.jacobian`` seeds one element
+at a time. The seed is wrong only when it does not match the objective the program
+reports, so the rule needs the trace to show that objective being formed: the seeded
+array's values read, after they were last written and before the backward, by the host
+(``.numpy()``, ``.list()``: ``objective = y.numpy().mean(); y.grad.fill_(1.0);
+tape.backward()``) or by an untaped launch or native utility (a reduction off the tape,
+which WT305 reports too; a mere copy, such as the snapshot ``jacobian_fd`` takes, is not). Values looked at only after the backward, or never, leave nothing
+the seed could contradict: no finding. The trace cannot see what the host computes from the values
+(sum or mean), hence a warning, not an error.
+
 Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
 and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
 ``Tape.backward``.
@@ -42,6 +53,7 @@ WT304 = RuleInfo(
 def check(model: Model) -> list[Finding]:
     df = dataflow_of(model)
     findings = []
+    reads: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for call in df.backward_calls:
         if call.loss >= 0:
             continue
@@ -58,6 +70,8 @@ def check(model: Model) -> list[Finding]:
             value = model.value[ev] if model.kind[ev] == K[S.MEMSET] else np.nan
             if not np.isnan(value) and abs(value * size - 1.0) < 1e-6:
                 continue  # seeded with 1/N: the mean
+            if not _read_back_before(model, int(owner), call, reads):
+                continue  # no reported objective the seed could contradict
             label = array_label(model, owner)
             how = (
                 f"`grads={{{label}: ...}}`"
@@ -87,6 +101,35 @@ def check(model: Model) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _read_back_before(
+    model: Model, owner: int, call: BackwardCall, cache: dict[int, tuple[np.ndarray, np.ndarray]]
+) -> bool:
+    """Whether the values of ``owner`` (its allocation) were read, after their last write and
+    before ``call`` began, by the host or by an untaped launch: an objective formed from them
+    that the backward does not differentiate."""
+    info = model.arrays.get(owner)
+    if info is None:
+        return True  # unknown array: keep the warning
+    found = cache.get(info.alloc_id)
+    if found is None:
+        rows = np.nonzero(model.acc_alloc == info.alloc_id)[0]
+        evs = model.acc_ev[rows]
+        rows, evs = rows[evs >= 0], evs[evs >= 0]
+        value_read = model.kind[evs] == K[S.VALUE_READ]
+        # read by something the backward does not replay that can form an objective: the host,
+        # or an untaped launch or native utility (a copy only moves the values; a snapshot of
+        # the outputs, as wp.autograd.jacobian_fd takes, is no objective)
+        untaped = ~model.recorded[evs] & ~model.adjoint[evs] & (model.phase[evs] == S.FORWARD)
+        untaped &= np.isin(model.kind[evs], [K[S.LAUNCH], K[S.NATIVE]])
+        is_read = value_read | (untaped & ((model.acc_role[rows] & S.ROLE_READ) != 0))
+        is_write = ((model.acc_role[rows] & S.ROLE_WRITE) != 0) & ~value_read & ~model.adjoint[evs]
+        found = cache[info.alloc_id] = (model.seq[evs[is_read]], model.seq[evs[is_write]])
+    read_seqs, write_seqs = found
+    before = write_seqs[write_seqs < call.begin_seq]
+    last_write = int(before.max()) if len(before) else -1
+    return bool(np.any((read_seqs > last_write) & (read_seqs < call.begin_seq)))
 
 
 def _external_source(model: Model, df: Dataflow, ev: int, call: BackwardCall) -> bool:
