@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.rules import RULE_INFO
 from warptrace.trace import schema as S
@@ -230,7 +232,13 @@ def test_checkpoint_fully_seeded_is_fine_and_is_not_a_truncated_horizon_or_a_man
 
 
 # ---------------------------------------------------------------- WT304
-def seeded(tb: TraceBuilder, *, n: int = 8, value: float = 1.0, grads: bool = False):
+MEAN_READ = "objective = float(np.mean(terms.numpy()))"
+
+
+def seeded(
+    tb: TraceBuilder, *, n: int = 8, value: float = 1.0, grads: bool = False, read: str = MEAN_READ,
+    read_after: bool = False,
+):  # fmt: skip
     x = tb.array("x", shape=(n,), line=1)
     w = tb.array("w", shape=(2,), requires_grad=True, line=2)
     terms = tb.array("terms", shape=(n,), requires_grad=True, line=3)
@@ -238,12 +246,15 @@ def seeded(tb: TraceBuilder, *, n: int = 8, value: float = 1.0, grads: bool = Fa
     tape = tb.tape()
     with tb.recording(tape):
         tb.launch(residual, x=x, w=w, terms=terms, line=20)
-    tb.value_read(terms, line=21)
+    if not read_after:
+        tb.value_read(terms, line=21, text=read)
     if grads:
         tb.backward(tape, grads=[terms], line=23)
     else:
         tb.memset(tb.grad(terms), value, line=22)
         tb.backward(tape, line=23)
+    if read_after:
+        tb.value_read(terms, line=24, text=read)
 
 
 def test_fill_seed_on_many_elements_is_a_warning_at_the_seed(tmp_path):
@@ -259,6 +270,28 @@ def test_grads_dict_seed_is_reported_at_the_backward_call(tmp_path):
     tb = TraceBuilder()
     seeded(tb, grads=True)
     assert codes(tb.analyze(tmp_path / "run.wtrace")) == [("WT304", 23, "warning")]
+
+
+@pytest.mark.parametrize(
+    "read, after",
+    [
+        ("assert_np_equal(terms.numpy(), expected)", False),  # the values checked, no objective formed
+        ("print(terms.numpy())", False),
+        (MEAN_READ, True),  # the mean taken only after the backward: not what was seeded against
+    ],
+)
+def test_seed_without_a_contradicting_objective_is_fine(tmp_path, read, after):
+    # grads={terms: ones} is Warp's vector-Jacobian product: wrong only against another objective
+    for grads in (False, True):
+        tb = TraceBuilder()
+        seeded(tb, grads=grads, read=read, read_after=after)
+        assert codes(tb.analyze(tmp_path / f"run{grads}.wtrace")) == []
+
+
+def test_seed_with_the_mean_taken_as_sum_over_n_is_reported(tmp_path):
+    tb = TraceBuilder()
+    seeded(tb, read="objective = terms.numpy().sum() / len(terms)")
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == [("WT304", 22, "warning")]
 
 
 def test_mean_seed_and_scalar_seed_are_fine(tmp_path):

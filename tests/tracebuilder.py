@@ -530,12 +530,12 @@ class TraceBuilder:
             self.access(seq, array, S.ROLE_WRITE, S.FLAG_STORE, "out")
         return seq
 
-    def value_read(self, array: int, *, line: int | None = None) -> int:
+    def value_read(self, array: int, *, line: int | None = None, text: str = "x.numpy()") -> int:
         seq = self.event(
             S.VALUE_READ,
             tape=self.active_tape,
             phase=self.phase,
-            site=self._site_of(line, None, "x.numpy()"),
+            site=self._site_of(line, None, text),
             array_id=array,
         )
         self.access(seq, array, S.ROLE_READ, 0, "")

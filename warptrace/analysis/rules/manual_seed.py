@@ -27,6 +27,8 @@ Findings are grouped by root cause (the user line to change) with a count.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
@@ -53,7 +55,7 @@ WT304 = RuleInfo(
 def check(model: Model) -> list[Finding]:
     df = dataflow_of(model)
     findings = []
-    reads: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    reads: dict[int, tuple] = {}
     for call in df.backward_calls:
         if call.loss >= 0:
             continue
@@ -70,7 +72,8 @@ def check(model: Model) -> list[Finding]:
             value = model.value[ev] if model.kind[ev] == K[S.MEMSET] else np.nan
             if not np.isnan(value) and abs(value * size - 1.0) < 1e-6:
                 continue  # seeded with 1/N: the mean
-            if not _read_back_before(model, int(owner), call, reads):
+            objective_ev = _objective_read(model, df, int(owner), call, reads)
+            if objective_ev < 0:
                 continue  # no reported objective the seed could contradict
             label = array_label(model, owner)
             how = (
@@ -89,6 +92,7 @@ def check(model: Model) -> list[Finding]:
             )
             location = model.location(call.site, "backward") if by_grads else model.event_location(ev, "seed")
             related = [] if by_grads else [model.location(call.site, "backward")]
+            related.append(model.event_location(objective_ev, "objective"))
             findings.append(
                 finding(
                     WT304,
@@ -103,33 +107,63 @@ def check(model: Model) -> list[Finding]:
     return findings
 
 
-def _read_back_before(
-    model: Model, owner: int, call: BackwardCall, cache: dict[int, tuple[np.ndarray, np.ndarray]]
-) -> bool:
-    """Whether the values of ``owner`` (its allocation) were read, after their last write and
-    before ``call`` began, by the host or by an untaped launch: an objective formed from them
-    that the backward does not differentiate."""
+# A host line that reduces what it reads to a mean: `np.mean(y.numpy())`, `y.numpy().mean()`,
+# `np.average(...)`, `y.numpy().sum() / n`.
+_MEAN = re.compile(r"\b(?:nan)?(?:mean|average)\s*\(|\bsum\s*\([^#]*\)\s*/")
+
+
+def _objective_read(
+    model: Model, df: Dataflow, owner: int, call: BackwardCall, cache: dict[int, tuple]
+) -> int:
+    """The event that forms, from the values of ``owner`` (its allocation) after their last write
+    and before ``call``, an objective the backward does not differentiate; -1 when none shows.
+
+    Either an untaped launch or native utility reducing them (it writes an array with fewer
+    elements), or a host read (``.numpy()``, ``.list()``) on a line that takes their mean. A
+    host read that only checks or prints the values forms no objective the trace can see.
+    An array the replayed recording never writes (an input whose ``.grad`` is pre-filled to
+    accumulate onto) is no output, and its fill no seed: -1."""
     info = model.arrays.get(owner)
     if info is None:
-        return True  # unknown array: keep the warning
+        return -1
     found = cache.get(info.alloc_id)
     if found is None:
         rows = np.nonzero(model.acc_alloc == info.alloc_id)[0]
         evs = model.acc_ev[rows]
         rows, evs = rows[evs >= 0], evs[evs >= 0]
         value_read = model.kind[evs] == K[S.VALUE_READ]
-        # read by something the backward does not replay that can form an objective: the host,
-        # or an untaped launch or native utility (a copy only moves the values; a snapshot of
-        # the outputs, as wp.autograd.jacobian_fd takes, is no objective)
+        # a copy only moves the values (a snapshot of the outputs, as jacobian_fd takes)
         untaped = ~model.recorded[evs] & ~model.adjoint[evs] & (model.phase[evs] == S.FORWARD)
         untaped &= np.isin(model.kind[evs], [K[S.LAUNCH], K[S.NATIVE]])
         is_read = value_read | (untaped & ((model.acc_role[rows] & S.ROLE_READ) != 0))
         is_write = ((model.acc_role[rows] & S.ROLE_WRITE) != 0) & ~value_read & ~model.adjoint[evs]
-        found = cache[info.alloc_id] = (model.seq[evs[is_read]], model.seq[evs[is_write]])
-    read_seqs, write_seqs = found
+        taped = is_write & model.recorded[evs]
+        found = cache[info.alloc_id] = (
+            evs[is_read], model.seq[evs[is_read]], model.seq[evs[is_write]], evs[taped], model.seq[evs[taped]]
+        )  # fmt: skip
+    read_evs, read_seqs, write_seqs, taped_evs, taped_seqs = found
+    replayed = taped_evs[taped_seqs < call.begin_seq]
+    if not np.any(df.ev_epoch[replayed] == call.epoch):
+        return -1  # not an output of what this backward replays
     before = write_seqs[write_seqs < call.begin_seq]
     last_write = int(before.max()) if len(before) else -1
-    return bool(np.any((read_seqs > last_write) & (read_seqs < call.begin_seq)))
+    for ev in read_evs[(read_seqs > last_write) & (read_seqs < call.begin_seq)].tolist():
+        if model.kind[ev] == K[S.VALUE_READ]:
+            if _MEAN.search(model.event_location(ev).text):
+                return int(ev)
+        elif _reduces(model, ev, info.size):
+            return int(ev)
+    return -1
+
+
+def _reduces(model: Model, ev: int, size: int) -> bool:
+    """Whether event ``ev`` writes a (non-gradient) array with fewer than ``size`` elements."""
+    for row in access_rows(model, ev):
+        if model.acc_role[row] & S.ROLE_WRITE and not model.acc_flags[row] & S.FLAG_GRAD:
+            written = model.arrays.get(int(model.acc_array[row]))
+            if written is not None and written.size < size:
+                return True
+    return False
 
 
 def _external_source(model: Model, df: Dataflow, ev: int, call: BackwardCall) -> bool:
