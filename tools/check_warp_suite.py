@@ -11,8 +11,8 @@ hits both alike). Per module it reports tests run, failures, errors and skips of
 runs, the tests whose outcome differs, and both wall times. Names may be dotted (``matrix.test_mat_lite``). The traces are kept under
 ``--out``; ``--analyze`` runs ``python -m warptrace analyze --format json`` on each and
 counts the findings by code and severity (error findings are listed with their
-location). Exit status: 0 when every module has the same outcome plain and traced,
-1 otherwise, 2 on bad arguments.
+location). Exit status: 0 when every module has the same outcome plain and traced
+(with ``--traced-only``: when every traced run passes), 1 otherwise, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -221,10 +221,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         (out / f"{module}.plain.log").write_text(plain.tail)
         (out / f"{module}.traced.log").write_text(traced.tail)
-        same = args.traced_only or plain.same_as(traced)
+        # --traced-only compares nothing: a traced run must pass on its own (no failure, no error)
+        same = traced.status == "OK" if args.traced_only else plain.same_as(traced)
         differing += not same
-        entry: dict[str, Any] = {"plain": asdict(plain), "traced": asdict(traced), "same": same}
-        line = f"{module:24} {_cell(plain):44} | {_cell(traced):44} | {'yes' if same else 'NO'}"
+        entry: dict[str, Any] = {
+            "plain": asdict(plain),
+            "traced": asdict(traced),
+            "same": None if args.traced_only else same,
+        }
+        verdict = ("-" if same else "FAILED") if args.traced_only else ("yes" if same else "NO")
+        line = f"{module:24} {_cell(plain):44} | {_cell(traced):44} | {verdict}"
         if not same:
             changed = sorted(set(plain.problems.items()) ^ set(traced.problems.items()))
             entry["differences"] = [f"{test}: plain {plain.problems.get(test, 'ok')}, traced {traced.problems.get(test, 'ok')}"
@@ -251,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             "findings over all modules: "
             + (", ".join(f"{k}: {v}" for k, v in sorted(total.items())) or "none")
         )
-    print(f"{len(modules) - differing} of {len(modules)} modules: same outcome plain and traced")
+    if args.traced_only:
+        print(f"{len(modules) - differing} of {len(modules)} modules pass traced (no plain runs to compare)")
+    else:
+        print(f"{len(modules) - differing} of {len(modules)} modules: same outcome plain and traced")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 1 if differing else 0
