@@ -54,7 +54,7 @@ def test_findings_match_markers(program: Program, tmp_path):
     trace_path = tmp_path / "run.wtrace"
     # warptrace.start/stop rather than `with warptrace.trace(...)`: once any test imported the
     # `warptrace.trace` subpackage, that attribute is the subpackage, not the function
-    warptrace.start(trace_path)
+    warptrace.start(trace_path, numerics=program.numerics)
     try:
         module.run()
     finally:

@@ -13,6 +13,7 @@ _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 _GRAD = re.compile(r"^#\s*grad:\s*(wrong|right)\s*$", re.M)
 # `# grad-wrong-before: 1.17`: a `grad: right` program whose gradient depends on Warp behaviour
 # that changed in that version (e.g. copy adjoints accumulate from 1.17 on)
+_NUMERICS = re.compile(r"^#\s*check-numerics\s*$", re.M)
 _REQUIRES = re.compile(r"^#\s*requires-warp:\s*(\d+)\.(\d+)", re.M)
 _WRONG_BEFORE = re.compile(r"^#\s*grad-wrong-before:\s*(\d+)\.(\d+)", re.M)
 
@@ -25,6 +26,7 @@ class Program:
     forbid_info: bool = False
     wrong_before: tuple[int, int] | None = None
     requires_warp: tuple[int, int] = (0, 0)  # `# requires-warp: 1.15`: the program needs that Warp
+    numerics: bool = False  # `# check-numerics`: recorded with numerics=True (WT5xx programs)
 
     def skip_reason(self) -> str | None:
         import warp
@@ -73,6 +75,7 @@ def discover() -> list[Program]:
                 forbid_info="# forbid-info" in text,
                 wrong_before=(int(before.group(1)), int(before.group(2))) if before else None,
                 requires_warp=(int(requires.group(1)), int(requires.group(2))) if requires else (0, 0),
+                numerics=bool(_NUMERICS.search(text)),
             )
         )
     return programs

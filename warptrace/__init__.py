@@ -25,11 +25,14 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "analyze", "load", "start", "stop", "trace"]
 
 
-def start(path: str | PathLike[str] = "warptrace.wtrace", **meta: Any) -> None:
-    """Start recording every Warp memory effect into the trace directory ``path`` (idempotent)."""
+def start(path: str | PathLike[str] = "warptrace.wtrace", *, numerics: bool = False, **meta: Any) -> None:
+    """Start recording every Warp memory effect into the trace directory ``path`` (idempotent).
+
+    ``numerics=True`` also summarizes the values every launch, copy and memset writes
+    (``--check-numerics``: rules WT501-WT504 and the gradient health timeline)."""
     from warptrace.record import recorder
 
-    recorder.start(path, **meta)
+    recorder.start(path, numerics=numerics, **meta)
 
 
 def stop(exit_status: int | None = None, error: str | None = None) -> str | None:
@@ -40,9 +43,11 @@ def stop(exit_status: int | None = None, error: str | None = None) -> str | None
 
 
 @contextmanager
-def trace(path: str | PathLike[str] = "warptrace.wtrace", **meta: Any) -> Iterator[str]:
-    """``with warptrace.trace("run.wtrace"):`` records the block."""
-    start(path, **meta)
+def trace(
+    path: str | PathLike[str] = "warptrace.wtrace", *, numerics: bool = False, **meta: Any
+) -> Iterator[str]:
+    """``with warptrace.trace("run.wtrace"):`` records the block (``numerics=True``: see :func:`start`)."""
+    start(path, numerics=numerics, **meta)
     error = None
     try:
         yield str(path)

@@ -39,6 +39,7 @@ class RunOptions:
     output: str | None = None
     quiet: bool = False
     analyze: bool = True
+    numerics: bool = False
 
 
 class RunCommand(Command):
@@ -67,6 +68,13 @@ class RunCommand(Command):
             dest="analyze",
             action="store_false",
             help="do not analyze the trace after the run",
+        )
+        parser.add_argument(
+            "--check-numerics",
+            dest="numerics",
+            action="store_true",
+            help="also summarize the values every launch, copy and memset writes (NaN origins, "
+            "custom adjoints, dead gradients, unconverged solves: WT501-WT504; `show --numerics`); slower",
         )
         parser.add_argument(
             MODULE_OPTION,
@@ -129,12 +137,14 @@ class RunCommand(Command):
                     raise UsageError(f"-m needs a MODULE (see '{PROG} --help')")
                 module, rest = rest[0], rest[1:]
             return argparse.Namespace(
-                options=RunOptions(module, rest, True, args.output, args.quiet, args.analyze)
+                options=RunOptions(module, rest, True, args.output, args.quiet, args.analyze, args.numerics)
             )
         if first in parser.siblings:
             raise UsageError(f"'{first}' is a command: put it first ({PROG} {first} ...)")
         return argparse.Namespace(
-            options=RunOptions(first, program[1:], False, args.output, args.quiet, args.analyze)
+            options=RunOptions(
+                first, program[1:], False, args.output, args.quiet, args.analyze, args.numerics
+            )
         )
 
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
@@ -158,7 +168,7 @@ def run_command(options: RunOptions) -> int:
     # Absolute: the program may chdir, and the recorder writes parts as the run goes.
     trace_file = os.path.abspath(output)
     try:
-        recorder.start(trace_file, argv=runner.command, script=options.target)
+        recorder.start(trace_file, numerics=options.numerics, argv=runner.command, script=options.target)
     except OSError as exc:  # the trace folder cannot be created or written
         raise WarptraceError(f"cannot write the trace {output}: {exc.strerror or exc}") from None
     exit_status: int | None = None

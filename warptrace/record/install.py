@@ -24,6 +24,7 @@ import warp._src.types as _types
 import warp._src.utils as _utils
 
 from warptrace.record import state
+from warptrace.record.numerics import wrap_factory
 from warptrace.record.session import Recorder
 from warptrace.record.wrap import allocation, capture, launch, memory, tape
 from warptrace.record.wrap.common import ORIGINAL_ATTR
@@ -110,18 +111,23 @@ def _module_items(module: ModuleType) -> list[tuple[str, Any]]:
         return []
 
 
-def install(rec: Recorder) -> None:
-    """Install every wrapper (no-op when installed) and point them at ``rec``."""
+def install(rec: Recorder, numerics: bool = False) -> None:
+    """Install every wrapper (no-op when installed) and point them at ``rec``; with
+    ``numerics``, the value-summary wrappers of :mod:`warptrace.record.numerics` go around
+    the ordinary ones (without it they are not installed at all)."""
     if _installed:
         state.bind(rec)
         return
     state.bind(rec)
 
+    def made(name: str, factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        return wrap_factory(name, factory) if numerics else factory
+
     for owner, name, factory in _class_patches():
         original = owner.__dict__.get(name)
         if original is None:
             continue
-        wrapper = factory(original)
+        wrapper = made(f"{owner.__name__}.{name}", factory)(original)
         setattr(owner, name, wrapper)
         _installed.append(Patch(owner, name, original, wrapper))
 
@@ -132,7 +138,7 @@ def install(rec: Recorder) -> None:
         if original is None or getattr(original, ORIGINAL_ATTR, None) is not None:
             continue
         if id(original) not in wrappers:
-            wrappers[id(original)] = (original, factory(original))
+            wrappers[id(original)] = (original, made(name, factory)(original))
     for module in _modules():
         for name, value in _module_items(module):
             hit = wrappers.get(id(value))

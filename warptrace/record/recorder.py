@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from warptrace.record import install
+from warptrace.record.numerics import Numerics, current
 from warptrace.record.session import Recorder
 
 last_summary: dict[str, Any] | None = None
@@ -27,8 +28,10 @@ def active() -> Recorder | None:
     return _active
 
 
-def start(path: str | os.PathLike[str] = "warptrace.wtrace", **meta: Any) -> None:
-    """Start recording into ``path`` and install the patches (a second call is a no-op)."""
+def start(path: str | os.PathLike[str] = "warptrace.wtrace", *, numerics: bool = False, **meta: Any) -> None:
+    """Start recording into ``path`` and install the patches (a second call is a no-op).
+
+    ``numerics``: also summarize the values each event writes (:mod:`warptrace.record.numerics`)."""
     global _active
     with _start_lock:
         if _active is not None:
@@ -36,7 +39,9 @@ def start(path: str | os.PathLike[str] = "warptrace.wtrace", **meta: Any) -> Non
         rec = Recorder(path, meta)
         with rec.lock:
             rec.ident.scan_preexisting()
-        install.install(rec)
+        if numerics:
+            current.numerics = Numerics(rec)
+        install.install(rec, numerics=numerics)
         _active = rec
         atexit.register(_stop_at_exit)
 
@@ -51,6 +56,12 @@ def stop(exit_status: int | None = None, error: str | None = None) -> str | None
         _active = None
         install.uninstall()
         atexit.unregister(_stop_at_exit)
+        numerics, current.numerics = current.numerics, None
+        if numerics is not None:  # after uninstall: the adjoint checks it runs are not recorded
+            try:
+                rec.writer.meta["numerics"] = numerics.finish()
+            except Exception as exc:
+                rec.fail(exc)
         last_summary = rec.close(exit_status, error)
         return str(rec.path)
 

@@ -52,7 +52,6 @@ from warptrace.trace.schema import (
     LAUNCH,
     MEMSET,
     SCHEMAS,
-    TABLES,
     TAPE_CREATE,
 )
 from warptrace.trace.writer import TraceWriter
@@ -63,7 +62,7 @@ FLUSH_SECONDS = 2.0
 MAX_ERRORS = 20
 WRITER_THREAD = os.environ.get("WARPTRACE_SYNC_WRITES", "") in ("", "0")
 
-_WIDTH = {table: len(SCHEMAS[table].names) for table in TABLES}
+_WIDTH = {table: len(schema.names) for table, schema in SCHEMAS.items()}
 
 # In-memory rows of the two big tables (all ints; see the module docstring).
 EVENT_ROW = (

@@ -10,7 +10,9 @@ part that holds the offending row):
 - references: every access names an event and an array, every
   array an allocation (or -1), every event a kernel and a site (or -1), every kernel
   argument a kernel;
-- for a complete trace, the rows of each table against ``meta.json`` ``counts``.
+- for a complete trace, the rows of each table against ``meta.json`` ``counts``;
+- the optional ``numerics`` table (present only when the run wrote it): known ``what``
+  values, every row names an event and an array.
 
 A trace marked incomplete was cut by a kill: accesses written for events whose part never
 made it are trimmed silently; broken references (a torn part was dropped by the reader)
@@ -59,6 +61,8 @@ _REFS = {
     ("events", "site"): ("sites", True),
     ("events", "array_id"): ("arrays", True),
     ("accesses", "array_id"): ("arrays", False),
+    ("numerics", "array_id"): ("arrays", False),
+    ("numerics", "owner"): ("arrays", True),
 }
 _SEQ_TABLES = ("events", "accesses")
 
@@ -141,8 +145,11 @@ class _Checker:
         counts = self.meta.get("counts")
         if not self.complete or not counts:
             return
-        for table in S.TABLES:
-            if table not in counts:
+        for table in S.OPTIONAL_TABLES:
+            if counts.get(table) and table not in self.tables:
+                raise TraceError(f"{self.path / table}: missing, but meta.json counts {counts[table]} rows")
+        for table in S.ALL_TABLES:
+            if table not in counts or table not in self.tables:
                 continue
             rows = self.tables[table].num_rows
             if rows != counts[table]:
@@ -182,6 +189,30 @@ class _Checker:
                 self.tables[table] = self.tables[table].filter(pa.array(keep))
                 self._columns = {k: v for k, v in self._columns.items() if k[0] != table}
         return first
+
+    def numerics(self) -> None:
+        """The optional ``numerics`` table: known ``what`` values, every row names an event
+        and an array (an incomplete trace drops rows past its last event)."""
+        if "numerics" not in self.tables:
+            return
+        column = self.tables["numerics"].column("what")
+        unknown = sorted(str(v) for v in set(pc.unique(column).to_pylist()) - set(S.NUMERICS_WHAT))
+        if unknown:
+            self.fail("numerics", 0, f"unknown numerics.what value {unknown[0]!r}")
+        self.refs(("numerics",))
+        seq = self.column("numerics", "seq")
+        events = self.column("events", "seq")
+        dangling = np.flatnonzero(~_member(seq, events))
+        if not dangling.size:
+            return
+        last = int(events[-1]) if events.size else -1
+        inside = dangling[seq[dangling] <= last]
+        if self.complete or inside.size:
+            row = int((inside if inside.size else dangling)[0])
+            self.fail("numerics", row, f"summary of event seq {seq[row]}, which is not in the trace")
+        keep = pc.less_equal(self.tables["numerics"].column("seq"), last)
+        self.tables["numerics"] = self.tables["numerics"].filter(keep)
+        self._columns = {k: v for k, v in self._columns.items() if k[0] != "numerics"}
 
     def access_events(self) -> np.ndarray:
         seq = self.column("accesses", "seq")
@@ -248,8 +279,9 @@ def validate(
         # an incomplete trace: killed between the accesses part and the events part of a flush
         keep = pc.less_equal(checker.tables["accesses"].column("seq"), last)
         checker.tables["accesses"] = checker.tables["accesses"].filter(keep)
+    checker.numerics()
     if cutoff is not None:
-        for table in _SEQ_TABLES:
+        for table in _SEQ_TABLES + tuple(t for t in S.OPTIONAL_TABLES if t in checker.tables):
             checker.tables[table] = checker.tables[table].filter(
                 pc.less(checker.tables[table].column("seq"), cutoff)
             )

@@ -29,6 +29,7 @@ from warptrace.trace.integrity import Parts, validate
 from warptrace.trace.schema import (
     ADDED_COLUMNS,
     META_FILE,
+    OPTIONAL_TABLES,
     PART_KEY,
     SCHEMAS,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -220,7 +221,8 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     tables: dict[str, pa.Table] = {}
     parts: dict[str, Parts] = {}
     torn_tables: set[str] = set()
-    for name in TABLES:
+    present = [name for name in OPTIONAL_TABLES if (trace_path / name).is_dir()]
+    for name in TABLES + tuple(present):  # an optional table is in `tables` only when the run wrote it
         before = len(torn)
         tables[name], parts[name] = _read_table(trace_path, name, meta, torn)
         if len(torn) > before:

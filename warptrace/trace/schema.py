@@ -27,8 +27,11 @@ import pyarrow as pa
 #      of each kernel as JSON, computed once at record time from the kernel and the
 #      @wp.func callees and custom adjoints it reaches. Version-1 traces stay readable:
 #      the column reads as "" and the analyzer rebuilds the model from kernels.source.
-SCHEMA_VERSION = 2
-SUPPORTED_SCHEMA_VERSIONS = (1, 2)
+#   3  the optional ``numerics`` table (value summaries, written only by a run with
+#      ``--check-numerics``) and meta.json ``numerics``. Older traces have no such table;
+#      the reader opens them unchanged and the WT5xx rules stay silent.
+SCHEMA_VERSION = 3
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
 
 # ---------------------------------------------------------------- event kinds
 # events.kind values (strings, dictionary-encoded on disk).
@@ -95,6 +98,17 @@ ALLOC_OWNED = "owned"
 ALLOC_EXTERNAL = "external"  # memory warptrace did not see being allocated
 
 TABLES = ("events", "accesses", "arrays", "allocs", "kernels", "kernel_args", "sites")
+# Tables a trace holds only when the run asked for them (the folder exists only then).
+OPTIONAL_TABLES = ("numerics",)
+ALL_TABLES = TABLES + OPTIONAL_TABLES
+
+# numerics.what: why the summary was taken (see the ``numerics`` schema below).
+NUM_WRITE = "write"  # an array the event (launch, adjoint launch, copy, memset) wrote, after it
+NUM_INPUT = "input"  # an array the launch only read (kept for launches that wrote non-finite
+#                      values, and for kernels that reach a custom adjoint)
+NUM_LEAF_GRAD = "leaf_grad"  # after a backward: the gradient buffer of a leaf of the tape
+NUM_LOSS = "loss"  # after a backward: the loss array given to Tape.backward
+NUMERICS_WHAT = (NUM_WRITE, NUM_INPUT, NUM_LEAF_GRAD, NUM_LOSS)
 
 _i8, _i16, _i32, _i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
 _str, _bool, _f64 = pa.string(), pa.bool_(), pa.float64()
@@ -199,6 +213,25 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("text", _str),  # stripped source line
         ("label", _str),  # assignment target on that line ("x", "state.q") or ""
     ]),
+    # Optional (``--check-numerics``, schema >= 3): one row per (event, array) summary of an
+    # array's values, never the values themselves. Computed where the array lives, after
+    # the event ran. ``diff`` compares runs on these columns.
+    "numerics": pa.schema([
+        ("seq", _i64),  # events.seq the summary follows (BACKWARD_END for leaf_grad / loss)
+        ("array_id", _i64),  # arrays.array_id summarized (for leaf_grad: the gradient buffer)
+        ("owner", _i64),  # leaf_grad: array_id of the leaf whose .grad it is; -1 otherwise
+        ("what", _str),  # NUMERICS_WHAT
+        ("arg", _str),  # kernel argument ("src"/"dest" for copies, "" for memsets / backward)
+        ("field", _str),  # struct field path below the argument, "" if none
+        ("count", _i64),  # scalar elements (a vec3 element counts 3)
+        ("nonfinite", _i64),  # NaN and +-inf elements
+        ("zeros", _i64),  # elements exactly 0.0 (or 0)
+        ("first_bad", _i64),  # flat index (C order, scalar elements) of the first non-finite; -1
+        ("min", _f64),  # over the finite elements; null when there is none
+        ("max", _f64),
+        ("l2", _f64),  # L2 norm over the finite elements (float64 accumulation)
+        ("hash", _str),  # 16 hex digits of blake2b over the element bytes in C order
+    ]),
 }
 # fmt: on
 
@@ -211,7 +244,13 @@ META_FILE = "meta.json"
 # meta.json keys: schema_version, trace_id (random hex; absent in older traces), warptrace_version, warp_version, python_version,
 # numpy_version, argv, cwd, devices, start_time, end_time (ISO 8601 UTC), exit_status
 # (int or null while running), complete (bool), error (str or null), counts (rows per
-# table, at close), parts (part files per table, at close; absent in older traces).
+# table, at close), parts (part files per table, at close; absent in older traces),
+# numerics (only with --check-numerics, schema >= 3): {"adjoint_checks": [...]}, one object
+# per custom adjoint (@wp.func_grad) reached by a recorded kernel: "func", "file", "line" (of
+# the forward function), "grad_func", "grad_file", "grad_line" (of the custom adjoint), "kernel_ids", "precision" ("float64"/"float32"), "samples",
+# "skipped_kinks", "worst_rel_error", "worst_case" ("distinct", or "repeated": the same value
+# passed to two arguments), "worst_input" (the arguments), "worst_arg", "custom" and
+# "finite_difference" (the two derivatives there), "error" (why it could not run, else null).
 
 # Parquet key-value metadata key of every part: JSON {"trace_id", "table", "part" (index),
 # "rows", and for events/accesses "first_seq", "last_seq"}. Absent in older traces: the

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warptrace.trace.schema import META_FILE, PART_KEY, SCHEMA_VERSION, SCHEMAS, TABLES
+from warptrace.trace.schema import ALL_TABLES, META_FILE, PART_KEY, SCHEMA_VERSION, SCHEMAS, TABLES
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -62,14 +62,19 @@ class TraceWriter:
     def __init__(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        for table in TABLES:
+        for table in ALL_TABLES:
             folder = self.path / table
-            folder.mkdir(exist_ok=True)
+            if table in TABLES:
+                folder.mkdir(exist_ok=True)
+            elif not folder.is_dir():
+                continue
             for stale in folder.glob("part-*.parquet"):
                 stale.unlink()
-        self._part_index = dict.fromkeys(TABLES, 0)
-        self.rows_written = dict.fromkeys(TABLES, 0)
-        self.bytes_written = dict.fromkeys(TABLES, 0)
+            if table not in TABLES:  # an optional table exists only when this run writes it
+                folder.rmdir()
+        self._part_index = dict.fromkeys(ALL_TABLES, 0)
+        self.rows_written = dict.fromkeys(ALL_TABLES, 0)
+        self.bytes_written = dict.fromkeys(ALL_TABLES, 0)
         self.meta: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "trace_id": uuid.uuid4().hex,
@@ -107,6 +112,8 @@ class TraceWriter:
         arrays = [_column(columns[f.name], f.type) for f in schema]
         batch = pa.Table.from_arrays(arrays, schema=schema)
         folder = self.path / table
+        if table not in TABLES:
+            folder.mkdir(exist_ok=True)
         index = self._part_index[table]
         facts: dict[str, Any] = {
             "trace_id": self.meta["trace_id"],
@@ -145,8 +152,8 @@ class TraceWriter:
             exit_status=exit_status,
             error=error,
             complete=True,
-            counts=dict(self.rows_written),
-            parts=dict(self._part_index),
+            counts={t: n for t, n in self.rows_written.items() if t in TABLES or self._part_index[t]},
+            parts={t: n for t, n in self._part_index.items() if t in TABLES or n},
         )
         self._write_meta()
 

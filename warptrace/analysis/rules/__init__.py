@@ -17,10 +17,13 @@ from warptrace.analysis.findings import RuleInfo
 from warptrace.analysis.rules import (
     backward_disabled,
     backward_side_effect,
+    custom_adjoint,
+    dead_gradient,
     duplicate_launch,
     grad_not_zeroed,
     in_kernel_overwrite,
     manual_seed,
+    nonfinite_origin,
     objective_off_tape,
     overwrite_after_read,
     retain_grad_multiwrite,
@@ -49,6 +52,9 @@ ALL_RULES: tuple[Rule, ...] = (
     stale_grad_read.RULE,  # WT306
     backward_disabled.RULE,  # WT307
     backward_side_effect.RULE,  # WT308
+    nonfinite_origin.RULE,  # WT501 (--check-numerics traces only)
+    custom_adjoint.RULE,  # WT502 (--check-numerics traces only)
+    dead_gradient.RULE,  # WT503 (--check-numerics traces only)
 )
 
 _BY_CODE = {info.code: info for rule in ALL_RULES for info in rule.infos}

@@ -1,0 +1,365 @@
+"""Values on request (``--check-numerics``): summaries of the arrays each event wrote.
+
+Off by default, and then nothing here runs: :func:`wrap_factory` puts an outer wrapper
+around the ordinary ones (launch, copy, memset, ``Tape.backward``) only when the session
+was started with ``numerics=True``; without it the recorder's own wrappers are installed
+unchanged, so the hot paths keep their speed and nothing is read.
+
+With it, after every executed forward launch, adjoint launch, copy and memset, each array
+the event wrote is summarized (:func:`summarize`: element count, non-finite count, exact
+zeros, first non-finite index, min, max, L2 norm, content hash) into the ``numerics``
+table, keyed by the event's ``seq`` and the array's ``array_id`` (see
+:mod:`warptrace.trace.schema`). Arrays a launch only read are summarized too when the
+launch wrote a non-finite value (WT501 needs to know its inputs were finite) or when the
+kernel reaches a custom adjoint (WT502 draws its test inputs from their ranges). After
+each ``Tape.backward``: the loss and the gradient buffer of every candidate leaf (an array
+with a gradient that a launch or copy read inside the tape's scope).
+
+How the event's ``seq`` is known: the outer wrapper holds the session lock (re-entrant)
+around the inner call, so the events appended meanwhile are exactly this call's. Values
+are read under the guard (a summary is never a ``value_read`` event) through
+``array.numpy()``, zero-copy on the CPU; a CUDA array is copied to the host (a reduction
+kernel on the device is future work). Reading never writes: results stay bit-identical.
+
+At ``stop()`` (after the wrappers are removed, so nothing is recorded) the custom
+adjoints reached by recorded kernels are checked against finite differences
+(:mod:`warptrace.record.adjoint_check`) and the results go to ``meta.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import warp._src.context as _context
+
+from warptrace.record import state
+from warptrace.record.adjoint_check import check_custom_adjoints
+from warptrace.record.session import Recorder
+from warptrace.record.wrap.common import WARP_ARRAY, array_state, mark
+from warptrace.record.wrap.plans import plan_for
+from warptrace.trace.schema import (
+    NUM_INPUT,
+    NUM_LEAF_GRAD,
+    NUM_LOSS,
+    NUM_WRITE,
+    ROLE_READ,
+    ROLE_WRITE,
+    SCHEMAS,
+)
+
+FLUSH_ROWS = 4096
+_WIDTH = len(SCHEMAS["numerics"].names)
+Summary = tuple[int, int, int, int, "float | None", "float | None", float, str]
+
+
+def summarize(arr: Any) -> Summary | None:
+    """(count, nonfinite, zeros, first_bad, min, max, l2, hash) of an array's values, or None
+    for arrays without numeric scalar values (structs, opaque arrays, empty arrays)."""
+    if not isinstance(arr, WARP_ARRAY) or not getattr(arr, "size", 0) or not arr.ptr:
+        return None
+    values = np.asarray(arr.numpy())
+    if values.dtype.kind not in "fiub":
+        return None
+    flat = np.ascontiguousarray(values).reshape(-1)
+    digest = hashlib.blake2b(flat.view(np.uint8), digest_size=8).hexdigest()
+    count = int(flat.size)
+    zeros = int(count - np.count_nonzero(flat))
+    nonfinite = 0
+    first_bad = -1
+    finite = flat
+    if flat.dtype.kind == "f":
+        ok = np.isfinite(flat)
+        nonfinite = int(count - np.count_nonzero(ok))
+        if nonfinite:
+            first_bad = int(np.argmin(ok))
+            finite = flat[ok]
+    if finite.size == 0:
+        return (count, nonfinite, zeros, first_bad, None, None, 0.0, digest)
+    wide = finite.astype(np.float64)
+    return (
+        count,
+        nonfinite,
+        zeros,
+        first_bad,
+        float(wide.min()),
+        float(wide.max()),
+        float(np.sqrt(np.dot(wide, wide))),
+        digest,
+    )
+
+
+class Numerics:
+    """The numerics side of one session: the summary rows and what WT502 needs at the end."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.lock = threading.Lock()
+        self.rows: list[Any] = []
+        # tape -> {id(array): weakref}: arrays with a gradient read inside the tape's scope
+        self.candidates: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
+        # kernels reaching a custom adjoint: kernel_id -> (kernel, [(lo, hi)] ranges of inputs)
+        self.custom: dict[int, tuple[Any, list[tuple[float, float]]]] = {}
+
+    # ---------------------------------------------------------------- rows
+    def add(
+        self, seq: int, arr: Any, what: str, arg: str = "", field: str = "", owner: int = -1
+    ) -> Summary | None:
+        summary = summarize(arr)
+        if summary is None:
+            return None
+        array_id = array_state(self.rec, arr)[1]
+        with self.lock:
+            self.rows.extend((seq, array_id, owner, what, arg, field, *summary))
+            full = len(self.rows) >= FLUSH_ROWS * _WIDTH
+        if full:
+            self.flush()
+        return summary
+
+    def flush(self) -> None:
+        """Queue the rows for the writer thread, after the events they name (FIFO queue)."""
+        with self.lock:
+            rows, self.rows = self.rows, []
+        if not rows:
+            return
+        rec = self.rec
+        rec.flush(force=True)
+        with rec.lock:
+            if not rec.closed:
+                rec._queue.put(((("numerics", rows),), False, None))
+
+    # ---------------------------------------------------------------- events
+    def after_launch(self, seq: int, named: dict[str, Any]) -> None:
+        kernel = named["kernel"]
+        inputs, outputs = named.get("inputs") or (), named.get("outputs") or ()
+        args = [*inputs, *outputs]
+        plan = plan_for(self.rec, kernel, args)
+        names = self.rec.names
+        adjoint = bool(named.get("adjoint"))
+        written: list[tuple[Any, str, str]] = []
+        read: list[tuple[Any, str, str]] = []
+        if not adjoint:
+            for index, arg, field_path, path, role, _flags in plan.fwd:
+                value = _resolve(args, index, path)
+                if value is None:
+                    continue
+                item = (value, names[arg], names[field_path])
+                if role & ROLE_WRITE:
+                    written.append(item)
+                elif role & ROLE_READ:
+                    read.append(item)
+        else:
+            adj_args = [*(named.get("adj_inputs") or ()), *(named.get("adj_outputs") or ())]
+            for index, arg, field_path, path, frole, _ff, grole, _gf, rrole, _rf in plan.adj:
+                value = _resolve(args, index, path)
+                grad = _resolve(adj_args, index, path) if index < len(adj_args) else None
+                label = (names[arg], names[field_path])
+                if value is not None and frole & ROLE_READ:
+                    read.append((value, *label))
+                if grad is not None:
+                    if (grole | rrole) & ROLE_WRITE:
+                        written.append((grad, *label))
+                    elif grole & ROLE_READ:
+                        read.append((grad, *label))
+        bad = False
+        for value, arg, field_path in written:
+            summary = self.add(seq, value, NUM_WRITE, arg, field_path)
+            bad = bad or (summary is not None and summary[1] > 0)
+        custom = bool(getattr(plan.facts, "custom_grad", ())) and not adjoint
+        if bad or custom:
+            ranges = []
+            for value, arg, field_path in read:
+                summary = self.add(seq, value, NUM_INPUT, arg, field_path)
+                if summary is not None and summary[4] is not None:
+                    ranges.append((summary[4], summary[5]))
+            if custom:
+                entry = self.custom.setdefault(plan.kernel_id, (kernel, []))
+                entry[1].extend(ranges)
+        if not adjoint:
+            self._note_reads(read)
+
+    def _note_reads(self, read: Sequence[tuple[Any, str, str]]) -> None:
+        runtime = _context.runtime
+        tape = runtime.tape if runtime is not None else None
+        if tape is None:
+            return
+        seen = self.candidates.setdefault(tape, {})
+        for value, _arg, _field in read:
+            if isinstance(value, WARP_ARRAY) and value.requires_grad and id(value) not in seen:
+                seen[id(value)] = weakref.ref(value)
+
+    def after_copy(self, seq: int, dest: Any, src: Any) -> None:
+        self.add(seq, dest, NUM_WRITE, "dest")
+        self._note_reads(((src, "src", ""),))
+
+    def after_backward(self, seq: int, tape: Any, loss: Any) -> None:
+        if loss is not None:
+            self.add(seq, loss, NUM_LOSS)
+        produced = set()
+        for entry in getattr(tape, "launches", ()):
+            if isinstance(entry, (list, tuple)) and len(entry) > 4:
+                for out in entry[4]:
+                    if isinstance(out, WARP_ARRAY):
+                        produced.add(out.ptr)
+        for leaf in _alive(self.candidates.get(tape, {})):
+            grad = leaf.grad
+            if grad is None or leaf.ptr in produced:
+                continue
+            self.add(seq, grad, NUM_LEAF_GRAD, owner=array_state(self.rec, leaf)[1])
+
+    # ---------------------------------------------------------------- end of run
+    def finish(self) -> dict[str, Any]:
+        """Write the remaining rows; check the custom adjoints (the wrappers are gone by now)."""
+        self.flush()
+        try:
+            checks = check_custom_adjoints(self.custom)
+        except Exception as exc:  # never break the end of the user's run
+            self.rec.fail(exc)
+            checks = []
+        return {"adjoint_checks": checks}
+
+
+def _resolve(args: Sequence[Any], index: int, path: tuple[str, ...] | None) -> Any:
+    value = args[index] if index < len(args) else None
+    for name in path or ():
+        if value is None:
+            break
+        value = getattr(value, name, None)
+    return value
+
+
+def _alive(refs: dict[int, Any]) -> Iterator[Any]:
+    for ref in list(refs.values()):
+        value = ref()
+        if value is not None:
+            yield value
+
+
+# -------------------------------------------------------------------- outer wrappers
+class _Active:
+    """The session's :class:`Numerics` (an attribute, not a module global: wrapper frames
+    run with a copy of this module's globals, see ``wrap.common.in_place_of``)."""
+
+    numerics: Numerics | None = None
+
+
+current = _Active()
+
+
+def _enter(rec: Recorder) -> bool:
+    try:
+        ts = rec.local.state
+    except AttributeError:
+        ts = rec.thread_state()
+    return ts.guard == 0 and not rec.captures
+
+
+def _guarded(rec: Recorder, function: Callable[[], None]) -> None:
+    """Run a summary step with the guard up (its reads are not events); failures are logged."""
+    ts = rec.thread_state()
+    ts.guard += 1
+    try:
+        function()
+    except Exception as exc:
+        rec.fail(exc)
+    finally:
+        ts.guard -= 1
+
+
+def _call(rec: Recorder, inner: Callable[..., Any], args: Any, kwargs: Any) -> tuple[Any, int, int]:
+    """The inner wrapper under the session lock: the seqs it took are exactly [first, stop)."""
+    with rec.lock:
+        first = rec.seq
+        result = inner(*args, **kwargs)
+        stop = rec.seq
+    return result, first, stop
+
+
+def _launch(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    def launch(*args: Any, **kwargs: Any) -> Any:
+        rec, numerics = state.rec, current.numerics
+        if rec is None or numerics is None or not _enter(rec):
+            return inner(*args, **kwargs)
+        result, first, stop = _call(rec, inner, args, kwargs)
+        if stop == first + 1:
+
+            def after() -> None:
+                bound = signature.bind(*args, **kwargs)
+                if not bound.arguments.get("record_cmd"):
+                    numerics.after_launch(first, dict(bound.arguments))
+
+            _guarded(rec, after)
+        return result
+
+    return mark(original, launch)
+
+
+def _copy(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
+    def copy(*args: Any, **kwargs: Any) -> Any:
+        rec, numerics = state.rec, current.numerics
+        if rec is None or numerics is None or rec.captures:
+            return inner(*args, **kwargs)
+        result, first, stop = _call(rec, inner, args, kwargs)
+        if stop > first:
+            dest = args[0] if args else kwargs.get("dest")
+            src = args[1] if len(args) > 1 else kwargs.get("src")
+            _guarded(rec, lambda: numerics.after_copy(first, dest, src))
+        return result
+
+    return mark(original, copy)
+
+
+def _memset(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
+    def memset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec, numerics = state.rec, current.numerics
+        if rec is None or numerics is None or not _enter(rec):
+            return inner(self, *args, **kwargs)
+        result, first, stop = _call(rec, inner, (self, *args), kwargs)
+        if stop == first + 1:
+            _guarded(rec, lambda: numerics.add(first, self, NUM_WRITE))
+        return result
+
+    return mark(original, memset)
+
+
+def _backward(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec, numerics = state.rec, current.numerics
+        if rec is None or numerics is None or not _enter(rec):
+            return inner(self, *args, **kwargs)
+        result, first, stop = _call(rec, inner, (self, *args), kwargs)
+        if stop > first:
+            loss = args[0] if args else kwargs.get("loss")
+            _guarded(rec, lambda: numerics.after_backward(stop - 1, self, loss))
+        return result
+
+    return mark(original, backward)
+
+
+_OUTER: dict[str, Callable[[Callable[..., Any], Callable[..., Any]], Callable[..., Any]]] = {
+    "launch": _launch,  # module functions by name, methods by "Class.name"
+    "copy": _copy,
+    "array.zero_": _memset,
+    "array.fill_": _memset,
+    "noncontiguous_array_base.zero_": _memset,
+    "Tape.backward": _backward,
+}
+
+
+def wrap_factory(name: str, factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``factory`` (an ordinary wrapper maker), with the numerics wrapper around its
+    wrapper for the calls that have one; other factories are returned unchanged."""
+    outer = _OUTER.get(name)
+    if outer is None:
+        return factory
+    return lambda original: outer(original, factory(original))
+
+
+__all__ = ["Numerics", "current", "summarize", "wrap_factory"]
