@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from warptrace.analysis.findings import Finding, Severity, merge_findings
+from warptrace.analysis.health import health_timeline
 from warptrace.analysis.model import Model
 from warptrace.analysis.replay import expand_captures
 from warptrace.analysis.rules import ALL_RULES, RULE_INFO
@@ -21,6 +22,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     families_checked: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # what the trace held: launches, tapes, ...
+    health: list[dict[str, Any]] = field(default_factory=list)  # --check-numerics: analysis.health
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
@@ -48,6 +50,7 @@ def analyze_trace(trace: Trace) -> Report:
         findings=merge_findings(findings),
         families_checked=families,
         counts=_counts(model),
+        health=health_timeline(model),
     )
 
 

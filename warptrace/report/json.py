@@ -17,6 +17,12 @@
          "message": "...", "location": {"file", "line", "role", "text", "function"},
          "related": [{...same keys...}], "count": 4, "fix": "...", "doc": "...",
          "evidence": {"first_seq": 12, ...}}    # seqs / array ids / alloc ids that prove it
+      ],
+      "health": [                        # --check-numerics traces only ([] otherwise):
+        {"backward": {"file", "line", "text"},   # one series per tape.backward call site
+         "tapes": [0, 1, ...], "leaves": ["w", "b"],
+         "steps": [{"step": 0, "seq": 41, "tape": 0, "loss": 0.53,   # null when non-finite
+                    "grads": {"w": {"l2": 1.2, "nonfinite": 0, "zero": false}, ...}}]}
       ]
     }
 
@@ -53,6 +59,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         "counts": dict(report.counts),
         "summary": summary,
         "findings": [finding.to_dict() for finding in report.findings],
+        "health": list(report.health),
     }
 
 
