@@ -32,7 +32,9 @@ class ShowCommand(Command):
             from warptrace.report.health import render_health
 
             series = health_timeline(Model(expand_captures(trace)))
-            sys.stdout.write(render_health(series, has_numerics="numerics" in trace.tables, show_all=args.all))
+            sys.stdout.write(
+                render_health(series, has_numerics="numerics" in trace.tables, show_all=args.all)
+            )
             return 0
         from warptrace.report.show import render
 

@@ -39,7 +39,7 @@ def render_health(series: Sequence[dict[str, Any]], *, has_numerics: bool, show_
         folded = 0
         if not show_all and len(steps) > 2 * FOLD:
             folded = len(steps) - 2 * FOLD
-            shown = shown[:FOLD] + [-1] + shown[-FOLD:]
+            shown = [*shown[:FOLD], -1, *shown[-FOLD:]]
         for index in shown:
             if index < 0:
                 rows.append([f"... {folded} more", "", *("" for _ in leaves)])
