@@ -1,4 +1,4 @@
-"""Recording overhead benchmark (DESIGN.md §7): plain vs traced vs Warp's verify flag.
+"""Recording overhead benchmark (DESIGN.md §7): plain vs traced vs --check-numerics vs Warp's verify flag.
 
     python tools/bench_record.py                       # the table
     python tools/bench_record.py --launches 20000 --steps 200 --repeat 7
@@ -107,24 +107,26 @@ def _child(mode: str, launches: int, steps: int, repeat: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="wt_bench_"))
     traces: list[Path] = []
 
-    def timed(block: Callable[[], None], traced: bool) -> tuple[float, float, float]:
-        if traced:
+    def timed(block: Callable[[], None], traced: bool, numerics: bool = False) -> tuple[float, float, float]:
+        if numerics:
+            warptrace.start(tmp / f"numerics{time.perf_counter_ns()}.wtrace", numerics=True)
+        elif traced:
             traces.append(tmp / f"run{len(traces)}.wtrace")
             warptrace.start(traces[-1])
         wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
         block()
         wall, cpu, main = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - main
-        if traced:
+        if traced or numerics:
             warptrace.stop()  # the final flush is not part of the run's cost
         return wall, cpu, main
 
-    modes = ["plain", "traced"] if mode == "compare" else ["plain"]
+    modes = ["plain", "traced", "numerics"] if mode == "compare" else ["plain"]
     result: dict[str, Any] = {}
     for name, block, count in (("launch", launch_block, launches), ("step", step_block, steps)):
         samples: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
         for _ in range(repeat):
             for m in modes:
-                samples[m].append(timed(block, m == "traced"))
+                samples[m].append(timed(block, m == "traced", m == "numerics"))
         for m in modes:
             label = m if mode == "compare" else "verify"
             result[f"{label}_{name}_wall_us"] = min(s[0] for s in samples[m]) / count * 1e6
@@ -173,12 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"{what} [{unit}; wall = min, cpu/main = median of {args.repeat}]")
         print("    cpu: all threads (incl. warptrace's writer thread); main: the program's thread only")
-        for mode in ("plain", "traced", "verify"):
+        for mode in ("plain", "traced", "numerics", "verify"):
             print(
                 f"    {mode:7s} wall {r[f'{mode}_{name}_wall_us']:9.2f}   cpu {r[f'{mode}_{name}_cpu_us']:9.2f}"
                 f"   main {r[f'{mode}_{name}_main_us']:9.2f}"
             )
-        for mode in ("traced", "verify"):
+        for mode in ("traced", "numerics", "verify"):
             dw = r[f"{mode}_{name}_wall_us"] - r[f"plain_{name}_wall_us"]
             dc = r[f"{mode}_{name}_cpu_us"] - r[f"plain_{name}_cpu_us"]
             dm = r[f"{mode}_{name}_main_us"] - r[f"plain_{name}_main_us"]

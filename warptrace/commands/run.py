@@ -168,7 +168,8 @@ def run_command(options: RunOptions) -> int:
     # Absolute: the program may chdir, and the recorder writes parts as the run goes.
     trace_file = os.path.abspath(output)
     try:
-        recorder.start(trace_file, numerics=options.numerics, argv=runner.command, script=options.target)
+        numerics = {"numerics": True} if options.numerics else {}
+        recorder.start(trace_file, argv=runner.command, script=options.target, **numerics)
     except OSError as exc:  # the trace folder cannot be created or written
         raise WarptraceError(f"cannot write the trace {output}: {exc.strerror or exc}") from None
     exit_status: int | None = None

@@ -22,20 +22,20 @@ numerics.adjoint_checks`` in :mod:`warptrace.trace.schema`).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import importlib.util
 import inspect
 import itertools
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import warp as wp
 import warp._src.context as _context
+
+from warptrace.kernel_source.widen import float64_copy
 
 SAMPLES = 24
 _SETTINGS = {  # precision -> (relative FD step, kink tolerance, absolute floor)
@@ -152,41 +152,12 @@ def _types(func: Any) -> list[str]:
     return names
 
 
-class _Widen(ast.NodeTransformer):
-    """The forward function in float64: float annotations, casts and literals become float64."""
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        if node.id == "float":
-            return ast.copy_location(_f64(), node)
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        if node.attr in ("float32", "float16") and isinstance(node.value, ast.Name) and node.value.id == "wp":
-            return ast.copy_location(_f64(), node)
-        return self.generic_visit(node)
-
-    def visit_Constant(self, node: ast.Constant) -> ast.AST:
-        if isinstance(node.value, float):
-            return ast.copy_location(ast.Call(func=_f64(), args=[node], keywords=[]), node)
-        return node
-
-
-def _f64() -> ast.Attribute:
-    return ast.Attribute(value=ast.Name(id="wp", ctx=ast.Load()), attr="float64", ctx=ast.Load())
-
-
 def _widened_source(func: Any) -> str:
     """Source of a float64 copy of the user's forward function, named ``F64``."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(func.func)))
-    node = tree.body[0]
-    if not isinstance(node, ast.FunctionDef):
-        raise TypeError("not a function definition")
-    node.decorator_list = [
-        ast.Attribute(value=ast.Name(id="wp", ctx=ast.Load()), attr="func", ctx=ast.Load())
-    ]
-    node.name = "F64"
-    tree = ast.fix_missing_locations(_Widen().visit(tree))
-    return ast.unparse(tree)
+    text = float64_copy(inspect.getsource(func.func), "F64")
+    if text is None:
+        raise TypeError("no function source")
+    return text
 
 
 def _source(function: str, types: list[str], out: str, pairs: list[tuple[int, int]], prefix: str = "") -> str:

@@ -47,6 +47,7 @@ from warptrace.trace.schema import (
     NUM_INPUT,
     NUM_LEAF_GRAD,
     NUM_LOSS,
+    NUM_STEP,
     NUM_WRITE,
     ROLE_READ,
     ROLE_WRITE,
@@ -67,7 +68,7 @@ def summarize(arr: Any) -> Summary | None:
     if values.dtype.kind not in "fiub":
         return None
     flat = np.ascontiguousarray(values).reshape(-1)
-    digest = hashlib.blake2b(flat.view(np.uint8), digest_size=8).hexdigest()
+    digest = hashlib.blake2b(flat.view(np.uint8).data, digest_size=8).hexdigest()
     count = int(flat.size)
     zeros = int(count - np.count_nonzero(flat))
     nonfinite = 0
@@ -94,6 +95,29 @@ def summarize(arr: Any) -> Summary | None:
     )
 
 
+def _change(after: Any, before: Any) -> Summary | None:
+    """The summary of ``after - before`` (two arrays of one shape), without a hash."""
+    a, b = np.asarray(after.numpy()), np.asarray(before.numpy())
+    if a.dtype.kind != "f" or a.shape != b.shape:
+        return None
+    diff = (a.astype(np.float64) - b.astype(np.float64)).reshape(-1)
+    ok = np.isfinite(diff)
+    nonfinite = int(diff.size - np.count_nonzero(ok))
+    finite = diff[ok]
+    low = float(finite.min()) if finite.size else None
+    high = float(finite.max()) if finite.size else None
+    return (
+        int(diff.size),
+        nonfinite,
+        int(diff.size - np.count_nonzero(diff)),
+        int(np.argmin(ok)) if nonfinite else -1,
+        low,
+        high,
+        float(np.sqrt(np.dot(finite, finite))),
+        "",
+    )
+
+
 class Numerics:
     """The numerics side of one session: the summary rows and what WT502 needs at the end."""
 
@@ -105,6 +129,8 @@ class Numerics:
         self.candidates: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
         # kernels reaching a custom adjoint: kernel_id -> (kernel, [(lo, hi)] ranges of inputs)
         self.custom: dict[int, tuple[Any, list[tuple[float, float]]]] = {}
+        # kernel_id -> {id(array): (array, arg)} written by the kernel's last forward launch
+        self.last_writes: dict[int, dict[int, tuple[Any, str]]] = {}
 
     # ---------------------------------------------------------------- rows
     def add(
@@ -120,6 +146,10 @@ class Numerics:
         if full:
             self.flush()
         return summary
+
+    def write(self, seq: int, arr: Any) -> None:
+        """The summary of an array a memset wrote."""
+        self.add(seq, arr, NUM_WRITE)
 
     def flush(self) -> None:
         """Queue the rows for the writer thread, after the events they name (FIFO queue)."""
@@ -172,16 +202,44 @@ class Numerics:
             bad = bad or (summary is not None and summary[1] > 0)
         custom = bool(getattr(plan.facts, "custom_grad", ())) and not adjoint
         if bad or custom:
-            ranges = []
+            ranges: list[tuple[float, float]] = []
             for value, arg, field_path in read:
                 summary = self.add(seq, value, NUM_INPUT, arg, field_path)
-                if summary is not None and summary[4] is not None:
+                if summary is not None and summary[4] is not None and summary[5] is not None:
                     ranges.append((summary[4], summary[5]))
             if custom:
                 entry = self.custom.setdefault(plan.kernel_id, (kernel, []))
                 entry[1].extend(ranges)
         if not adjoint:
             self._note_reads(read)
+            self._chain_step(seq, plan.kernel_id, read, written)
+
+    def _chain_step(
+        self,
+        seq: int,
+        kernel_id: int,
+        read: Sequence[tuple[Any, str, str]],
+        written: Sequence[tuple[Any, str, str]],
+    ) -> None:
+        """A launch reading what the previous launch of its kernel wrote: summarize the change
+        from that input to its output of the same role (an iteration step, for WT504)."""
+        previous = self.last_writes.get(kernel_id, {})
+        self.last_writes[kernel_id] = {id(value): (value, arg) for value, arg, field in written if not field}
+        outputs = {arg: value for value, arg, field in written if not field}
+        for value, _arg, field in read:
+            hit = previous.get(id(value))
+            if field or hit is None or hit[0] is not value:
+                continue
+            output = outputs.get(hit[1])
+            if output is None or output is value or getattr(output, "shape", None) != value.shape:
+                continue
+            summary = _change(output, value)
+            if summary is not None:
+                with self.lock:
+                    self.rows.extend(
+                        (seq, array_state(self.rec, output)[1], array_state(self.rec, value)[1], NUM_STEP, hit[1], "",
+                         *summary)
+                    )  # fmt: skip
 
     def _note_reads(self, read: Sequence[tuple[Any, str, str]]) -> None:
         runtime = _context.runtime
@@ -323,7 +381,7 @@ def _memset(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable
             return inner(self, *args, **kwargs)
         result, first, stop = _call(rec, inner, (self, *args), kwargs)
         if stop == first + 1:
-            _guarded(rec, lambda: numerics.add(first, self, NUM_WRITE))
+            _guarded(rec, lambda: numerics.write(first, self))
         return result
 
     return mark(original, memset)

@@ -18,7 +18,7 @@
          "related": [{...same keys...}], "count": 4, "fix": "...", "doc": "...",
          "evidence": {"first_seq": 12, ...}}    # seqs / array ids / alloc ids that prove it
       ],
-      "health": [                        # --check-numerics traces only ([] otherwise):
+      "health": [                        # only in --check-numerics traces with a backward:
         {"backward": {"file", "line", "text"},   # one series per tape.backward call site
          "tapes": [0, 1, ...], "leaves": ["w", "b"],
          "steps": [{"step": 0, "seq": 41, "tape": 0, "loss": 0.53,   # null when non-finite
@@ -59,7 +59,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         "counts": dict(report.counts),
         "summary": summary,
         "findings": [finding.to_dict() for finding in report.findings],
-        "health": list(report.health),
+        **({"health": list(report.health)} if report.health else {}),
     }
 
 

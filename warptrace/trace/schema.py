@@ -108,7 +108,11 @@ NUM_INPUT = "input"  # an array the launch only read (kept for launches that wro
 #                      values, and for kernels that reach a custom adjoint)
 NUM_LEAF_GRAD = "leaf_grad"  # after a backward: the gradient buffer of a leaf of the tape
 NUM_LOSS = "loss"  # after a backward: the loss array given to Tape.backward
-NUMERICS_WHAT = (NUM_WRITE, NUM_INPUT, NUM_LEAF_GRAD, NUM_LOSS)
+NUM_STEP = "step"  # a forward launch continuing a chain of launches of its kernel (it reads,
+#                    under some argument, the array the previous launch of that kernel wrote
+#                    under argument `arg`): the summary of (its output under `arg`) - (that
+#                    input); array_id = the output, owner = the input, hash "". WT504 reads it.
+NUMERICS_WHAT = (NUM_WRITE, NUM_INPUT, NUM_LEAF_GRAD, NUM_LOSS, NUM_STEP)
 
 _i8, _i16, _i32, _i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
 _str, _bool, _f64 = pa.string(), pa.bool_(), pa.float64()
@@ -219,7 +223,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "numerics": pa.schema([
         ("seq", _i64),  # events.seq the summary follows (BACKWARD_END for leaf_grad / loss)
         ("array_id", _i64),  # arrays.array_id summarized (for leaf_grad: the gradient buffer)
-        ("owner", _i64),  # leaf_grad: array_id of the leaf whose .grad it is; -1 otherwise
+        ("owner", _i64),  # leaf_grad: the leaf whose .grad it is; step: the input; -1 otherwise
         ("what", _str),  # NUMERICS_WHAT
         ("arg", _str),  # kernel argument ("src"/"dest" for copies, "" for memsets / backward)
         ("field", _str),  # struct field path below the argument, "" if none

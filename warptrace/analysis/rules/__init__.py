@@ -31,6 +31,7 @@ from warptrace.analysis.rules import (
     stale_grad_read,
     truncated_horizon,
     unchained_boundary,
+    unconverged_iteration,
     work_after_loss,
 )
 from warptrace.analysis.rules.common import Rule
@@ -55,6 +56,7 @@ ALL_RULES: tuple[Rule, ...] = (
     nonfinite_origin.RULE,  # WT501 (--check-numerics traces only)
     custom_adjoint.RULE,  # WT502 (--check-numerics traces only)
     dead_gradient.RULE,  # WT503 (--check-numerics traces only)
+    unconverged_iteration.RULE,  # WT504 (--check-numerics traces only)
 )
 
 _BY_CODE = {info.code: info for rule in ALL_RULES for info in rule.infos}

@@ -69,11 +69,11 @@ def _inputs_finite(model: Model, table: NumericsTable, ev: int, seq: int) -> boo
     if any(row.what == S.NUM_INPUT and row.nonfinite for row in rows):
         return False
     read_written = set()
-    for row in access_rows(model, ev):
-        if model.acc_role[row] & S.ROLE_WRITE and (
-            model.acc_role[row] & S.ROLE_READ or model.acc_flags[row] & S.FLAG_ACCUMULATE
+    for acc in access_rows(model, ev):
+        if model.acc_role[acc] & S.ROLE_WRITE and (
+            model.acc_role[acc] & S.ROLE_READ or model.acc_flags[acc] & S.FLAG_ACCUMULATE
         ):
-            read_written.add(int(model.acc_array[row]))
+            read_written.add(int(model.acc_array[acc]))
     for row in rows:
         if row.what == S.NUM_WRITE and row.array_id in read_written:
             previous = table.before(row.array_id, seq)

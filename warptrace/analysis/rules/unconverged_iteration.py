@@ -1,0 +1,150 @@
+"""WT504 unconverged-iteration (warning; ``--check-numerics`` traces only).
+
+An iterative solve on the tape, recognised by its signature: the same kernel launched in
+a chain, each launch reading under one argument the array the previous launch wrote
+under another (its iterate), everything else it reads unchanged over the chain, and the
+successive changes of the iterate shrinking geometrically (a contraction to a fixed
+point). When the last change is still far from zero relative to the iterate, the loop
+stopped early: the gradient backpropagated through it is that of the truncated solver,
+not of the solution. Reported at the launch line with the iteration count, the
+contraction rate and about how many more iterations a relative change of 1e-6 needs.
+
+A time-stepping rollout is not a solve: its state does not contract to a fixed point
+under fixed inputs (the changes stay level or grow), or its other inputs (forces,
+contacts) are recomputed between steps; both stay silent.
+Fix: iterate to convergence (more iterations or a residual test), or differentiate the
+converged solution implicitly (adjoint solve) instead of through the iterations.
+
+Requires a trace recorded with ``--check-numerics``; silent otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from warptrace.analysis.findings import Finding, RuleInfo, Severity
+from warptrace.analysis.model import K, Model
+from warptrace.analysis.numerics import NumericsTable, Summary, numerics_of
+from warptrace.analysis.rules.common import DOC_DEBUG, Rule, access_rows, finding, quote
+from warptrace.trace import schema as S
+
+WT504 = RuleInfo(
+    code="WT504",
+    name="unconverged-iteration",
+    family="numeric",
+    fix="iterate until the change is small (more iterations or a residual test), or differentiate "
+    "the converged solution implicitly instead of through the truncated loop",
+    doc=DOC_DEBUG,
+)
+
+MIN_STEPS = 3  # changes needed to see a geometric trend
+MAX_RATE = 0.95  # a contraction: every successive change shrinks by at least this factor
+FAR = 1e-3  # last change relative to the iterate above which the solve has not converged
+TARGET = 1e-6  # relative change a converged solve reaches (for "how many more")
+
+
+def check(model: Model) -> list[Finding]:
+    table = numerics_of(model)
+    if table is None:
+        return []
+    findings = []
+    for chain in _chains(model, table):
+        result = _unconverged(model, table, chain)
+        if result is not None:
+            findings.append(result)
+    return findings
+
+
+def _chains(model: Model, table: NumericsTable) -> list[list[Summary]]:
+    """Step rows grouped into chains: each row's input is the previous row's output."""
+    chains: list[list[Summary]] = []
+    open_by_output: dict[int, list[Summary]] = {}
+    for row in table.of_kind(S.NUM_STEP):
+        chain = open_by_output.pop(row.owner, None)
+        if chain is None or chain[-1].arg != row.arg:
+            chain = []
+            chains.append(chain)
+        chain.append(row)
+        open_by_output[row.array_id] = chain
+    return [chain for chain in chains if len(chain) >= MIN_STEPS]
+
+
+def _unconverged(model: Model, table: NumericsTable, chain: list[Summary]) -> Finding | None:
+    try:
+        evs = [model.ev_of_seq(row.seq) for row in chain]
+    except KeyError:
+        return None
+    if not all(model.kind[ev] == K[S.LAUNCH] and model.recorded[ev] and not model.adjoint[ev] for ev in evs):
+        return None
+    if len({int(model.kernel[ev]) for ev in evs}) != 1 or not _fixed_inputs(model, chain, evs):
+        return None
+    changes = np.array([row.l2 for row in chain], dtype=np.float64)
+    if not np.all(np.isfinite(changes)) or np.any(changes <= 0):
+        return None
+    rates = changes[1:] / changes[:-1]
+    if not np.all(rates < MAX_RATE):
+        return None
+    rate = float(np.exp(np.mean(np.log(rates[len(rates) // 2 :]))))  # the settled rate
+    last = chain[-1]
+    written = next(
+        (r for r in table.by_seq.get(last.seq, []) if r.what == S.NUM_WRITE and r.array_id == last.array_id),
+        None,
+    )
+    size = written.l2 if written is not None else 0.0
+    if size <= 0 or changes[-1] / size <= FAR:
+        return None
+    relative = float(changes[-1] / size)
+    more = math.ceil(math.log(TARGET / relative) / math.log(rate)) if 0 < rate < 1 else -1
+    ev = evs[-1]
+    kernel = model.kernel_name(ev)
+    iterations = len(chain) + 1
+    where = model.event_location(ev, "iteration")
+    message = (
+        f"kernel {quote(kernel)} is iterated {iterations} times as a contraction (each change about "
+        f"{rate:.2g} times the previous one) but its last change is still {relative:.2g} of the iterate "
+        f"{quote(model.array_label(last.array_id, last.arg))}: the solve stopped before converging, and the gradient "
+        f"through it is that of the truncated solver (about {more} more iterations for a relative change of "
+        f"{TARGET:g})"
+    )
+    return finding(
+        WT504,
+        Severity.WARNING,
+        message,
+        where,
+        evidence={
+            "first_seq": chain[0].seq,
+            "kernel": kernel,
+            "iterations": iterations,
+            "rate": rate,
+            "last_relative_change": relative,
+            "more_iterations": more,
+        },
+        key=(int(model.kernel[ev]), where.file, where.line),
+    )
+
+
+def _fixed_inputs(model: Model, chain: list[Summary], evs: list[int]) -> bool:
+    """Every launch of the chain reads the same other arrays, and nothing writes them meanwhile."""
+    others = None
+    for row, ev in zip(chain, evs):
+        reads = {
+            int(model.acc_array[r])
+            for r in access_rows(model, ev)
+            if model.acc_role[r] == S.ROLE_READ and int(model.acc_array[r]) != row.owner
+        }
+        if others is None:
+            others = reads
+        elif reads != others:
+            return False
+    if not others:
+        return True
+    start = int(np.searchsorted(model.acc_seq, chain[0].seq, side="left"))
+    stop = int(np.searchsorted(model.acc_seq, chain[-1].seq, side="right"))
+    window = slice(start, stop)
+    writes = (model.acc_role[window] & S.ROLE_WRITE) != 0
+    return not bool(np.any(writes & np.isin(model.acc_array[window], list(others))))
+
+
+RULE = Rule((WT504,), check)
