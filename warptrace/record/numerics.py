@@ -41,7 +41,7 @@ import warp._src.context as _context
 from warptrace.record import state
 from warptrace.record.adjoint_check import check_custom_adjoints
 from warptrace.record.session import Recorder
-from warptrace.record.wrap.common import WARP_ARRAY, array_state, mark
+from warptrace.record.wrap.common import ORIGINAL_ATTR, WARP_ARRAY, array_state, mark
 from warptrace.record.wrap.plans import plan_for
 from warptrace.trace.schema import (
     NUM_INPUT,
@@ -59,12 +59,18 @@ _WIDTH = len(SCHEMAS["numerics"].names)
 Summary = tuple[int, int, int, int, "float | None", "float | None", float, str]
 
 
+def _values(arr: Any) -> np.ndarray:
+    """The array's values as numpy (zero-copy on the CPU), past the ``value_read`` wrapper."""
+    numpy = type(arr).numpy
+    return np.asarray(getattr(numpy, ORIGINAL_ATTR, numpy)(arr))
+
+
 def summarize(arr: Any) -> Summary | None:
     """(count, nonfinite, zeros, first_bad, min, max, l2, hash) of an array's values, or None
     for arrays without numeric scalar values (structs, opaque arrays, empty arrays)."""
     if not isinstance(arr, WARP_ARRAY) or not getattr(arr, "size", 0) or not arr.ptr:
         return None
-    values = np.asarray(arr.numpy())
+    values = _values(arr)
     if values.dtype.kind not in "fiub":
         return None
     flat = np.ascontiguousarray(values).reshape(-1)
@@ -97,7 +103,7 @@ def summarize(arr: Any) -> Summary | None:
 
 def _change(after: Any, before: Any) -> Summary | None:
     """The summary of ``after - before`` (two arrays of one shape), without a hash."""
-    a, b = np.asarray(after.numpy()), np.asarray(before.numpy())
+    a, b = _values(after), _values(before)
     if a.dtype.kind != "f" or a.shape != b.shape:
         return None
     diff = (a.astype(np.float64) - b.astype(np.float64)).reshape(-1)
@@ -339,7 +345,7 @@ def _call(rec: Recorder, inner: Callable[..., Any], args: Any, kwargs: Any) -> t
 
 
 def _launch(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
-    signature = inspect.signature(original)
+    names = tuple(inspect.signature(original).parameters)
 
     def launch(*args: Any, **kwargs: Any) -> Any:
         rec, numerics = state.rec, current.numerics
@@ -349,9 +355,10 @@ def _launch(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable
         if stop == first + 1:
 
             def after() -> None:
-                bound = signature.bind(*args, **kwargs)
-                if not bound.arguments.get("record_cmd"):
-                    numerics.after_launch(first, dict(bound.arguments))
+                named = dict(zip(names, args))
+                named.update(kwargs)
+                if not named.get("record_cmd"):
+                    numerics.after_launch(first, named)
 
             _guarded(rec, after)
         return result
