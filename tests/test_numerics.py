@@ -142,13 +142,13 @@ def test_health_timeline_in_json_and_show(recorded: Path, capsys) -> None:
     assert main(["analyze", "--format", "json", str(recorded)]) == 1
     report = json.loads(capsys.readouterr().out)
     (series,) = report["health"]
-    assert series["leaves"] == ["x"] and series["backward"]["line"] == 38
+    assert series["leaves"] == ["p"] and series["backward"]["line"] == 48
     (step,) = series["steps"]
-    assert step["loss"] == pytest.approx(10.0) and step["grads"]["x"]["nonfinite"] == 1
+    assert step["loss"] == pytest.approx(10.0) and step["grads"]["p"]["nonfinite"] == 1
     assert [f["code"] for f in report["findings"]] == ["WT501"]
     assert main(["show", "--numerics", str(recorded)]) == 0
     out = capsys.readouterr().out
-    assert "gradient health: backward at wt501_sqrt_zero.py:38 (1 step, 1 tape)" in out
+    assert "gradient health: backward at wt501_sqrt_zero.py:48 (1 step, 1 tape)" in out
     assert "1 nan/inf" in out
 
 

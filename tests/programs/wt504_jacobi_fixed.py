@@ -38,7 +38,8 @@ def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
 def solve(rhs, sweeps):
     iterates = [wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE) for _ in range(sweeps + 1)]
     for k in range(sweeps):
-        wp.launch(jacobi, dim=N, inputs=[iterates[k], rhs], outputs=[iterates[k + 1]], device=DEVICE)
+        x, x_next = iterates[k], iterates[k + 1]
+        wp.launch(jacobi, dim=N, inputs=[x, rhs], outputs=[x_next], device=DEVICE)
     return iterates[-1]
 
 
