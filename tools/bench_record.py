@@ -7,7 +7,13 @@
     recording cost shows fully), in µs per launch;
 (b) a small training loop (3 forward kernels, a copy, loss, ``tape.backward``,
     ``wp.optim.SGD`` step, ``tape.zero``), in µs per step;
-(c) trace size: bytes per access row and per event on disk.
+(c) trace size: bytes per access row and per event on disk;
+(d) per-operation rows on 16-element arrays (``--ops N`` operations per block): a launch
+    outside and inside a tape, backward per recorded launch, ``wp.zeros(n,
+    requires_grad=True)``, ``array.zero_()``, ``wp.copy``, ``array.numpy()``;
+(e) an allocation-heavy training loop (``--loop-iters``): each iteration allocates its
+    51 state arrays with ``requires_grad``, records 51 launches, runs backward, reads the
+    gradient with ``numpy()``, builds a new parameter array and calls ``tape.zero()``.
 
 Plain and traced blocks alternate in one process (``start()``/``stop()`` around each
 traced block), so machine load drifts hit both alike; Warp's verify flag changes
@@ -34,7 +40,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _child(mode: str, launches: int, steps: int, repeat: int) -> dict[str, Any]:
+def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_iters: int) -> dict[str, Any]:
     import warp as wp
     import warp.optim
 
@@ -101,6 +107,76 @@ def _child(mode: str, launches: int, steps: int, repeat: int) -> dict[str, Any]:
         for _ in range(steps):
             step()
 
+    small = 16
+    a16 = wp.array(np.ones(small, dtype=np.float32), requires_grad=True, device=device)
+    b16 = wp.zeros(small, requires_grad=True, device=device)
+
+    def op_launch() -> None:
+        for _ in range(ops):
+            wp.launch(tiny, dim=small, inputs=[a16], outputs=[b16], device=device)
+
+    def op_launch_taped() -> None:
+        tape = wp.Tape()
+        with tape:
+            for _ in range(ops):
+                wp.launch(tiny, dim=small, inputs=[a16], outputs=[b16], device=device)
+        tape.reset()
+
+    def op_backward() -> None:
+        tape = wp.Tape()
+        with tape:
+            for _ in range(ops):
+                wp.launch(tiny, dim=small, inputs=[a16], outputs=[b16], device=device)
+        tape.backward(grads={b16: b16.grad})
+        tape.reset()
+
+    def op_zeros() -> None:
+        for _ in range(ops):
+            wp.zeros(small, dtype=float, requires_grad=True, device=device)
+
+    def op_zero() -> None:
+        for _ in range(ops):
+            b16.zero_()
+
+    def op_copy() -> None:
+        for _ in range(ops):
+            wp.copy(b16, a16)
+
+    def op_numpy() -> None:
+        for _ in range(ops):
+            b16.numpy()
+
+    @wp.kernel
+    def integrate(x: wp.array(dtype=float), p: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] + 0.01 * wp.sin(p[i] * x[i])
+
+    loop_state = {"p": wp.array(np.full(small, 0.5, dtype=np.float32), requires_grad=True, device=device)}
+    loop_target = wp.array(np.ones(small, dtype=np.float32), device=device)
+
+    def loop_iteration() -> None:
+        p = loop_state["p"]
+        states = [wp.zeros(small, dtype=float, requires_grad=True, device=device) for _ in range(51)]
+        states[0].fill_(1.0)
+        lval = wp.zeros(1, dtype=float, requires_grad=True, device=device)
+        tape = wp.Tape()
+        with tape:
+            for i in range(50):
+                wp.launch(integrate, dim=small, inputs=[states[i], p], outputs=[states[i + 1]], device=device)
+            wp.launch(loss_kernel, dim=small, inputs=[states[50], loop_target], outputs=[lval], device=device)
+        tape.backward(lval)
+        g = p.grad.numpy()
+        loop_state["p"] = wp.array(p.numpy() - 1e-3 * g, requires_grad=True, device=device)
+        tape.zero()
+
+    def loop_block() -> None:
+        for _ in range(loop_iters):
+            loop_iteration()
+
+    for warm in (op_launch, op_launch_taped, op_backward, op_zeros, op_zero, op_copy, op_numpy):
+        warm()
+    loop_iteration()
+
     for _ in range(5):
         step()
 
@@ -122,7 +198,13 @@ def _child(mode: str, launches: int, steps: int, repeat: int) -> dict[str, Any]:
 
     modes = ["plain", "traced", "numerics"] if mode == "compare" else ["plain"]
     result: dict[str, Any] = {}
-    for name, block, count in (("launch", launch_block, launches), ("step", step_block, steps)):
+    blocks: list[tuple[str, Callable[[], None], int]] = [
+        ("launch", launch_block, launches),
+        ("step", step_block, steps),
+        ("loop", loop_block, loop_iters),
+    ]
+    blocks += [(f"op_{name}", fn, ops) for name, fn in _ops_of(locals())]
+    for name, block, count in blocks:
         samples: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
         for _ in range(repeat):
             for m in modes:
@@ -132,7 +214,9 @@ def _child(mode: str, launches: int, steps: int, repeat: int) -> dict[str, Any]:
             result[f"{label}_{name}_wall_us"] = min(s[0] for s in samples[m]) / count * 1e6
             result[f"{label}_{name}_cpu_us"] = statistics.median(s[1] for s in samples[m]) / count * 1e6
             result[f"{label}_{name}_main_us"] = statistics.median(s[2] for s in samples[m]) / count * 1e6
+            result[f"{label}_{name}_main_min_us"] = min(s[2] for s in samples[m]) / count * 1e6
     result["final_loss"] = float(loss.numpy()[0])
+    result["loop_param_sum"] = float(loop_state["p"].numpy().sum())
 
     if mode == "compare":
         import pyarrow.parquet as pq
@@ -147,10 +231,26 @@ def _child(mode: str, launches: int, steps: int, repeat: int) -> dict[str, Any]:
     return result
 
 
+OPS = (
+    ("launch", "op_launch", "wp.launch outside a tape"),
+    ("launch_taped", "op_launch_taped", "wp.launch inside a tape"),
+    ("backward", "op_backward", "launch + backward, per recorded launch"),
+    ("zeros", "op_zeros", "wp.zeros(16, requires_grad=True)"),
+    ("zero", "op_zero", "array.zero_()"),
+    ("copy", "op_copy", "wp.copy(b, a)"),
+    ("numpy", "op_numpy", "array.numpy()"),
+)
+
+
+def _ops_of(scope: dict[str, Any]) -> list[tuple[str, Callable[[], None]]]:
+    return [(name, scope[fn]) for name, fn, _ in OPS]
+
+
 def _run(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--mode", mode, "--launches", str(args.launches),
-         "--steps", str(args.steps), "--repeat", str(args.repeat)],
+         "--steps", str(args.steps), "--repeat", str(args.repeat), "--ops", str(args.ops),
+         "--loop-iters", str(args.loop_iters)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -162,25 +262,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launches", type=int, default=20000)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--ops", type=int, default=2000, help="operations per block of a (d) row")
+    parser.add_argument("--loop-iters", type=int, default=20, help="iterations per block of (e)")
+    parser.add_argument("--no-verify", action="store_true", help="skip the Warp-tracker process")
     args = parser.parse_args(argv)
     if args.mode:
-        print(json.dumps(_child(args.mode, args.launches, args.steps, args.repeat)))
+        print(json.dumps(_child(args.mode, args.launches, args.steps, args.repeat, args.ops, args.loop_iters)))
         return 0
 
     r = _run("compare", args)
-    r.update(_run("verify", args))
+    modes = ("plain", "traced", "numerics") if args.no_verify else ("plain", "traced", "numerics", "verify")
+    if not args.no_verify:
+        r.update(_run("verify", args))
+    print(f"(d) per operation on 16-element arrays [µs/op, min of {args.repeat} alternating blocks]")
+    print("    main: CPU time of the program's thread (steadier than wall on a shared machine)")
+    print(f"    {'operation':40s} {'wall plain':>10s} {'traced':>8s} {'added':>7s} {'main plain':>10s} {'traced':>8s}"
+          f" {'added':>7s}" + ("" if args.no_verify else f" {'tracker':>8s} {'added':>7s}"))
+    for name, _key, what in OPS:
+        plain, traced = r[f"plain_op_{name}_wall_us"], r[f"traced_op_{name}_wall_us"]
+        mplain, mtraced = r[f"plain_op_{name}_main_min_us"], r[f"traced_op_{name}_main_min_us"]
+        line = (f"    {what:40s} {plain:10.2f} {traced:8.2f} {traced - plain:+7.2f} {mplain:10.2f} {mtraced:8.2f}"
+                f" {mtraced - mplain:+7.2f}")
+        if not args.no_verify:
+            verify = r[f"verify_op_{name}_main_min_us"]
+            line += f" {verify:8.2f} {verify - mplain:+7.2f}"
+        print(line)
     for name, what, unit in (
         ("launch", f"(a) {args.launches} tiny launches inside a tape", "µs/launch"),
         ("step", "(b) training step: 3 layers, copy, loss, backward, SGD, tape.zero", "µs/step"),
+        ("loop", "(e) allocation-heavy loop: 51 zeros(requires_grad), 51 launches, backward, numpy", "µs/iter"),
     ):
         print(f"{what} [{unit}; wall = min, cpu/main = median of {args.repeat}]")
         print("    cpu: all threads (incl. warptrace's writer thread); main: the program's thread only")
-        for mode in ("plain", "traced", "numerics", "verify"):
+        for mode in modes:
             print(
                 f"    {mode:7s} wall {r[f'{mode}_{name}_wall_us']:9.2f}   cpu {r[f'{mode}_{name}_cpu_us']:9.2f}"
                 f"   main {r[f'{mode}_{name}_main_us']:9.2f}"
             )
-        for mode in ("traced", "numerics", "verify"):
+        for mode in modes[1:]:
             dw = r[f"{mode}_{name}_wall_us"] - r[f"plain_{name}_wall_us"]
             dc = r[f"{mode}_{name}_cpu_us"] - r[f"plain_{name}_cpu_us"]
             dm = r[f"{mode}_{name}_main_us"] - r[f"plain_{name}_main_us"]

@@ -88,8 +88,12 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
         # requires_grad=False in its arrays row: say that it has a grad from now on.
         # (The requires_grad setter reports itself: skip when it is the caller.)
         st = getattr(self, STATE, None)
-        from_setter = getframe(1).f_code.co_name == "requires_grad"
-        if st is not None and st[0] is rec.tok and not ts.guard and not from_setter:
+        if (
+            st is not None
+            and st[0] is rec.tok
+            and not ts.guard
+            and getframe(1).f_code.co_name != "requires_grad"  # not from the setter
+        ):
             try:
                 rec.emit(
                     SET_REQUIRES_GRAD,
