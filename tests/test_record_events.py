@@ -294,3 +294,27 @@ def test_launches_inside_graph_capture_are_not_executed(trace_path):
         assert not memset["executed"] and memset["ref_id"] == graph_id
     (replay,) = trace.of_kind("capture_launch")
     assert replay["ref_id"] == graph_id and trace.site_line(replay) == _line("site:replay-graph")
+
+
+def test_adjoint_launches_carry_the_backward_line_and_callbacks_their_own(trace_path):
+    warptrace.start(trace_path)
+    x = wp.array([1.0, 2.0], dtype=float, device=DEVICE, requires_grad=True)
+    y = wp.zeros(2, dtype=float, device=DEVICE, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(store_kernel, dim=2, inputs=[x], outputs=[y], device=DEVICE)
+
+        def callback() -> None:
+            wp.launch(store_kernel, dim=2, inputs=[x], outputs=[y], device=DEVICE)  # site:bw-callback
+
+        tape.record_func(callback, [x, y])
+        wp.launch(square_sum_kernel, dim=2, inputs=[y], outputs=[loss], device=DEVICE)
+    tape.backward(loss)  # site:bw-shortcut
+    warptrace.stop()
+    trace = Trace(trace_path)
+    adjoint = trace.launches(adjoint=True)
+    assert len(adjoint) == 2
+    assert {trace.site_line(e) for e in adjoint} == {_line("site:bw-shortcut")}
+    from_callback = [e for e in trace.launches(adjoint=False) if e["phase"] == BACKWARD]
+    assert [trace.site_line(e) for e in from_callback] == [_line("site:bw-callback")]

@@ -166,3 +166,26 @@ def test_labels_from_the_assignment_line(trace_path):
     (copy,) = trace.of_kind("copy")
     src = trace.arrays[trace.access(copy["seq"], "src")["array_id"]]
     assert src["label"] == "" and src["kind"] == ARRAY_EXTERNAL
+
+
+def test_alias_of_memory_freed_before_any_lookup_is_external(trace_path):
+    """Index inserts are deferred to the first lookup: an allocation that died before any
+    lookup must not be found by a later alias of its address (as with eager inserts)."""
+    warptrace.start(trace_path)
+    keep = wp.zeros(64, dtype=float, device=DEVICE)
+    dead = wp.zeros(64, dtype=float, device=DEVICE)
+    ptr = dead.ptr
+    del dead
+    gc.collect()
+    alias = wp.array(ptr=ptr, shape=(8,), dtype=float, device=DEVICE)
+    # dim=0: registers the alias without touching the freed memory
+    wp.launch(store_kernel, dim=0, inputs=[alias, alias], device=DEVICE)
+    _touch(keep)
+    warptrace.stop()
+    trace = Trace(trace_path)
+    dead_allocs = [a for a in trace.allocs.values() if a["ptr"] == ptr and a["kind"] == "owned"]
+    assert len(dead_allocs) == 1
+    launch = trace.launches("store_kernel")[0]
+    alias_row = trace.arrays[trace.access(launch["seq"], "x")["array_id"]]
+    assert alias_row["alloc_id"] != dead_allocs[0]["alloc_id"]
+    assert trace.allocs[alias_row["alloc_id"]]["kind"] == "external"

@@ -86,13 +86,15 @@ class ThreadState:
     """
 
     __slots__ = (
-        "bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_site", "scope_tape", "thread",
+        "bw_site", "bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_site", "scope_tape",
+        "thread",
     )  # fmt: skip
 
     def __init__(self, thread: int) -> None:
         self.guard = 0  # > 0 while warptrace or a wrapped Warp call runs: nested calls are not events
         self.phase = 0  # 1 inside Tape.backward
         self.bw_tape = -1  # tape id of the backward in progress
+        self.bw_site = -1  # call site of that Tape.backward()
         self.parent = -1  # seq of the enclosing event (tape.zero for its memsets)
         self.scope_tape = -1  # tape id inside Tape.zero()/reset(): their memsets belong to it
         self.scope_site = -1  # call site of that zero()/reset()

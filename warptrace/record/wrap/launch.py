@@ -215,7 +215,14 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             frame = getframe(1)
             site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
             if site is None:
-                site = rec.sites.caller()
+                if (
+                    ts.phase
+                    and frame.f_code is state.backward_code
+                    and frame.f_back.f_code is state.backward_wrapper_code  # type: ignore[union-attr]
+                ):
+                    site = ts.bw_site  # an adjoint launch of Tape.backward: its caller's line, no walk
+                else:
+                    site = rec.sites.caller()
             runtime = _context.runtime
             tape = runtime.tape if runtime is not None else None
             taped_before = len(tape.launches) if tape is not None else -1

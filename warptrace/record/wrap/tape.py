@@ -160,18 +160,21 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             rec.fail(exc)
             return original(self, *args, **kwargs)
-        saved = (ts.phase, ts.bw_tape)
-        ts.phase, ts.bw_tape = 1, tape_id
+        saved = (ts.phase, ts.bw_tape, ts.bw_site)
+        ts.phase, ts.bw_tape, ts.bw_site = 1, tape_id, site
         try:
             return original(self, *args, **kwargs)
         finally:
-            ts.phase, ts.bw_tape = saved
+            ts.phase, ts.bw_tape, ts.bw_site = saved
             try:
                 rec.emit(BACKWARD_END, tape=tape_id, phase=1, site=site, array_id=loss_id)
             except Exception as exc:
                 rec.fail(exc)
 
-    return mark(original, backward)
+    wrapper = mark(original, backward)
+    state.backward_code = getattr(original, "__code__", None)
+    state.backward_wrapper_code = getattr(wrapper, "__code__", None)
+    return wrapper
 
 
 def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
