@@ -35,6 +35,7 @@ from warptrace.trace.schema import (
 
 _COPY = EVENT_KIND_CODES[COPY]
 _MEMSET = EVENT_KIND_CODES[MEMSET]
+_VALUE_READ = EVENT_KIND_CODES[VALUE_READ]
 
 
 def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -197,16 +198,22 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
             ts = rec.thread_state()
         if ts.guard:
             return original(self, *args, **kwargs)
-        result = guarded_call(ts, original, self, *args, **kwargs)
+        ts.guard += 1
         try:
-            access = access_row(rec, self, ROLE_READ, 0)
-            rec.emit(
-                VALUE_READ,
-                tape=current_tape(rec, ts),
-                site=rec.sites.caller(),
-                array_id=access[0],
-                accesses=(access,),
-            )
+            result = original(self, *args, **kwargs)
+        finally:
+            ts.guard -= 1
+        try:
+            frame = getframe(1)
+            site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
+            if site is None:
+                site = rec.sites.caller()
+            st = getattr(self, STATE, None)
+            if st is None or st[0] is not rec.tok:
+                st = array_state(rec, self)
+            tape_id = ts.bw_tape if ts.phase else current_tape(rec, ts)
+            rec.row(ts.thread, _VALUE_READ, tape_id, False, ts.phase, False, True, site, ts.parent, st[1], -1,
+                    None, None, ((st[1], st[2], ROLE_READ, st[3], 0, 0),), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
         return result
