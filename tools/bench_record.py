@@ -267,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-verify", action="store_true", help="skip the Warp-tracker process")
     args = parser.parse_args(argv)
     if args.mode:
-        print(json.dumps(_child(args.mode, args.launches, args.steps, args.repeat, args.ops, args.loop_iters)))
+        print(
+            json.dumps(_child(args.mode, args.launches, args.steps, args.repeat, args.ops, args.loop_iters))
+        )
         return 0
 
     r = _run("compare", args)
@@ -276,13 +278,17 @@ def main(argv: list[str] | None = None) -> int:
         r.update(_run("verify", args))
     print(f"(d) per operation on 16-element arrays [µs/op, min of {args.repeat} alternating blocks]")
     print("    main: CPU time of the program's thread (steadier than wall on a shared machine)")
-    print(f"    {'operation':40s} {'wall plain':>10s} {'traced':>8s} {'added':>7s} {'main plain':>10s} {'traced':>8s}"
-          f" {'added':>7s}" + ("" if args.no_verify else f" {'tracker':>8s} {'added':>7s}"))
+    print(
+        f"    {'operation':40s} {'wall plain':>10s} {'traced':>8s} {'added':>7s} {'main plain':>10s} {'traced':>8s}"
+        f" {'added':>7s}" + ("" if args.no_verify else f" {'tracker':>8s} {'added':>7s}")
+    )
     for name, _key, what in OPS:
         plain, traced = r[f"plain_op_{name}_wall_us"], r[f"traced_op_{name}_wall_us"]
         mplain, mtraced = r[f"plain_op_{name}_main_min_us"], r[f"traced_op_{name}_main_min_us"]
-        line = (f"    {what:40s} {plain:10.2f} {traced:8.2f} {traced - plain:+7.2f} {mplain:10.2f} {mtraced:8.2f}"
-                f" {mtraced - mplain:+7.2f}")
+        line = (
+            f"    {what:40s} {plain:10.2f} {traced:8.2f} {traced - plain:+7.2f} {mplain:10.2f} {mtraced:8.2f}"
+            f" {mtraced - mplain:+7.2f}"
+        )
         if not args.no_verify:
             verify = r[f"verify_op_{name}_main_min_us"]
             line += f" {verify:8.2f} {verify - mplain:+7.2f}"
@@ -290,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, what, unit in (
         ("launch", f"(a) {args.launches} tiny launches inside a tape", "µs/launch"),
         ("step", "(b) training step: 3 layers, copy, loss, backward, SGD, tape.zero", "µs/step"),
-        ("loop", "(e) allocation-heavy loop: 51 zeros(requires_grad), 51 launches, backward, numpy", "µs/iter"),
+        (
+            "loop",
+            "(e) allocation-heavy loop: 51 zeros(requires_grad), 51 launches, backward, numpy",
+            "µs/iter",
+        ),
     ):
         print(f"{what} [{unit}; wall = min, cpu/main = median of {args.repeat}]")
         print("    cpu: all threads (incl. warptrace's writer thread); main: the program's thread only")

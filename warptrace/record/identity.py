@@ -70,7 +70,7 @@ def _type_repr(dtype: Any) -> str:
 REAP_PENDING = 512  # deferred inserts kept before the index catches up on its own
 
 
-class _Keeper(weakref.ref):  # type: ignore[type-arg]
+class _Keeper(weakref.ref):  # type: ignore[type-arg,unused-ignore]
     """A weakref that carries the id of the allocation its referent keeps alive.
 
     Its callback is the bound ``append`` of :attr:`AllocIndex.dead`: no closure or
@@ -149,10 +149,10 @@ class AllocIndex:
         while dead:
             alloc_id = dead.pop().alloc_id
             self.keepers.pop(alloc_id, None)
-            start = self.where.pop(alloc_id, None)
-            if start is None:
+            where = self.where.pop(alloc_id, None)
+            if where is None:
                 continue
-            i = bisect_left(self.starts, start)
+            i = bisect_left(self.starts, where)
             if i < len(self.ids) and self.ids[i] == alloc_id:
                 del self.starts[i], self.ends[i], self.ids[i]
 
