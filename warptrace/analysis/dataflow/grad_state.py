@@ -159,6 +159,22 @@ class GradState(Tapes):
             initial,
         )
 
+    @cached_property
+    def _grad_keys(self) -> tuple[np.ndarray, int, int, int]:
+        """Sorted keys ``segment * span + (seq - low)`` of the change lists, with ``low``,
+        ``high`` and ``span``: built once, not per :meth:`has_grad_many` call (a rule asks
+        once per finding, and rebuilding made the memory rule quadratic in the trace).
+
+        A query seq is clipped into ``[low, high]`` first, which keeps the count of changes
+        at or before it: ``low`` is one below the first change, ``high`` the last change.
+        """
+        _ids, starts, stops, ch_seq, _values, _initial = self._grad_table
+        seg_rank = np.repeat(np.arange(len(starts), dtype=np.int64), stops - starts)
+        low = int(ch_seq.min()) - 1 if len(ch_seq) else 0
+        high = int(ch_seq.max()) if len(ch_seq) else 0
+        span = high - low + 2
+        return seg_rank * span + (ch_seq - low), low, high, span
+
     def has_grad_many(self, array_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """:meth:`has_grad` of each (array id, seq) pair, vectorized."""
         array_ids = np.asarray(array_ids, dtype=np.int64)
@@ -166,7 +182,7 @@ class GradState(Tapes):
         out = np.zeros(len(array_ids), dtype=bool)
         if len(array_ids) == 0:
             return out
-        ids, starts, stops, ch_seq, ch_val, initial = self._grad_table
+        ids, starts, _stops, _ch_seq, ch_val, initial = self._grad_table
         max_slot = len(initial) - 1
         dense = (array_ids >= 0) & (array_ids < max_slot)
         out[dense] = initial[array_ids[dense]]
@@ -184,12 +200,8 @@ class GradState(Tapes):
         r = rank_c[q]
         s = seqs[q]
         # per query: number of changes of its array with seq <= query seq
-        seg_rank = np.repeat(np.arange(len(ids), dtype=np.int64), stops - starts)
-        low = min(int(ch_seq.min()), int(s.min())) if len(ch_seq) else int(s.min())
-        high = max(int(ch_seq.max()), int(s.max())) if len(ch_seq) else int(s.max())
-        span = high - low + 2
-        keys = seg_rank * span + (ch_seq - low)
-        pos = np.searchsorted(keys, r * span + (s - low), side="right") - 1
+        keys, low, high, span = self._grad_keys
+        pos = np.searchsorted(keys, r * span + (np.clip(s, low, high) - low), side="right") - 1
         changed = pos >= starts[r]
         out[q[changed]] = ch_val[pos[changed]]
         return out

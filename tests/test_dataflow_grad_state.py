@@ -1,0 +1,34 @@
+"""``has_grad_many`` (vectorized, keys built once per trace) agrees with ``has_grad`` pair by pair."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from warptrace.analysis.dataflow.grad_state import GradState
+
+
+def _state(rng: np.random.Generator) -> GradState:
+    state = GradState.__new__(GradState)  # only the has-grad tables: no trace needed
+    n_arrays = int(rng.integers(1, 30))
+    arrays = {i: SimpleNamespace(array_id=i, requires_grad=bool(rng.integers(0, 2))) for i in range(n_arrays)}
+    state.model = SimpleNamespace(arrays=arrays)  # type: ignore[assignment]
+    state._has_grad = {}
+    for array_id in rng.choice(n_arrays, size=int(rng.integers(0, n_arrays + 1)), replace=False).tolist():
+        seqs = sorted(set(rng.integers(0, 1000, size=int(rng.integers(1, 6))).tolist()))
+        state._has_grad[array_id] = [(seq, bool(rng.integers(0, 2))) for seq in seqs]
+    return state
+
+
+def test_has_grad_many_matches_has_grad_including_queries_outside_the_change_range():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        state = _state(rng)
+        n_arrays = len(state.model.arrays)
+        for _ in range(5):  # repeated queries reuse the keys built by the first
+            count = int(rng.integers(1, 50))
+            ids = rng.integers(-2, n_arrays + 3, size=count)
+            seqs = rng.integers(-5, 1100, size=count)
+            want = [state.has_grad(int(a), int(s)) for a, s in zip(ids, seqs)]
+            assert state.has_grad_many(ids, seqs).tolist() == want
