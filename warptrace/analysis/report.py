@@ -25,6 +25,8 @@ class Report:
     families_checked: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # what the trace held: launches, tapes, ...
     health: list[dict[str, Any]] = field(default_factory=list)  # --check-numerics: analysis.health
+    # The model the rules read, kept for renderers that draw the run (HTML); not part of the result.
+    model: Model | None = field(default=None, repr=False, compare=False)
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
@@ -55,6 +57,7 @@ def analyze_trace(trace: Trace) -> Report:
         families_checked=families,
         counts=_counts(model),
         health=health_timeline(model),
+        model=model,
     )
 
 
