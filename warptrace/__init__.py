@@ -65,6 +65,13 @@ def load(path: str | PathLike[str]) -> Trace:
     return read_trace(path)
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext warptrace`` registers the ``%%warptrace`` cell magic (IPython imported only then)."""
+    from warptrace.notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
 def analyze(path: str | PathLike[str]) -> Report:
     """Analyze a trace directory and return the report (no Warp needed)."""
     from warptrace.analysis.report import analyze_trace
