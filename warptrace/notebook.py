@@ -22,7 +22,7 @@ import tempfile
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, magics_class
-from IPython.display import HTML, display
+from IPython.display import display
 
 IFRAME_HEIGHT = 720
 
@@ -72,7 +72,7 @@ class WarptraceMagics(Magics):
 
             print(render_text(report), end="")
         else:
-            display(HTML(inline_html(report)))
+            display({"text/html": inline_html(report)}, raw=True)
         if error is not None:
             print(f"warptrace: the cell raised {type(error).__name__}; the report covers what ran before")
 
