@@ -50,12 +50,16 @@ def test_backward_slice_contains_the_adjoints(exported):
 def test_no_overlapping_slices_on_a_track(exported):
     _, events = exported
     for tid in (1, 2):
-        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e["ph"] == "X" and e["tid"] == tid and e["cat"] != "backward")
+        spans = sorted(
+            (e["ts"], e["ts"] + e["dur"])
+            for e in events
+            if e["ph"] == "X" and e["tid"] == tid and e["cat"] != "backward"
+        )
         assert all(a_end <= b_start + 1e-6 for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
 
 
 def test_finding_instant_and_flows(exported):
-    report, events = exported
+    _, events = exported
     (instant,) = [e for e in events if e["ph"] == "i" and e["cat"] == "finding"]
     assert instant["name"] == "WT101 overwrite-after-read" and instant["args"]["severity"] == "error"
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
@@ -63,6 +67,9 @@ def test_finding_instant_and_flows(exported):
     assert starts and starts.keys() == finishes.keys()
     slice_at = {(e["tid"], e["ts"]): e for e in events if e["ph"] == "X"}
     for flow_id, start in starts.items():
-        read, write = slice_at[(start["tid"], start["ts"])], slice_at[(finishes[flow_id]["tid"], finishes[flow_id]["ts"])]
+        read, write = (
+            slice_at[(start["tid"], start["ts"])],
+            slice_at[(finishes[flow_id]["tid"], finishes[flow_id]["ts"])],
+        )
         assert (read["name"], write["name"]) == ("integrate", "spring_force")
         assert finishes[flow_id]["bp"] == "e"

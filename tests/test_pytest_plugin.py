@@ -8,7 +8,6 @@ import importlib.util
 
 import pytest
 
-
 from tests.recorded import ROOT
 
 pytest_plugins = ["pytester"]
@@ -64,15 +63,22 @@ def test_off_unless_asked(suite):
 
 def test_option_records_every_test_and_prints_findings(suite, tmp_path):
     traces = tmp_path / "traces"
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "-v", "--warptrace", f"--warptrace-dir={traces}")
+    result = suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-v", "--warptrace", f"--warptrace-dir={traces}"
+    )
     result.assert_outcomes(passed=3, failed=2)
     output = result.stdout.str()
     assert "test_sim.py::test_buggy FAILED" in output and "test_sim.py::test_fixed PASSED" in output
-    assert "test_sim.py::test_marked_report_only PASSED" in output and "test_sim.py::test_fixture PASSED" in output
+    assert (
+        "test_sim.py::test_marked_report_only PASSED" in output
+        and "test_sim.py::test_fixture PASSED" in output
+    )
     result.stdout.fnmatch_lines(["*error WT101 overwrite-after-read*", "*wt101_force_reuse.py:69*"])
     assert (traces / "test_sim.py_test_buggy.wtrace" / "meta.json").is_file()
 
 
 def test_fail_on_level_from_the_command_line(suite):
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--warptrace", "--warptrace-fail-on=info", "-k", "fixed")
+    result = suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--warptrace", "--warptrace-fail-on=info", "-k", "fixed"
+    )
     result.assert_outcomes(passed=1)  # the fixed twin has no finding at any level

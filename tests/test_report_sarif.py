@@ -50,9 +50,15 @@ def test_one_result_per_finding_with_locations(buggy):
     assert RULE_INFO["WT101"].fix in rule["help"]["text"]
     assert result["level"] == "error" and result["occurrenceCount"] == finding.count
     physical = result["locations"][0]["physicalLocation"]
-    assert physical["artifactLocation"] == {"uri": "tests/programs/wt101_force_reuse.py", "uriBaseId": "SRCROOT"}
+    assert physical["artifactLocation"] == {
+        "uri": "tests/programs/wt101_force_reuse.py",
+        "uriBaseId": "SRCROOT",
+    }
     assert physical["region"]["startLine"] == finding.location.line
-    related = [(r["message"]["text"], r["physicalLocation"]["region"]["startLine"]) for r in result["relatedLocations"]]
+    related = [
+        (r["message"]["text"], r["physicalLocation"]["region"]["startLine"])
+        for r in result["relatedLocations"]
+    ]
     assert related == [(loc.role, loc.line) for loc in finding.related]
     assert run["originalUriBaseIds"]["SRCROOT"]["uri"].startswith("file:///")
 
@@ -68,7 +74,9 @@ def test_fingerprint_ignores_line_numbers_but_not_the_code(buggy):
     moved.message = finding.message.replace("line 70", "line 77")
     assert sarif.fingerprint(moved, cwd) == sarif.fingerprint(finding, cwd)
     changed = copy.deepcopy(finding)
-    changed.location = dataclasses.replace(finding.location, text=finding.location.text.replace("force", "f2"))
+    changed.location = dataclasses.replace(
+        finding.location, text=finding.location.text.replace("force", "f2")
+    )
     assert sarif.fingerprint(changed, cwd) != sarif.fingerprint(finding, cwd)
 
 
