@@ -23,19 +23,20 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
+import pyarrow as pa
 
 from warptrace.analysis.findings import Finding
 from warptrace.analysis.model import K, Model
 from warptrace.report.text import display_path
-from warptrace.report.views import MEMORY_KINDS, event_name
+from warptrace.report.views import MEMORY_KINDS
 from warptrace.trace import schema as S
 
 if TYPE_CHECKING:
     from warptrace.progress import Progress
 
 PID = 1
+CHUNK = 65536  # events turned into Python lists at a time
 UNTAPED_TID = 1
-_ROLES = {S.ROLE_READ: "reads", S.ROLE_WRITE: "writes", S.ROLE_READWRITE: "reads+writes"}
 
 
 def tid_of_tape(tape_id: int) -> int:
@@ -49,7 +50,9 @@ def write(model: Model, findings: list[Finding], out: TextIO, progress: Progress
     for event in _events(model, findings, progress):
         if count:
             out.write(",\n")
-        out.write(json.dumps(event, separators=(",", ":"), default=_plain))
+        out.write(
+            event if isinstance(event, str) else json.dumps(event, separators=(",", ":"), default=_plain)
+        )
         count += 1
     other = {
         "warptrace_trace": str(model.trace.path),
@@ -59,7 +62,9 @@ def write(model: Model, findings: list[Finding], out: TextIO, progress: Progress
     return count
 
 
-def _events(model: Model, findings: list[Finding], progress: Progress | None) -> Iterator[dict[str, Any]]:
+def _events(
+    model: Model, findings: list[Finding], progress: Progress | None
+) -> Iterator[dict[str, Any] | str]:
     cwd = model.meta.get("cwd")
     argv = " ".join(str(a) for a in model.meta.get("argv") or []) or "warptrace run"
     yield {"ph": "M", "pid": PID, "name": "process_name", "args": {"name": argv}}
@@ -81,54 +86,123 @@ def _events(model: Model, findings: list[Finding], progress: Progress | None) ->
     taped = (model.tape >= 0) & (model.recorded | (model.phase == S.BACKWARD))
     tids = np.where(taped, model.tape + 2, UNTAPED_TID)
     memory = np.isin(model.kind, [K[k] for k in MEMORY_KINDS])
-    labels: dict[int, str] = {}
-
+    tape_marks = np.isin(
+        model.kind, [K[S.BACKWARD_BEGIN], K[S.BACKWARD_END], K[S.TAPE_ZERO], K[S.TAPE_RESET]]
+    )
+    names = _Names(model, cwd)
     begins: dict[int, int] = {}
-    for ev in range(n):
-        if progress is not None and ev % 50000 == 0:
-            progress.update("events", ev, n)
-        kind = int(model.kind[ev])
-        if kind == K[S.BACKWARD_BEGIN]:
-            begins[int(model.tape[ev])] = ev
+    # Chunks of plain Python lists: indexing numpy scalars per event costs more than the JSON.
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        if progress is not None:
+            progress.update("writing events", lo, n)
+        for ev in (lo + np.flatnonzero(tape_marks[lo:hi])).tolist():
+            kind = int(model.kind[ev])
+            if kind == K[S.BACKWARD_BEGIN]:
+                begins[int(model.tape[ev])] = ev
+            elif kind == K[S.BACKWARD_END]:
+                start = begins.pop(int(model.tape[ev]), None)
+                if start is not None:
+                    yield _backward_slice(model, start, ev, ts, cwd)
+            elif model.tape[ev] >= 0:
+                yield {
+                    "ph": "i", "s": "t", "pid": PID, "tid": tid_of_tape(int(model.tape[ev])),
+                    "ts": ts[ev], "name": S.EVENT_KINDS[kind].replace("_", "."), "cat": "tape",
+                    "args": {"seq": int(model.seq[ev]), "site": _site(model, ev, cwd)},
+                }  # fmt: skip
+        evs = lo + np.flatnonzero(memory[lo:hi])
+        if not len(evs):
             continue
-        if kind == K[S.BACKWARD_END]:
-            start = begins.pop(int(model.tape[ev]), None)
-            if start is not None:
-                yield _backward_slice(model, start, ev, ts, cwd)
-            continue
-        if kind in (K[S.TAPE_ZERO], K[S.TAPE_RESET]) and model.tape[ev] >= 0:
-            yield {
-                "ph": "i", "s": "t", "pid": PID, "tid": tid_of_tape(int(model.tape[ev])),
-                "ts": ts[ev], "name": S.EVENT_KINDS[kind].replace("_", "."), "cat": "tape",
-                "args": {"seq": int(model.seq[ev]), "site": _site(model, ev, cwd)},
-            }  # fmt: skip
-            continue
-        if not memory[ev]:
-            continue
-        adjoint = bool(model.adjoint[ev])
-        args: dict[str, Any] = {"seq": int(model.seq[ev]), "site": _site(model, ev, cwd)}
-        if kind in (K[S.LAUNCH], K[S.CMD_LAUNCH]):
-            args["kernel"] = model.kernel_name(ev)
-            dim = model._dim[ev].as_py()
-            if dim:
-                args["dim"] = dim
-        args["recorded"] = bool(model.recorded[ev])
-        for row in model.accesses_of(ev):
-            role = _ROLES.get(int(model.acc_role[row]))
-            if role is None:
-                continue
-            array_id = int(model.acc_array[row])
-            label = labels.get(array_id)
-            if label is None:
-                label = labels[array_id] = model.array_label(array_id, model.acc_arg[row])
-            args.setdefault(role, []).append(label)
-        yield {
-            "ph": "X", "pid": PID, "tid": int(tids[ev]), "ts": ts[ev], "dur": next_ts[ev] - ts[ev],
-            "name": ("adj_" if adjoint else "") + event_name(model, ev),
-            "cat": "adjoint" if adjoint else ("backward" if model.phase[ev] == S.BACKWARD else S.EVENT_KINDS[kind]),
-            "args": args,
-        }  # fmt: skip
+        yield from _slices(model, evs, ts, next_ts, tids, names)
     yield from _finding_events(model, findings, ts, tids, cwd)
+
+
+class _Names:
+    """JSON-encoded names, sites and labels, each encoded once."""
+
+    def __init__(self, model: Model, cwd: Any) -> None:
+        self.model = model
+        self.cwd = cwd
+        self.sites: dict[int, str] = {}
+        self.kernels: dict[int, str] = {}
+        self.labels: dict[tuple[int, str], str] = {}
+        self.dims: list[str | None] = []
+
+    def site(self, site_id: int) -> str:
+        text = self.sites.get(site_id)
+        if text is None:
+            loc = self.model.location(site_id)
+            where = f"{display_path(loc.file, self.cwd)}:{loc.line}" if loc.line else ""
+            text = self.sites[site_id] = json.dumps(where)
+        return text
+
+    def kernel(self, kernel_id: int) -> str:
+        text = self.kernels.get(kernel_id)
+        if text is None:
+            kernel = self.model.kernels.get(kernel_id)
+            text = self.kernels[kernel_id] = json.dumps(kernel.key if kernel else "?")
+        return text
+
+    def label(self, array_id: int, arg: str) -> str:
+        text = self.labels.get((array_id, arg))
+        if text is None:
+            text = self.labels[(array_id, arg)] = json.dumps(self.model.array_label(array_id, arg))
+        return text
+
+
+def _slices(
+    model: Model, evs: np.ndarray, ts: np.ndarray, next_ts: np.ndarray, tids: np.ndarray, names: _Names
+) -> Iterator[str]:
+    """The ``X`` events of memory effects, as JSON text (built by hand: this is the hot loop)."""
+    kinds = model.kind[evs].tolist()
+    adjoint = model.adjoint[evs].tolist()
+    backward = (model.phase[evs] == S.BACKWARD).tolist()
+    recorded = model.recorded[evs].tolist()
+    sites = model.site[evs].tolist()
+    kernels = model.kernel[evs].tolist()
+    seqs = model.seq[evs].tolist()
+    starts = ts[evs].tolist()
+    durations = (next_ts[evs] - ts[evs]).tolist()
+    thread = tids[evs].tolist()
+    dims = model._dim.take(pa.array(evs)).to_pylist()
+    row_lo, row_hi = int(model.acc_start[evs[0]]), int(model.acc_stop[evs[-1]])
+    first = (model.acc_start[evs] - row_lo).tolist()
+    last = (model.acc_stop[evs] - row_lo).tolist()
+    roles = model.acc_role[row_lo:row_hi].tolist()
+    arrays = model.acc_array[row_lo:row_hi].tolist()
+    args = model.acc_arg[row_lo:row_hi].tolist()
+    launch_kinds = (K[S.LAUNCH], K[S.CMD_LAUNCH])
+    kind_names = [json.dumps(kind) for kind in S.EVENT_KINDS]
+    for i in range(len(kinds)):
+        kind = kinds[i]
+        reads, writes, both = [], [], []
+        for row in range(first[i], last[i]):
+            role = roles[row]
+            if role == S.ROLE_READ:
+                reads.append(names.label(arrays[row], args[row]))
+            elif role == S.ROLE_WRITE:
+                writes.append(names.label(arrays[row], args[row]))
+            elif role == S.ROLE_READWRITE:
+                both.append(names.label(arrays[row], args[row]))
+        if kind in launch_kinds:
+            name = names.kernel(kernels[i])
+            extra = f',"kernel":{name}' + (f',"dim":{json.dumps(dims[i])}' if dims[i] else "")
+        else:
+            name, extra = kind_names[kind], ""
+        if adjoint[i]:
+            name, cat = '"adj_' + name[1:], '"adjoint"'
+        else:
+            cat = '"backward"' if backward[i] else kind_names[kind]
+        roles_json = "".join(
+            f',"{key}":[{",".join(values)}]'
+            for key, values in (("reads", reads), ("writes", writes), ("reads+writes", both))
+            if values
+        )
+        yield (
+            f'{{"ph":"X","pid":{PID},"tid":{thread[i]},"ts":{starts[i]:.3f},"dur":{durations[i]:.3f},'
+            f'"name":{name},"cat":{cat},"args":{{"seq":{seqs[i]},"site":{names.site(sites[i])}{extra},'
+            f'"recorded":{"true" if recorded[i] else "false"}{roles_json}}}}}'
+        )
 
 
 def _thread_name(tid: int, name: str) -> dict[str, Any]:
