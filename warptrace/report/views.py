@@ -31,9 +31,10 @@ from warptrace.trace import schema as S
 CONTEXT = 3  # source lines shown around a marked line
 MERGE_GAP = 8  # marked lines closer than this share one source window
 MAX_COLUMNS = 120  # hazard picture: columns drawn (launches kept + folds)
+FOLD_ABOVE = 24  # hazard picture: a tape with more launches than this folds its repeated steps
 MAX_LANES = 10  # hazard picture: buffers drawn
 TIMELINE_BINS = 400
-TIMELINE_TAPE_ROWS = 12  # tapes drawn on their own row; later tapes share one row
+TIMELINE_TAPE_ROWS = 12  # up to this many tapes get a row each; more share one row
 MAX_ARRAY_ROWS = 500
 
 MEMORY_KINDS = (S.LAUNCH, S.CMD_LAUNCH, S.COPY, S.MEMSET, S.NATIVE)
@@ -135,7 +136,7 @@ def hazard_view(model: Model, finding: Finding) -> dict[str, Any] | None:
         except KeyError:
             backward = {"line": 0, "text": ""}
     return {
-        "lanes": [_lane_label(model, alloc) for alloc in lanes],
+        "lanes": _distinct([_lane_label(model, alloc) for alloc in lanes]),
         "hazard_lanes": [lane_of[a] for a in hazard_allocs if a in lane_of],
         "columns": cols,
         "backward": backward,
@@ -190,8 +191,10 @@ def _period(signatures: np.ndarray) -> int:
 
 
 def _keep_mask(n: int, read_col: int, write_col: int, period: int) -> np.ndarray:
+    """Columns drawn: the first and last few, and the steps around the read and the overwrite;
+    everything is drawn when the tape is short and does not repeat."""
     keep = np.zeros(n, dtype=bool)
-    if n <= MAX_COLUMNS // 2:
+    if n <= FOLD_ABOVE or (not period and n <= MAX_COLUMNS // 2):
         keep[:] = True
         return keep
     step = period or 4
@@ -267,6 +270,16 @@ def _lane_label(model: Model, alloc: int) -> str:
     return " = ".join(labels[:3]) + (f" (+{len(labels) - 3})" if len(labels) > 3 else "")
 
 
+def _distinct(labels: list[str]) -> list[str]:
+    """Equal labels of different buffers (``state.q`` of each step) get a number."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
+
+
 def _mark(role: int, flags: int) -> str:
     if role == S.ROLE_READWRITE:
         return "rw"
@@ -330,13 +343,15 @@ def timeline_view(model: Model, findings: list[Finding]) -> dict[str, Any]:
     n = model.n_events
     bins = max(1, min(TIMELINE_BINS, n))
     bin_of = (np.arange(n, dtype=np.int64) * bins) // max(n, 1)
-    tape_order = list(model.tapes)[:TIMELINE_TAPE_ROWS]
+    # one row per tape while they fit; a run with many tapes (one per iteration) gets one row for all
+    tape_order = list(model.tapes) if len(model.tapes) <= TIMELINE_TAPE_ROWS else []
     row_names = [f"tape {tape_id}" for tape_id in tape_order]
-    more = len(model.tapes) > len(tape_order)
-    if more:
-        row_names.append(f"{len(model.tapes) - len(tape_order)} more tapes")
+    if len(model.tapes) > len(tape_order):
+        row_names.append(f"{len(model.tapes):,} tapes")
     row_names.append("untaped")
-    row_of_tape = np.full(max(int(model.tape.max(initial=-1)) + 2, 1), len(row_names) - 2, dtype=np.int64)
+    row_of_tape = np.full(
+        max(int(model.tape.max(initial=-1)) + 2, 1), max(len(row_names) - 2, 0), dtype=np.int64
+    )
     for index, tape_id in enumerate(tape_order):
         row_of_tape[tape_id] = index
     memory = np.isin(model.kind, [K[k] for k in MEMORY_KINDS])
