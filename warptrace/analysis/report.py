@@ -10,6 +10,7 @@ from warptrace.analysis.health import health_timeline
 from warptrace.analysis.model import Model
 from warptrace.analysis.replay import expand_captures
 from warptrace.analysis.rules import ALL_RULES, RULE_INFO
+from warptrace.progress import Progress
 from warptrace.trace.reader import Trace
 
 NUMERIC = "numeric"  # the family of the rules that read the value summaries
@@ -39,10 +40,15 @@ class Report:
         return [f for f in self.findings if f.code == code]
 
 
-def analyze_trace(trace: Trace) -> Report:
+def analyze_trace(trace: Trace, progress: Progress | None = None) -> Report:
+    """Run every rule over ``trace``; ``progress`` (if given) is told the stage as it goes."""
+    if progress is not None:
+        progress.update("building the model")
     model = Model(expand_captures(trace))
     findings: list[Finding] = []
     for rule in ALL_RULES:
+        if progress is not None:
+            progress.update(f"rule {', '.join(rule.codes)}")
         findings.extend(rule.check(model))
     families = []
     for info in RULE_INFO.values():
