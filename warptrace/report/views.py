@@ -118,6 +118,11 @@ def hazard_view(model: Model, finding: Finding) -> dict[str, Any] | None:
     period = _period(_signatures(model, columns))
     keep = _keep_mask(len(columns), read_col, write_col, period)
     drawn, folds = _fold(columns, keep)
+    # the buffer of the drawn pair: read by the reader, written by the overwriter
+    read_allocs = {int(model.acc_alloc[r]) for r in model.accesses_of(read_ev) if model.acc_role[r] & S.ROLE_READ}
+    written = {int(model.acc_alloc[r]) for r in model.accesses_of(write_ev) if model.acc_role[r] & S.ROLE_WRITE}
+    pair = [a for a in hazard_allocs if a in read_allocs and a in written] or hazard_allocs
+    hazard_allocs = pair + [a for a in hazard_allocs if a not in pair]
     lanes = _lanes(model, drawn, hazard_allocs, (read_ev, write_ev))
     lane_of = {alloc: index for index, alloc in enumerate(lanes)}
     cols: list[dict[str, Any]] = []
@@ -126,7 +131,7 @@ def hazard_view(model: Model, finding: Finding) -> dict[str, Any] | None:
             _, fold_evs = item
             cols.append(_fold_column(model, fold_evs, lane_of, period))
         else:
-            cols.append(_event_column(model, item[1], lane_of, read_ev, write_ev, hazard_allocs))
+            cols.append(_event_column(model, item[1], lane_of, read_ev, write_ev, pair))
     backward: dict[str, Any] | None = None
     if backward_seq is not None and backward_seq >= 0:
         try:
@@ -137,7 +142,7 @@ def hazard_view(model: Model, finding: Finding) -> dict[str, Any] | None:
             backward = {"line": 0, "text": ""}
     return {
         "lanes": _distinct([_lane_label(model, alloc) for alloc in lanes]),
-        "hazard_lanes": [lane_of[a] for a in hazard_allocs if a in lane_of],
+        "hazard_lanes": [lane_of[a] for a in pair if a in lane_of],
         "columns": cols,
         "backward": backward,
         "period": period,

@@ -181,12 +181,12 @@
         const isHazard = hazardLanes.has(lane);
         const label = { r: "reads", w: "writes", a: "accumulates into", rw: "reads and writes" }[mark] + " " + h.lanes[lane];
         let shape;
-        if (isHazard && (c.hazard === "overwrite" || c.hazard === "read+overwrite") && mark !== "r") {
+        if (isHazard && (c.hazard === "overwrite" || c.hazard === "read+overwrite") && mark !== "r" && !writeAt) {
           shape = svg("rect", { x: cx - 8, y: y - 8, width: 16, height: 16, class: "hz-overwrite", fill: "#d50000", "data-role": "overwrite" },
             [tip(c.name + " overwrites " + h.lanes[lane] + " after it was read")]);
           writeAt = [cx, y];
           if (c.hazard === "read+overwrite") readAt = [cx, y];
-        } else if (isHazard && c.hazard === "read") {
+        } else if (isHazard && c.hazard === "read" && (mark === "r" || mark === "rw") && !readAt) {
           shape = svg("circle", { cx: cx, cy: y, r: 7, class: "hz-read", "data-role": "read" }, [tip(c.name + " reads " + h.lanes[lane] + " (its adjoint needs these values)")]);
           readAt = [cx, y];
         } else if (mark === "r") {
@@ -201,7 +201,7 @@
       const top = readAt[1] - LANE * 0.9;
       root.appendChild(svg("path", { d: "M" + readAt[0] + "," + (readAt[1] - 7) + " C" + readAt[0] + "," + top + " " + writeAt[0] + "," + top + " " + writeAt[0] + "," + (writeAt[1] - 9),
         class: "hz-arc", "marker-end": "" }, [tip("overwrite after read")]));
-      root.appendChild(svg("text", { x: (readAt[0] + writeAt[0]) / 2, y: top + 4, "text-anchor": "middle", class: "hz-label", text: "overwrite after read" }));
+      root.appendChild(svg("text", { x: writeAt[0] + 12, y: writeAt[1] - 10, class: "hz-label", text: "overwrite after read" }));
     }
     if (h.backward) {
       const bx = endX + 24;
