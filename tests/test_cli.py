@@ -490,7 +490,7 @@ def test_failing_analyzer_is_one_note(recorder, monkeypatch, capsys):
     recorder.summary = {key: 1 for key, _, _ in show.COUNT_NOUNS}
     broken = types.ModuleType("warptrace.analysis.report")
 
-    def analyze_trace(trace: Any) -> Any:
+    def analyze_trace(trace: Any, progress: Any = None) -> Any:
         raise RuntimeError("rule exploded")
 
     broken.analyze_trace = analyze_trace  # type: ignore[attr-defined]

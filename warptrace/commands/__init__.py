@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from warptrace.commands.analyze import AnalyzeCommand
 from warptrace.commands.base import Command
+from warptrace.commands.export import ExportCommand
 from warptrace.commands.run import RunCommand
 from warptrace.commands.show import ShowCommand
 
 DEFAULT_COMMAND: type[Command] = RunCommand  # when the first word names no command
-COMMANDS: tuple[type[Command], ...] = (AnalyzeCommand, ShowCommand)
+COMMANDS: tuple[type[Command], ...] = (AnalyzeCommand, ShowCommand, ExportCommand)
 
 __all__ = ["COMMANDS", "DEFAULT_COMMAND", "Command"]

@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from warptrace.analysis.findings import Severity
-from warptrace.commands.base import Command, CommandParser, load_trace, write_stderr, write_stdout
+from warptrace.commands.base import Command, CommandParser, load_trace, write_file, write_stderr, write_stdout
+from warptrace.progress import Progress
 from warptrace.report import FORMATS, render
 
 
@@ -21,6 +22,9 @@ class AnalyzeCommand(Command):
             "--format", choices=tuple(FORMATS), default="text", help="output format (default: %(default)s)"
         )
         parser.add_argument(
+            "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+        )
+        parser.add_argument(
             "--fail-on",
             choices=tuple(severity.label for severity in sorted(Severity, reverse=True)),
             default=Severity.ERROR.label,
@@ -30,14 +34,21 @@ class AnalyzeCommand(Command):
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
         from warptrace.analysis.report import analyze_trace
 
-        trace = load_trace(args.trace)
-        _trace_notes(trace)
-        report = analyze_trace(trace)
-        write_stdout(render(report, args.format))
+        with Progress(f"analyzing {args.trace}") as progress:
+            progress.update("reading the trace")
+            trace = load_trace(args.trace)
+            trace_notes(trace)
+            report = analyze_trace(trace, progress)
+            progress.update(f"writing the {args.format} report")
+            text = render(report, args.format)
+        if args.output:
+            write_file(args.output, text)
+        else:
+            write_stdout(text)
         return int(report.exit_code(Severity.parse(args.fail_on)))
 
 
-def _trace_notes(trace: Any) -> None:
+def trace_notes(trace: Any) -> None:
     """What the findings cannot say: the trace is partial, or there was nothing to record."""
     from warptrace.report.show import activity_counts, has_activity
 

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from warptrace.errors import TraceWarning, UsageError
+from warptrace.errors import TraceWarning, UsageError, WarptraceError
 
 PROG = "python -m warptrace"
 
@@ -112,6 +112,15 @@ def flush_stdout() -> None:
             sys.stdout.flush()
     except (OSError, ValueError):
         pass
+
+
+def write_file(path: str, text: str) -> None:
+    """``text`` to the file ``path``; a path that cannot be written is a one-line error."""
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        raise WarptraceError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def write_stdout(text: str) -> None:

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from warptrace import __version__
-from warptrace.commands.base import PROG, Command, CommandParser, flush_stdout, write_stderr
+from warptrace.commands.base import PROG, Command, CommandParser, flush_stdout, write_file, write_stderr
 from warptrace.errors import UsageError, WarptraceError
+from warptrace.progress import Progress
 from warptrace.report import render
 
 MODULE_OPTION = "-m"
@@ -40,6 +41,7 @@ class RunOptions:
     quiet: bool = False
     analyze: bool = True
     numerics: bool = False
+    html: str | None = None
 
 
 class RunCommand(Command):
@@ -69,6 +71,7 @@ class RunCommand(Command):
             action="store_false",
             help="do not analyze the trace after the run",
         )
+        parser.add_argument("--html", metavar="PATH", help="also write the HTML report of the run to PATH")
         parser.add_argument(
             "--check-numerics",
             dest="numerics",
@@ -127,6 +130,8 @@ class RunCommand(Command):
         args = parser.parse_args(own)
         if args.output == "":
             raise UsageError(f"-o/--output needs a non-empty PATH (see '{PROG} --help')")
+        if args.html == "":
+            raise UsageError(f"--html needs a non-empty PATH (see '{PROG} --help')")
         if not program:
             raise UsageError(f"nothing to run: give a SCRIPT.py or -m MODULE (see '{PROG} --help')")
         first = program[0]
@@ -137,13 +142,15 @@ class RunCommand(Command):
                     raise UsageError(f"-m needs a MODULE (see '{PROG} --help')")
                 module, rest = rest[0], rest[1:]
             return argparse.Namespace(
-                options=RunOptions(module, rest, True, args.output, args.quiet, args.analyze, args.numerics)
+                options=RunOptions(
+                    module, rest, True, args.output, args.quiet, args.analyze, args.numerics, args.html
+                )
             )
         if first in parser.siblings:
             raise UsageError(f"'{first}' is a command: put it first ({PROG} {first} ...)")
         return argparse.Namespace(
             options=RunOptions(
-                first, program[1:], False, args.output, args.quiet, args.analyze, args.numerics
+                first, program[1:], False, args.output, args.quiet, args.analyze, args.numerics, args.html
             )
         )
 
@@ -162,8 +169,8 @@ def run_command(options: RunOptions) -> int:
     runner = ScriptRunner(options.target, options.args, as_module=options.as_module)
     runner.prepare()
     output = options.output or f"{runner.name}.wtrace"
-    _check_output(output)
-    recorder = _import_recorder()
+    check_output(output)
+    recorder = import_recorder()
 
     # Absolute: the program may chdir, and the recorder writes parts as the run goes.
     trace_file = os.path.abspath(output)
@@ -187,10 +194,21 @@ def run_command(options: RunOptions) -> int:
         with _deferred_sigint():
             recorder.stop(exit_status=exit_status, error=error)
 
+    finish_run(recorder, trace_file, output, quiet=options.quiet, analyze=options.analyze, html=options.html)
+    return exit_status if exit_status is not None else 0
+
+
+def finish_run(
+    recorder: Any, trace_file: str, output: str, *, quiet: bool, analyze: bool, html: str | None = None
+) -> None:
+    """After the recorder stopped: the summary, the findings and the HTML report, on stderr.
+
+    Shared by ``python -m warptrace script.py`` and ``import warptrace.auto``, so both
+    print the same thing."""
     flush_stdout()
     summary = getattr(recorder, "last_summary", None)
     counts = _summary_counts(summary, trace_file)
-    if not options.quiet:
+    if not quiet:
         _print_summary(counts, output)
     recorder_errors = (summary or {}).get("recorder_errors")
     if recorder_errors:
@@ -198,12 +216,11 @@ def run_command(options: RunOptions) -> int:
             f"warptrace: the recorder hit {recorder_errors} internal error(s); the trace may miss "
             f"events (details under recorder_errors in {os.path.join(output, 'meta.json')})"
         )
-    if options.analyze and counts is not None and _has_activity(counts):
-        _analyze_after_run(trace_file, output, quiet=options.quiet)
-    return exit_status if exit_status is not None else 0
+    if (analyze or html) and counts is not None and _has_activity(counts):
+        _analyze_after_run(trace_file, output, quiet=quiet, show=analyze, html=html)
 
 
-def _check_output(output: str) -> None:
+def check_output(output: str) -> None:
     """Refuse to write a trace over something that is not a trace (the writer clears folders)."""
     if not os.path.exists(output):
         return
@@ -217,7 +234,7 @@ def _check_output(output: str) -> None:
         )
 
 
-def _import_recorder() -> Any:
+def import_recorder() -> Any:
     try:
         from warptrace.record import recorder
     except ImportError as exc:
@@ -294,7 +311,9 @@ def _print_summary(counts: Mapping[str, Any] | None, trace_path: str) -> None:
         write_stderr(f"warptrace: trace written to {trace_path}")
 
 
-def _analyze_after_run(trace_file: str, trace_path: str, *, quiet: bool) -> None:
+def _analyze_after_run(
+    trace_file: str, trace_path: str, *, quiet: bool, show: bool, html: str | None
+) -> None:
     """Findings after a run, to stderr so the program's stdout stays its own.
 
     The run already succeeded and its trace is on disk: whatever goes wrong here is one
@@ -304,8 +323,13 @@ def _analyze_after_run(trace_file: str, trace_path: str, *, quiet: bool) -> None
         from warptrace.analysis.report import analyze_trace
         from warptrace.trace.reader import read_trace
 
-        report = analyze_trace(read_trace(trace_file))
-        if quiet and not report.findings:
+        with Progress(f"analyzing {trace_path}") as progress:
+            report = analyze_trace(read_trace(trace_file), progress)
+        if html:
+            write_file(html, render(report, "html"))
+            if not quiet:
+                write_stderr(f"warptrace: HTML report written to {html}")
+        if not show or (quiet and not report.findings):
             return
         text = render(report, "text")
     except ImportError as exc:
@@ -313,6 +337,9 @@ def _analyze_after_run(trace_file: str, trace_path: str, *, quiet: bool) -> None
         return
     except KeyboardInterrupt:
         write_stderr(f"warptrace: analysis interrupted; the trace is complete: {hint}")
+        return
+    except WarptraceError as exc:  # the HTML report cannot be written
+        write_stderr(f"warptrace: {exc}")
         return
     except Exception as exc:
         write_stderr(f"warptrace: analysis failed ({type(exc).__name__}: {exc}); the trace is intact: {hint}")
