@@ -89,7 +89,7 @@ def _model_of(report: Report) -> Model | None:
     """The model the analysis built, else rebuilt from the trace on disk (None if it is gone)."""
     model = getattr(report, "model", None)
     if model is not None:
-        return model  # type: ignore[no-any-return]
+        return model
     from warptrace.analysis.model import Model
     from warptrace.analysis.replay import expand_captures
     from warptrace.errors import WarptraceError

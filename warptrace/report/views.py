@@ -119,8 +119,12 @@ def hazard_view(model: Model, finding: Finding) -> dict[str, Any] | None:
     keep = _keep_mask(len(columns), read_col, write_col, period)
     drawn, folds = _fold(columns, keep)
     # the buffer of the drawn pair: read by the reader, written by the overwriter
-    read_allocs = {int(model.acc_alloc[r]) for r in model.accesses_of(read_ev) if model.acc_role[r] & S.ROLE_READ}
-    written = {int(model.acc_alloc[r]) for r in model.accesses_of(write_ev) if model.acc_role[r] & S.ROLE_WRITE}
+    read_allocs = {
+        int(model.acc_alloc[r]) for r in model.accesses_of(read_ev) if model.acc_role[r] & S.ROLE_READ
+    }
+    written = {
+        int(model.acc_alloc[r]) for r in model.accesses_of(write_ev) if model.acc_role[r] & S.ROLE_WRITE
+    }
     pair = [a for a in hazard_allocs if a in read_allocs and a in written] or hazard_allocs
     hazard_allocs = pair + [a for a in hazard_allocs if a not in pair]
     lanes = _lanes(model, drawn, hazard_allocs, (read_ev, write_ev))
