@@ -100,3 +100,21 @@ def test_timeline_and_array_table(page):
     assert page.locator("#timeline .tl-finding").count() == 1
     labels = page.locator("table.arrays td:first-child").all_inner_texts()
     assert "force" in labels and "loss" in labels
+
+
+def test_clean_twin_draws_without_errors(browser, tmp_path):
+    from warptrace.report import render
+
+    report, _ = record("wt101_force_reuse_fixed", tmp_path)
+    path = tmp_path / "clean.html"
+    path.write_text(render(report, "html"), encoding="utf-8")
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready]", state="attached", timeout=15000)
+    assert errors == []
+    assert page.locator("#verdict").inner_text().startswith("no gradient bugs found (checked: ")
+    assert page.locator("article.finding").count() == 0
+    assert "does not prove the gradient right" in page.locator("#summary").inner_text()
+    page.close()

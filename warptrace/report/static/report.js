@@ -62,7 +62,7 @@
       data.complete ? null : el("div", { class: "note", text:
         "The trace is incomplete (the run stopped before warptrace finished writing it): findings cover only what was recorded." }),
       serious ? null : el("div", { class: "note", text:
-        "No rule fired. That does not prove the gradient right: run `python -m warptrace gradcheck SCRIPT.py` to measure it." }),
+        "No rule fired. That does not prove the gradient right: the rules name known hazard patterns; compare with finite differences to measure it." }),
     ]);
   }
 
