@@ -65,11 +65,15 @@ def test_finding_instant_and_flows(exported):
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
     finishes = {e["id"]: e for e in events if e["ph"] == "f"}
     assert starts and starts.keys() == finishes.keys()
-    slice_at = {(e["tid"], e["ts"]): e for e in events if e["ph"] == "X"}
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] != "backward"]
+
+    def slice_at(flow):  # the slice a flow event binds to: open on its track at its time
+        (found,) = [
+            e for e in slices if e["tid"] == flow["tid"] and e["ts"] < flow["ts"] < e["ts"] + e["dur"]
+        ]
+        return found
+
     for flow_id, start in starts.items():
-        read, write = (
-            slice_at[(start["tid"], start["ts"])],
-            slice_at[(finishes[flow_id]["tid"], finishes[flow_id]["ts"])],
-        )
+        read, write = slice_at(start), slice_at(finishes[flow_id])
         assert (read["name"], write["name"]) == ("integrate", "spring_force")
         assert finishes[flow_id]["bp"] == "e"

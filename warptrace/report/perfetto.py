@@ -114,7 +114,8 @@ def _events(
         if not len(evs):
             continue
         yield from _slices(model, evs, ts, next_ts, tids, names)
-    yield from _finding_events(model, findings, ts, tids, cwd)
+    # flows bind to the slice open at their timestamp: point them at the middle of the slice
+    yield from _finding_events(model, findings, (ts + next_ts) / 2, tids, cwd)
 
 
 class _Names:
@@ -223,6 +224,7 @@ def _backward_slice(model: Model, begin: int, end: int, ts: np.ndarray, cwd: Any
 def _finding_events(
     model: Model, findings: list[Finding], ts: np.ndarray, tids: np.ndarray, cwd: Any
 ) -> Iterator[dict[str, Any]]:
+    """Instants and flows; ``ts`` is a time inside each event's slice."""
     flow_id = 0
     for finding in findings:
         evidence = finding.evidence
