@@ -17,10 +17,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.findings import Severity
+from warptrace.analysis.model import Model
+from warptrace.analysis.replay import expand_captures
+from warptrace.errors import WarptraceError
 from warptrace.report import views
+from warptrace.trace.reader import read_trace
 
 if TYPE_CHECKING:
-    from warptrace.analysis.model import Model
     from warptrace.analysis.report import Report
 
 HAZARD_CODES = ("WT101", "WT102", "WT103", "WT104")
@@ -87,14 +90,8 @@ def report_data(report: Report, model: Model | None) -> dict[str, Any]:
 
 def _model_of(report: Report) -> Model | None:
     """The model the analysis built, else rebuilt from the trace on disk (None if it is gone)."""
-    model = getattr(report, "model", None)
-    if model is not None:
-        return model
-    from warptrace.analysis.model import Model
-    from warptrace.analysis.replay import expand_captures
-    from warptrace.errors import WarptraceError
-    from warptrace.trace.reader import read_trace
-
+    if report.model is not None:
+        return report.model
     try:
         return Model(expand_captures(read_trace(report.trace_path)))
     except (WarptraceError, OSError):
