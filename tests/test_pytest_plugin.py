@@ -5,6 +5,8 @@ The subprocess loads the plugin through its ``pytest11`` entry point, as a user'
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 
 import pytest
 
@@ -82,3 +84,14 @@ def test_fail_on_level_from_the_command_line(suite):
         "-p", "no:cacheprovider", "--warptrace", "--warptrace-fail-on=info", "-k", "fixed"
     )
     result.assert_outcomes(passed=1)  # the fixed twin has no finding at any level
+
+
+def test_plugin_import_is_cheap():
+    """pytest imports the plugin in every session of anyone who installed warptrace."""
+    code = (
+        "import sys, warptrace.pytest_plugin\n"
+        "heavy = [m for m in ('warp', 'numpy', 'pyarrow', 'IPython') if m in sys.modules]\n"
+        "print(heavy)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "[]", result.stderr
