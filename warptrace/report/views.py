@@ -135,7 +135,7 @@ def hazard_view(model: Model, finding: Finding) -> dict[str, Any] | None:
             _, fold_evs = item
             cols.append(_fold_column(model, fold_evs, lane_of, period))
         else:
-            cols.append(_event_column(model, item[1], lane_of, read_ev, write_ev, pair))
+            cols.append(_event_column(model, item[1], lane_of, read_ev, write_ev, pair, tape_id))
     backward: dict[str, Any] | None = None
     if backward_seq is not None and backward_seq >= 0:
         try:
@@ -307,7 +307,13 @@ def event_name(model: Model, ev: int) -> str:
 
 
 def _event_column(
-    model: Model, ev: int, lane_of: dict[int, int], read_ev: int, write_ev: int, hazard: list[int]
+    model: Model,
+    ev: int,
+    lane_of: dict[int, int],
+    read_ev: int,
+    write_ev: int,
+    hazard: list[int],
+    tape_id: int,
 ) -> dict[str, Any]:
     marks: dict[int, str] = {}
     for row in model.accesses_of(ev):
@@ -322,7 +328,7 @@ def _event_column(
         "name": event_name(model, ev),
         "line": model.event_location(ev).line,
         "seq": int(model.seq[ev]),
-        "taped": bool(model.recorded[ev] and model.tape[ev] >= 0),
+        "taped": bool(model.recorded[ev] and model.tape[ev] == tape_id),  # on the pictured tape
         "marks": [[lane, mark] for lane, mark in sorted(marks.items())],
     }
     if ev == read_ev:

@@ -121,17 +121,19 @@
         el("span", { class: "role", text: loc.role || "related" }),
         el("code", { text: loc.file + ":" + loc.line }),
       ]))),
-      f.source.map(sourceWindow),
+      f.source.map((w) => sourceWindow(w, w.file === f.location.file ? f.location.line : -1)),
       f.hazard ? hazardPicture(f) : null,
       f.fix ? el("p", { class: "fix" }, [el("b", { text: "fix: " }), f.fix]) : null,
       f.doc ? el("p", { class: "doc", text: "Warp documentation: " + f.doc }) : null,
     ]);
   }
-  function sourceWindow(w) {
+  function sourceWindow(w, primary) {
+    // primary: the line to change (the finding's location), drawn red whatever its role
     const lines = w.lines.map((text, i) => {
       const line = w.start + i;
       const roles = w.marks[String(line)] || [];
-      const cls = ["src-line"].concat(roles.length ? ["marked"] : [], roles.map((r) => "mark-" + r.replace(/[^a-z0-9_-]/gi, "")));
+      const cls = ["src-line"].concat(roles.length ? ["marked"] : [], line === primary ? ["mark-primary"] : [],
+        roles.map((r) => "mark-" + r.replace(/[^a-z0-9_-]/gi, "")));
       return el("div", { class: cls.join(" "), "data-line": line, "data-roles": roles.join(" ") }, [
         el("span", { class: "ln", text: line }),
         el("span", { class: "tag", text: roles.join(", ") }),
@@ -144,7 +146,7 @@
   // ---------------------------------------------------------------- hazard picture
   function hazardPicture(f) {
     const h = f.hazard;
-    const COL = 30, LANE = 26, LEFT = 170, TOP = 120, RIGHT = 190, BOTTOM = 40;
+    const COL = 30, LANE = 26, LEFT = 170, TOP = 136, RIGHT = 190, BOTTOM = 40;
     const widths = h.columns.map((c) => (c.kind === "fold" ? 2 * COL : COL));
     const xs = [];
     let x = LEFT;
@@ -206,17 +208,18 @@
     if (h.backward) {
       const bx = endX + 24;
       root.appendChild(svg("line", { x1: bx, y1: TOP - 6, x2: bx, y2: TOP + h.lanes.length * LANE, class: "hz-backward" }, [tip("tape.backward()")]));
-      root.appendChild(svg("text", { x: bx + 6, y: TOP + 4, class: "bw-label", text: "backward" + (h.backward.line ? " (line " + h.backward.line + ")" : "") }));
+      root.appendChild(svg("text", { x: bx + 6, y: TOP + h.lanes.length * LANE, class: "bw-label", text: "backward" + (h.backward.line ? " (line " + h.backward.line + ")" : "") }));
       if (readAt) {
         const y = TOP + h.lanes.length * LANE + 16;
         root.appendChild(svg("path", { d: "M" + bx + "," + (TOP + h.lanes.length * LANE) + " L" + bx + "," + y + " L" + readAt[0] + "," + y + " L" + readAt[0] + "," + (readAt[1] + 8),
           class: "hz-replay" }, [tip("the backward replays the reader's adjoint against the overwritten values")]));
-        root.appendChild(svg("text", { x: bx + 6, y: y + 4, class: "bw-label", text: "replays the read" }));
+        root.appendChild(svg("text", { x: bx + 6, y: y + 8, class: "bw-label", text: "replays the read" }));
       }
     }
     const caption = "Buffers as lanes, the tape's launches in order (" + plural(h.launches, "launch", "launches") +
       (h.period ? ", repeated step of " + h.period : "") + "): ○ read, ■ write, ■ light: accumulate; " +
-      "red: the overwrite of memory read earlier, before the backward (purple) replays the read.";
+      "red: the overwrite of memory read earlier, before the backward (purple) replays the read; " +
+      "orange names: launches not recorded on this tape.";
     return el("div", { class: "hazard" }, [root, el("div", { class: "caption", text: caption })]);
   }
 
