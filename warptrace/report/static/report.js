@@ -217,7 +217,7 @@
       }
     }
     const caption = "Buffers as lanes, the tape's launches in order (" + plural(h.launches, "launch", "launches") +
-      (h.period ? ", repeated step of " + h.period : "") + "): ○ read, ■ write, ■ light: accumulate; " +
+      (h.period ? ", repeated step of " + h.period : "") + "): ○ read, ■ write (light green: accumulate, purple: read and write); " +
       "red: the overwrite of memory read earlier, before the backward (purple) replays the read; " +
       "orange names: launches not recorded on this tape.";
     return el("div", { class: "hazard" }, [root, el("div", { class: "caption", text: caption })]);
