@@ -87,3 +87,14 @@ def test_clean_report_is_valid_and_empty(tmp_path):
     document = sarif.to_dict(report)
     _validate(document)
     assert document["runs"][0]["results"] == []
+
+
+def test_rule_metadata_comes_from_the_rule_documentation():
+    from warptrace.analysis.rules import RULE_INFO
+    from warptrace.report import sarif
+
+    docs = sarif.rule_docs()
+    assert set(docs) == set(RULE_INFO)  # every code documented in its rule module
+    assert docs["WT101"][1].startswith("A launch recorded on tape T read buffer B")
+    assert docs["WT304"][0] == "warning" and docs["WT201"][0] == "error"
+    assert "Fix:" in docs["WT102"][1]

@@ -15,12 +15,16 @@ the offending line makes a new one.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
+import re
+import textwrap
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
-from warptrace.analysis.rules import RULE_INFO
+from warptrace.analysis.rules import ALL_RULES, RULE_INFO
 
 if TYPE_CHECKING:
     from warptrace.analysis.report import Report
@@ -29,6 +33,38 @@ SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schem
 FINGERPRINT = "warptraceFinding/v1"
 SRCROOT = "SRCROOT"
 _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+_LEVEL_OF_WORD = {"error": "error", "warning": "warning", "info": "note"}
+
+
+@lru_cache(maxsize=1)
+def rule_docs() -> dict[str, tuple[str, str]]:
+    """Per code, (default SARIF level, description) from the rule modules' docstrings, which
+    are the rules' user documentation: an indented ``WT101 name (error)`` section of a module
+    covering several codes, or the first paragraphs of a module headed by its one code."""
+    sections: dict[str, tuple[str, str]] = {}
+    headed: dict[str, tuple[str, str]] = {}
+    for rule in ALL_RULES:
+        doc = inspect.getdoc(inspect.getmodule(rule.check)) or ""
+        for code in rule.codes:
+            section = re.search(rf"^{code} [\w-]+ \(([^)]*)\)\n((?:[ \t]+\S.*\n?)+)", doc, re.M)
+            if section:
+                sections[code] = (_level(section.group(1)), _flow(textwrap.dedent(section.group(2))))
+                continue
+            head = re.match(rf"{code} [\w-]+ \(([^)]*)\)\.?\n\n(.*?)(?:\n\n|$)", doc, re.S)
+            if head:
+                headed[code] = (_level(head.group(1)), _flow(head.group(2)))
+    return {**headed, **sections}
+
+
+def _level(words: str) -> str:
+    return _LEVEL_OF_WORD.get(words.split(",")[0].split()[0].lower(), "error") if words.strip() else "error"
+
+
+def _flow(text: str) -> str:
+    """Docstring lines joined into sentences (a ``Fix:`` starts its own line); rst quotes dropped."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    joined = " ".join(lines).replace("``", "`")
+    return re.sub(r"\s+(Fix|Not reported):", r"\n\1:", joined)
 
 
 def to_dict(report: Report) -> dict[str, Any]:
@@ -89,15 +125,15 @@ def _rule(code: str, info: RuleInfo | None, report: Report) -> dict[str, Any]:
     if info is None:
         name = next((f.name for f in report.findings if f.code == code), code)
         return {"id": code, "name": name, "shortDescription": {"text": name}}
+    level, description = rule_docs().get(code, ("error", ""))
     rule: dict[str, Any] = {
         "id": code,
         "name": info.name,
         "shortDescription": {"text": f"{info.name} ({info.family})"},
         "help": {"text": f"Fix: {info.fix}" + (f"\nWarp documentation: {info.doc}" if info.doc else "")},
-        "defaultConfiguration": {"level": "error"},
+        "defaultConfiguration": {"level": level},
         "properties": {"family": info.family, "tags": ["gradient", info.family]},
     }
-    description = getattr(info, "description", "")
     if description:
         rule["fullDescription"] = {"text": description}
     return rule
