@@ -108,8 +108,10 @@ def hazard_view(model: Model, finding: Finding) -> dict[str, Any] | None:
     except KeyError:
         return None
     hazard_allocs = [int(a) for a in evidence.get("alloc_ids") or []]
-    backward_seq = evidence.get("backward_seq")
     tape_id = int(model.tape[read_ev])
+    backward_seq = evidence.get("backward_seq")
+    if backward_seq is None:  # rules that do not name it: the backward that replays the read
+        backward_seq = model.backward_after(tape_id, int(model.seq[read_ev]))
     columns = _tape_columns(model, tape_id, read_ev, write_ev, backward_seq, hazard_allocs)
     if not len(columns):
         return None
