@@ -151,3 +151,16 @@ def test_repeated_steps_fold_on_a_long_tape(tmp_path):
     )
     assert any(c["steps"] > 1000 for c in folds)
     assert {c.get("hazard") for c in hazard["columns"]} >= {"read", "overwrite"}
+
+
+def test_in_kernel_overwrite_picture_has_its_backward(tmp_path):
+    from warptrace.report import html
+
+    report, _ = record("wt102_clamp_inplace", tmp_path)
+    (finding,) = [f for f in _data(html.render(report))["findings"] if f["code"] == "WT102"]
+    hazard = finding["hazard"]
+    program = (ROOT / "tests" / "programs" / "wt102_clamp_inplace.py").read_text().splitlines()
+    backward_line = next(n for n, line in enumerate(program, start=1) if "tape.backward(loss)" in line)
+    assert hazard["backward"]["line"] == backward_line
+    (inplace,) = [c for c in hazard["columns"] if c.get("hazard")]
+    assert inplace["hazard"] == "read+overwrite" and inplace["name"] == "limit_speed"
