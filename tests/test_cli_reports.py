@@ -93,14 +93,17 @@ def test_auto_import_prints_what_a_run_prints(tmp_path):
     assert meta["complete"] is True and meta["exit_status"] == 0
 
 
-def test_auto_records_the_exit_status(tmp_path):
+@pytest.mark.parametrize(
+    ("exit_call", "status"), [("sys.exit(3)", 3), ("sys.exit(False)", 0), ("sys.exit(True)", 1)]
+)
+def test_auto_records_the_exit_status(tmp_path, exit_call, status):
     script = tmp_path / "fails.py"
     script.write_text("import warptrace.auto  # noqa: F401\nimport sys\nimport warp as wp\n"
-                      "wp.config.quiet = True\na = wp.zeros(3, device='cpu')\nsys.exit(3)\n")  # fmt: skip
+                      f"wp.config.quiet = True\na = wp.zeros(3, device='cpu')\n{exit_call}\n")  # fmt: skip
     result = _python("fails.py", cwd=tmp_path)
-    assert result.returncode == 3
+    assert result.returncode == status
     meta = json.loads((tmp_path / "fails.wtrace" / "meta.json").read_text())
-    assert meta["exit_status"] == 3 and meta["complete"] is True
+    assert meta["exit_status"] == status and type(meta["exit_status"]) is int and meta["complete"] is True
 
 
 def test_plain_import_patches_nothing(tmp_path):

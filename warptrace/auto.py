@@ -59,7 +59,8 @@ def _install() -> None:
         previous_hook(kind, value, tb)
 
     def exit_hook(status: Any = None) -> NoReturn:
-        _outcome["exit_status"] = status if isinstance(status, int) else (0 if status is None else 1)
+        # Python's rule (as warptrace.runner applies it): None is 0, an int (a bool too) is itself
+        _outcome["exit_status"] = 0 if status is None else int(status) if isinstance(status, int) else 1
         previous_exit(status)
         raise SystemExit(status)  # unreachable unless the original was replaced by something odd
 
