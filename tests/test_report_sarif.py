@@ -97,4 +97,4 @@ def test_rule_metadata_comes_from_the_rule_documentation():
     assert set(docs) == set(RULE_INFO)  # every code documented in its rule module
     assert docs["WT101"][1].startswith("A launch recorded on tape T read buffer B")
     assert docs["WT304"][0] == "warning" and docs["WT201"][0] == "error"
-    assert "Fix:" in docs["WT102"][1]
+    assert "Fix:" in docs["WT304"][1]
