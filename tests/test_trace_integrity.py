@@ -180,12 +180,32 @@ def dangling_array(trace: Path, other: Path) -> str:
     return f"{_parts(trace, 'accesses')[0]}: accesses.array_id {array_id} names no arrays row"
 
 
+def malformed_host_detail(trace: Path, other: Path) -> str:
+    """A value read whose host-transfer facts are not what the recorder writes."""
+    for part in _parts(trace, "events"):
+        table = pq.read_table(part)
+        kinds = table.column("kind").to_pylist()
+        if "value_read" not in kinds:
+            continue
+        row = kinds.index("value_read")
+        details = table.column("detail").to_pylist()
+        details[row] = '{"host": "read", "nbytes": 12, "digest": "not-hex"}'
+
+        def edit(table: pa.Table, details: list = details) -> pa.Table:
+            index = table.schema.get_field_index("detail")
+            return table.set_column(index, "detail", pa.array(details, pa.string()))
+
+        _rewrite(part, edit)
+        return f"{part}: malformed host-transfer detail"
+    raise AssertionError("the recorded program reads no values")
+
+
 DAMAGES = {
     f.__name__: f
     for f in (
         truncated_part, missing_table, garbage_bytes, zeroed_footer, swapped_tables, duplicated_part,
         missing_part, missing_last_part, meta_wrong_types, meta_complete_not_bool, foreign_part,
-        unknown_kind, dangling_array,
+        unknown_kind, dangling_array, malformed_host_detail,
     )
 }  # fmt: skip
 

@@ -13,6 +13,8 @@ part that holds the offending row):
 - for a complete trace, the rows of each table against ``meta.json`` ``counts``;
 - the optional ``numerics`` table (present only when the run wrote it): known ``what``
   values, every row names an event and an array.
+- host-transfer facts (schema 4) in ``events.detail`` of value reads and copies: direction,
+  a non-negative byte count and a 16-hex-digit digest or null.
 
 A trace marked incomplete was cut by a kill: accesses written for events whose part never
 made it are trimmed silently; broken references (a torn part was dropped by the reader)
@@ -23,6 +25,8 @@ damage (the reader warns). Checks needing metadata an older trace lacks are skip
 from __future__ import annotations
 
 import bisect
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +145,20 @@ class _Checker:
                 row = int(bad[0])
                 self.fail(table, row, f"unknown {table}.{name} value {values[row]}")
 
+    def host_details(self) -> None:
+        kinds = self.tables["events"].column("kind")
+        transfer = pc.is_in(kinds, pa.array([S.VALUE_READ, S.COPY]))
+        detail = self.tables["events"].column("detail")
+        candidates = pc.and_(transfer, pc.match_substring(detail, '"host"'))
+        for row in np.flatnonzero(candidates.to_numpy(zero_copy_only=False)).tolist():
+            text = detail[row].as_py()
+            try:
+                facts = json.loads(text)
+            except ValueError:
+                facts = None
+            if not isinstance(facts, dict) or not _host_facts_ok(facts):
+                self.fail("events", row, f"malformed host-transfer detail {text[:80]!r}")
+
     def counts(self) -> None:
         counts = self.meta.get("counts")
         if not self.complete or not counts:
@@ -244,6 +262,20 @@ def _member(values: np.ndarray, ids: np.ndarray, optional: bool = False) -> np.n
     return member
 
 
+_DIGEST = re.compile(r"[0-9a-f]{16}")
+
+
+def _host_facts_ok(facts: dict[str, Any]) -> bool:
+    nbytes, digest = facts.get("nbytes"), facts.get("digest")
+    return (
+        facts.get("host") in (S.HOST_READ, S.HOST_WRITE)
+        and isinstance(nbytes, int)
+        and not isinstance(nbytes, bool)
+        and nbytes >= 0
+        and (digest is None or (isinstance(digest, str) and _DIGEST.fullmatch(digest) is not None))
+    )
+
+
 def validate(
     path: Path, meta: dict[str, Any], tables: dict[str, pa.Table], parts: dict[str, Parts], torn: set[str]
 ) -> tuple[dict[str, pa.Table], list[str]]:
@@ -253,6 +285,7 @@ def validate(
     checker.seq_order()
     checker.unique_ids()
     checker.enums()
+    checker.host_details()
     checker.counts()
     damage = checker.damage
     checker.refs(("arrays", "allocs", "kernel_args"))

@@ -30,8 +30,13 @@ import pyarrow as pa
 #   3  the optional ``numerics`` table (value summaries, written only by a run with
 #      ``--check-numerics``) and meta.json ``numerics``. Older traces have no such table;
 #      the reader opens them unchanged and the WT5xx rules stay silent.
-SCHEMA_VERSION = 3
-SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
+#   4  host-transfer digests: events.detail of a value_read (numpy()) and of a copy from host
+#      memory Warp did not allocate (wp.array(data=ndarray), assign(ndarray)) holds
+#      {"host": "read"|"write", "nbytes": n, "digest": 16 hex digits or null above the
+#      recorder's size cap} (HOST_DETAIL_KEYS); a copy's offsets stay in the same object.
+#      No new column: versions 1-3 read as traces without host digests.
+SCHEMA_VERSION = 4
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4)
 
 # ---------------------------------------------------------------- event kinds
 # events.kind values (strings, dictionary-encoded on disk).
@@ -40,7 +45,7 @@ CMD_LAUNCH = "cmd_launch"  # Launch.launch() replay of a record_cmd=True launch 
 COPY = "copy"  # wp.copy / clone / assign / array(data=...) copy; nested grad copy has parent
 MEMSET = "memset"  # zero_ / fill_ (value column holds the fill value when scalar)
 NATIVE = "native"  # opaque native utility (array_scan, array_sum, radix sort, ...)
-VALUE_READ = "value_read"  # numpy() / list(): values read back to the host
+VALUE_READ = "value_read"  # numpy() / list(): values read back to the host (detail: host digest, v3)
 SET_REQUIRES_GRAD = "set_requires_grad"  # array_id, value = 0/1
 SET_RETAIN_GRAD = "set_retain_grad"  # array_id, value = 0/1
 SET_GRAD = "set_grad"  # array_id = owner, ref_id = new grad array (or -1 for None)
@@ -68,6 +73,12 @@ EVENT_KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(EVENT
 # events.phase
 FORWARD = 0
 BACKWARD = 1  # anything happening inside Tape.backward(): adjoint launches, loss seed, ...
+
+# events.detail of host transfers (v3): "host" is HOST_READ or HOST_WRITE, "nbytes" the bytes
+# transferred, "digest" a 64-bit BLAKE2b of them as 16 hex digits (null above the size cap).
+HOST_READ = "read"
+HOST_WRITE = "write"
+HOST_DETAIL_KEYS = ("host", "nbytes", "digest")
 
 # ---------------------------------------------------------------- access roles
 # accesses.role: what the event did to the memory of that array object.

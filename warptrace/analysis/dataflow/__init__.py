@@ -17,6 +17,9 @@ Derived once per analysis (``model.dataflow``) for the accumulation and flow rul
 - **provenance**: for every recorded forward event, the differentiable leaves
   (arrays with a gradient that no recorded event produced: parameters, initial
   states) whose values flowed into it along recorded launches and copies.
+- **host round trips**: a host write (``wp.array(saved)``, ``assign(ndarray)``) linked to
+  the value read (``numpy()``) whose bytes it restores, by content digest; writers seen
+  through untaped copies and such round trips.
 
 Everything is computed from the model's numpy columns; nothing imports Warp.
 """
@@ -26,7 +29,7 @@ from __future__ import annotations
 import weakref
 
 from warptrace.analysis.dataflow.base import combine_codes
-from warptrace.analysis.dataflow.provenance import Provenance
+from warptrace.analysis.dataflow.host import HostLinks
 from warptrace.analysis.dataflow.seeds import FillGroups
 from warptrace.analysis.dataflow.tapes import BackwardCall, Epoch
 from warptrace.analysis.model import Model
@@ -34,12 +37,12 @@ from warptrace.analysis.model import Model
 __all__ = ["BackwardCall", "Dataflow", "Epoch", "FillGroups", "combine_codes", "dataflow_of"]
 
 
-class Dataflow(Provenance):
+class Dataflow(HostLinks):
     """Def-use edges, backward calls, tape epochs, gradient state and provenance of one model.
 
     The parts are layered classes, each using only the ones below it:
     :mod:`.base` -> :mod:`.defuse` -> :mod:`.tapes` -> :mod:`.grad_state` -> :mod:`.seeds`
-    -> :mod:`.provenance`."""
+    -> :mod:`.provenance` -> :mod:`.host`."""
 
     def __init__(self, model: Model) -> None:
         super().__init__(model)

@@ -27,6 +27,7 @@ from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
     DOC_LIMITS,
     Rule,
+    access_rows,
     array_label,
     finding,
     grad_cleared,
@@ -61,6 +62,9 @@ def check(model: Model) -> list[Finding]:
         if not seeded_grads:
             continue  # a hand-seeded backward is what makes a checkpoint boundary
         boundary = _boundary(model, df, epoch_a, epoch_b, call_b)
+        boundary += [
+            pair for pair in _host_boundary(model, df, epoch_a, epoch_b, call_b) if pair not in boundary
+        ]
         if not boundary:
             continue
         status = {}
@@ -221,6 +225,71 @@ def _boundary(
             if leaves:
                 out_a[mapping.get(key, key)] = model.acc_array[r].item()
     return [(a_array, exposed[key]) for key, a_array in out_a.items() if key in exposed]
+
+
+def _host_boundary(
+    model: Model, df: Dataflow, epoch_a: Epoch, epoch_b: Epoch, call_b: BackwardCall
+) -> list[tuple[int, int]]:
+    """State handed from segment A to segment B through the host: B's input restored from a
+    checkpoint (``wp.array(saved)``, linked by content to the ``numpy()`` read that saved it)
+    pairs with the array A's replay wrote at the position of the original launch that
+    produced the checkpointed values. A's launches are matched in order to the original
+    launches after A's own checkpoint was read."""
+    restored = df.host_restored
+    if not restored:
+        return []
+    launch = K[S.LAUNCH]
+    own_a = [ev for ev in epoch_a.events if model.kind[ev] == launch and not model.adjoint[ev]]
+    if not own_a:
+        return []
+    # when A's checkpoint was read: the latest value read A's restored inputs came from
+    start = -1
+    epoch_set = set(epoch_a.events)
+    for ev in epoch_a.events:
+        for row in access_rows(model, ev):
+            if df.is_read[row]:
+                origin = restored.get(int(model.acc_array[row]))
+                if origin is not None and origin[0] not in epoch_set:
+                    start = max(start, origin[1])
+    if start < 0:
+        return []
+    objective_b = df.objective_events(call_b)
+    pairs: list[tuple[int, int]] = []
+    positions: dict[int, int] = {}
+    for ev in sorted(objective_b):
+        for row in access_rows(model, ev):
+            if not df.is_read[row]:
+                continue
+            b_array = int(model.acc_array[row])
+            origin = restored.get(b_array)
+            if origin is None or origin[1] <= start:
+                continue
+            for write_row in df.carried_writer_rows(origin[0]):
+                original = int(df.acc_ev[write_row])
+                if model.kind[original] != launch or model.adjoint[original] or model.recorded[original]:
+                    continue
+                if original not in positions:
+                    positions[original] = _launch_position(model, start, original)
+                k = positions[original]
+                if k < 0 or k >= len(own_a) or model.kernel[own_a[k]] != model.kernel[original]:
+                    continue
+                path = (int(model.acc_arg_code[write_row]), int(model.acc_field_code[write_row]))
+                for a_row in access_rows(model, own_a[k]):
+                    if (
+                        df.is_write[a_row]
+                        and (int(model.acc_arg_code[a_row]), int(model.acc_field_code[a_row])) == path
+                    ):
+                        pair = (int(model.acc_array[a_row]), b_array)
+                        if pair not in pairs:
+                            pairs.append(pair)
+    return pairs
+
+
+def _launch_position(model: Model, start: int, original: int) -> int:
+    """How many untaped forward launches ran after event ``start`` and before ``original``."""
+    window = slice(start + 1, original)
+    launches = (model.kind[window] == K[S.LAUNCH]) & ~model.adjoint[window] & ~model.recorded[window]
+    return int(np.count_nonzero(launches))
 
 
 def _original_launches(

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from warptrace.record import state
 from warptrace.record.identity import NEW, STATE
 from warptrace.record.session import Recorder
@@ -20,6 +22,7 @@ from warptrace.record.wrap.common import (
     guarded_call,
     mark,
 )
+from warptrace.record.wrap.hostdata import host_detail
 from warptrace.trace.schema import (
     COPY,
     EVENT_KIND_CODES,
@@ -105,6 +108,8 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             tape_id = current_tape(rec, ts)
             src_st = array_state(rec, src)
             dest_st = array_state(rec, dest)
+            if detail is None and parent < 0 and src_st[2] in rec.ident.external:
+                detail = _host_write(src)
             rec.row(
                 ts.thread, _COPY, tape_id, ctx[4], ts.phase, False, graph < 0, site,
                 parent if parent >= 0 else ts.parent, -1, graph, None, detail,
@@ -119,6 +124,17 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return mark(original, copy)
+
+
+def _host_write(src: Any) -> str | None:
+    """The host-transfer detail of a copy from host memory Warp did not allocate (the copy
+    behind ``wp.array(data=ndarray)`` and ``assign(ndarray)``); None when not on the CPU."""
+    try:
+        if not src.device.is_cpu:
+            return None
+        return host_detail("write", np.asarray(src))
+    except Exception:
+        return None
 
 
 def _is_fresh(rec: Recorder, arr: Any) -> bool:
@@ -212,8 +228,14 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
             if st is None or st[0] is not rec.tok:
                 st = array_state(rec, self)
             tape_id = ts.bw_tape if ts.phase else current_tape(rec, ts)
+            detail = None
+            if isinstance(result, np.ndarray):
+                try:
+                    detail = host_detail("read", result)
+                except Exception:
+                    detail = None
             rec.row(ts.thread, _VALUE_READ, tape_id, False, ts.phase, False, True, site, ts.parent, st[1], -1,
-                    None, None, ((st[1], st[2], ROLE_READ, st[3], 0, 0),), -1)  # fmt: skip
+                    None, detail, ((st[1], st[2], ROLE_READ, st[3], 0, 0),), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
         return result

@@ -1,0 +1,44 @@
+"""Content digests of host transfers: the link between a value that left Warp memory and
+the array later made or assigned from it.
+
+A value read (``numpy()``) and a copy from host memory Warp did not allocate (the copy
+behind ``wp.array(data=ndarray)`` and ``a.assign(ndarray)``) carry, in the event's
+``detail``, ``{"host": "read"|"write", "nbytes": n, "digest": hex}``: a 64-bit BLAKE2b of
+the bytes transferred. The analyzer links a host write to the latest earlier host read
+with the same digest (:mod:`warptrace.analysis.dataflow.host`). Digests are computed
+only for these transfers and only up to :data:`DIGEST_MAX_BYTES` (above it the detail
+says ``"digest": null``); ``tools/bench_host_digest.py`` measures the cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+
+# Largest transfer that gets a digest: 16 MiB (about 10 ms of BLAKE2b on one core).
+DIGEST_MAX_BYTES = 16 << 20
+
+
+def digest_of(values: Any) -> tuple[int, str | None]:
+    """(nbytes, hex digest or None above the cap) of an ndarray-like's bytes in C order."""
+    data = np.asarray(values)
+    nbytes = int(data.nbytes)
+    if nbytes > DIGEST_MAX_BYTES:
+        return nbytes, None
+    if not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data)
+    return nbytes, hashlib.blake2b(data.reshape(-1).view(np.uint8), digest_size=8).hexdigest()
+
+
+def host_detail(direction: str, values: Any, extra: dict[str, Any] | None = None) -> str:
+    """The ``detail`` JSON of a host transfer event."""
+    nbytes, digest = digest_of(values)
+    facts: dict[str, Any] = dict(extra or {})
+    facts.update(host=direction, nbytes=nbytes, digest=digest)
+    return json.dumps(facts)
+
+
+__all__ = ["DIGEST_MAX_BYTES", "digest_of", "host_detail"]
