@@ -20,20 +20,25 @@ Findings are grouped by root cause (the user line to change) with a count.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 import numpy as np
 
-from warptrace.analysis.dataflow import dataflow_of
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
-from warptrace.analysis.model import Model
+from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
     DOC_LIMITS,
     Rule,
+    access_rows,
     array_label,
     finding,
     grad_cleared,
     join_names,
+    memory_key,
+    quote,
 )
+from warptrace.trace import schema as S
 
 WT302 = RuleInfo(
     code="WT302",
@@ -49,16 +54,10 @@ def check(model: Model) -> list[Finding]:
     df = dataflow_of(model)
     if len(df.backward_calls) < 2:
         return []
-    # def-use edges from a recorded event of one epoch to a recorded event of another
-    reader_epoch = df.ev_epoch[df.edge_reader_ev]
-    writer_epoch = df.ev_epoch[df.edge_writer_ev]
-    cross = np.nonzero((reader_epoch >= 0) & (writer_epoch >= 0) & (reader_epoch != writer_epoch))[0]
-    pairs: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for edge in cross.tolist():
-        pairs[(int(writer_epoch[edge]), int(reader_epoch[edge]))].append(edge)
+    pairs = _cross_tape_reads(model, df)
     objective_cache: dict[int, set[int]] = {}
     findings = []
-    for (a_uid, b_uid), edges in pairs.items():
+    for (a_uid, b_uid), reads in pairs.items():
         epoch_a, epoch_b = df.epochs[a_uid], df.epochs[b_uid]
         call_a = df.first_backward(epoch_a)
         call_b = df.first_backward(epoch_b)
@@ -69,31 +68,26 @@ def check(model: Model) -> list[Finding]:
         objective_b = objective_cache[call_b.index]
         states: dict[int, frozenset[int]] = {}
         readers: list[int] = []
-        for edge in edges:
-            reader_ev = int(df.edge_reader_ev[edge])
-            writer_ev = int(df.edge_writer_ev[edge])
+        for writer_ev, reader_ev, reader_row in reads:
             if reader_ev not in objective_b:
                 continue
             leaves = df.provenance.get(writer_ev, frozenset())
             if not leaves:
                 continue
-            state = int(model.acc_array[df.edge_reader[edge]])
+            state = int(model.acc_array[reader_row])
             states[state] = states.get(state, frozenset()) | leaves
             readers.append(reader_ev)
         if not states:
             continue
-        # parameters whose gradient both backward calls accumulate, not zeroed in between
-        summed = set()
+        # parameters whose gradients both backward calls produce and something sums
+        summed: dict[int, str] = {}
         for leaf in set().union(*states.values()):
             grad_id = df.grad_array(leaf, call_a.begin_seq)
-            if grad_id < 0:
+            if grad_id < 0 or not (df.fills(grad_id, call_a.index) and df.fills(grad_id, call_b.index)):
                 continue
-            if (
-                df.fills(grad_id, call_a.index)
-                and df.fills(grad_id, call_b.index)
-                and not grad_cleared(model, df, grad_id, call_a.end_seq, call_b.begin_seq)
-            ):
-                summed.add(leaf)
+            how = _summed_by(model, df, leaf, grad_id, call_a, call_b)
+            if how:
+                summed[leaf] = how
         if not summed:
             continue
         state_labels = [array_label(model, s) for s in states]
@@ -107,9 +101,10 @@ def check(model: Model) -> list[Finding]:
             f"this backward covers one tape only, but the state {join_names(state_labels)} it produced from "
             f"{join_names(params)} is read by the next tape (line {model.event_location(readers[0]).line}), "
             f"which is backpropagated separately ({later}) while the "
-            f"gradients of {join_names(params)} are summed across both: every path through the carried state "
-            "is dropped (a truncated horizon). If truncated backpropagation through time is intended, this "
-            "is by design; otherwise use one tape over the whole horizon with distinct per-step buffers"
+            f"gradients of {join_names(params)} are summed across both ({_join_paths(summed.values())}): "
+            f"every path through the carried state {join_names(state_labels)} is dropped (a truncated horizon). "
+            "If truncated backpropagation through time is intended, this is a modeling choice; otherwise "
+            "use one tape over the whole horizon with distinct per-step buffers"
         )
         findings.append(
             finding(
@@ -126,11 +121,107 @@ def check(model: Model) -> list[Finding]:
                     "backward_seqs": [call_a.begin_seq, call_b.begin_seq],
                     "state_array_ids": sorted(states),
                     "parameters": sorted(summed),
+                    "summed_by": sorted(set(summed.values())),
                 },
                 key=(call_a.site,),
             )
         )
     return findings
+
+
+def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
+    """(writer epoch, reader epoch) -> (writer event, reader event, reader row) for every read on
+    one tape of a value a recorded event of another tape wrote: directly (the same buffers, a
+    rebinding) or through untaped copies and host round trips (``wp.copy``, ``wp.array(x.numpy())``)."""
+    reader_epoch = df.ev_epoch[df.edge_reader_ev]
+    writer_epoch = df.ev_epoch[df.edge_writer_ev]
+    pairs: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+    cross = np.nonzero((reader_epoch >= 0) & (writer_epoch >= 0) & (reader_epoch != writer_epoch))[0]
+    for edge in cross.tolist():
+        pairs[(int(writer_epoch[edge]), int(reader_epoch[edge]))].append(
+            (int(df.edge_writer_ev[edge]), int(df.edge_reader_ev[edge]), int(df.edge_reader[edge]))
+        )
+    writers = df.edge_writer_ev
+    transfer = (
+        (model.kind[writers] == K[S.COPY])
+        & ~model.recorded[writers]
+        & (model.phase[writers] == S.FORWARD)
+        & (model.parent[writers] < 0)
+    )
+    carried: dict[int, set[int]] = {}
+    for edge in np.nonzero((reader_epoch >= 0) & transfer)[0].tolist():
+        writer = int(writers[edge])
+        if writer not in carried:
+            carried[writer] = df.carried_writers(writer)
+        b_uid = int(reader_epoch[edge])
+        for source in carried[writer]:
+            a_uid = int(df.ev_epoch[source])
+            if a_uid >= 0 and a_uid != b_uid:
+                pairs[(a_uid, b_uid)].append(
+                    (source, int(df.edge_reader_ev[edge]), int(df.edge_reader[edge]))
+                )
+    return pairs
+
+
+def _summed_by(
+    model: Model, df: Dataflow, leaf: int, grad_id: int, call_a: BackwardCall, call_b: BackwardCall
+) -> str:
+    """How the gradient of ``leaf`` from both backward calls is summed: "" when it is not.
+
+    Kept in ``.grad`` (not zeroed between the calls); or taken out after each call, before
+    the gradient is cleared, by a kernel, a copy or a host read, with the parameter itself
+    unchanged in between (an optimizer step between the calls is online learning, not a sum)."""
+    if not grad_cleared(model, df, grad_id, call_a.end_seq, call_b.begin_seq):
+        return f"kept in {quote(array_label(model, grad_id) or 'the .grad')}"
+    if len(df.writes_between(leaf, call_a.end_seq, call_b.begin_seq)):
+        return ""
+    after_a = _drained_by(model, df, grad_id, call_a.end_seq, call_b.begin_seq)
+    if after_a is None:
+        return ""
+    next_begin = (
+        df.backward_calls[call_b.index + 1].begin_seq
+        if call_b.index + 1 < len(df.backward_calls)
+        else int(model.seq.max()) + 1
+    )
+    after_b = _drained_by(model, df, grad_id, call_b.end_seq, next_begin)
+    if after_b is None:
+        return ""
+    # evidence of a sum: both drains write the same accumulator, or the parameter is updated
+    # only after the later one (the per-window gradients feed one update)
+    same_target = bool(_written_memory(model, df, after_a) & _written_memory(model, df, after_b))
+    end = int(model.seq.max()) + 1
+    if not same_target and not len(df.writes_between(leaf, int(model.seq[after_b]), end)):
+        return ""
+    kind = int(model.kind[after_a])
+    if kind == K[S.LAUNCH]:
+        return f"by the kernel `{model.kernel_name(after_a)}`"
+    if kind == K[S.COPY]:
+        return "by `wp.copy` out of `.grad`"
+    return "on the host, through `numpy()`"
+
+
+def _drained_by(model: Model, df: Dataflow, grad_id: int, after_seq: int, before_seq: int) -> int | None:
+    """The first event that reads the gradient after ``after_seq``, before it is cleared."""
+    rows = df.reads_between(grad_id, after_seq, before_seq)
+    for row in rows.tolist():
+        ev = int(df.acc_ev[row])
+        if model.phase[ev] != S.FORWARD or model.adjoint[ev]:
+            continue
+        if grad_cleared(model, df, grad_id, after_seq, int(model.seq[ev])):
+            return None
+        if model.kind[ev] in (K[S.LAUNCH], K[S.COPY], K[S.VALUE_READ]):
+            return ev
+    return None
+
+
+def _written_memory(model: Model, df: Dataflow, ev: int) -> set[tuple[int, int, int]]:
+    return {
+        memory_key(model, int(model.acc_array[row])) for row in access_rows(model, ev) if df.is_write[row]
+    }
+
+
+def _join_paths(paths: Iterable[str]) -> str:
+    return ", ".join(dict.fromkeys(paths))
 
 
 RULE = Rule((WT302,), check)
