@@ -15,6 +15,8 @@ _GRAD = re.compile(r"^#\s*grad:\s*(wrong|right)\s*$", re.M)
 # that changed in that version (e.g. copy adjoints accumulate from 1.17 on)
 _NUMERICS = re.compile(r"^#\s*check-numerics\s*$", re.M)
 _REQUIRES = re.compile(r"^#\s*requires-warp:\s*(\d+)\.(\d+)", re.M)
+# `# requires-module: torch`: the program needs an optional package (skipped without it)
+_REQUIRES_MODULE = re.compile(r"^#\s*requires-module:\s*([A-Za-z_][\w.]*)\s*$", re.M)
 _WRONG_BEFORE = re.compile(r"^#\s*grad-wrong-before:\s*(\d+)\.(\d+)", re.M)
 
 
@@ -27,10 +29,13 @@ class Program:
     wrong_before: tuple[int, int] | None = None
     requires_warp: tuple[int, int] = (0, 0)  # `# requires-warp: 1.15`: the program needs that Warp
     numerics: bool = False  # `# check-numerics`: recorded with numerics=True (WT5xx programs)
+    requires_module: str | None = None  # `# requires-module: torch`: an optional package it needs
 
     def skip_reason(self) -> str | None:
         import warp
 
+        if self.requires_module and importlib.util.find_spec(self.requires_module) is None:
+            return f"{self.name} needs {self.requires_module}, which is not installed"
         version = tuple(int(part) for part in warp.__version__.split(".")[:2])
         if version < self.requires_warp:
             return f"{self.name} needs warp-lang >= {self.requires_warp[0]}.{self.requires_warp[1]}"
@@ -67,6 +72,7 @@ def discover() -> list[Program]:
         grad = _GRAD.search(text)
         before = _WRONG_BEFORE.search(text)
         requires = _REQUIRES.search(text)
+        module = _REQUIRES_MODULE.search(text)
         programs.append(
             Program(
                 path=path,
@@ -76,6 +82,7 @@ def discover() -> list[Program]:
                 wrong_before=(int(before.group(1)), int(before.group(2))) if before else None,
                 requires_warp=(int(requires.group(1)), int(requires.group(2))) if requires else (0, 0),
                 numerics=bool(_NUMERICS.search(text)),
+                requires_module=module.group(1) if module else None,
             )
         )
     return programs

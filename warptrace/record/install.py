@@ -19,14 +19,17 @@ from types import ModuleType
 from typing import Any
 
 import warp._src.context as _context
+import warp._src.dlpack as _dlpack
+import warp._src.jax as _jax
 import warp._src.tape as _tape
+import warp._src.torch as _torch
 import warp._src.types as _types
 import warp._src.utils as _utils
 
 from warptrace.record import state
 from warptrace.record.numerics import wrap_factory
 from warptrace.record.session import Recorder
-from warptrace.record.wrap import allocation, capture, launch, memory, tape
+from warptrace.record.wrap import allocation, bridge, capture, launch, memory, tape
 from warptrace.record.wrap.common import ORIGINAL_ATTR
 from warptrace.trace.schema import SET_REQUIRES_GRAD, SET_RETAIN_GRAD
 
@@ -52,6 +55,12 @@ _FUNCTIONS: tuple[tuple[ModuleType, str, Callable[[Any], Any]], ...] = (
         (_utils, name, lambda original, name=name: memory.make_native(original, name))
         for name in memory.NATIVE_ROLES
     ),
+    (_torch, "to_torch", lambda f: bridge.make_export(f, "torch", with_grad=True)),
+    (_jax, "to_jax", lambda f: bridge.make_export(f, "jax", with_grad=False)),
+    (_dlpack, "to_dlpack", lambda f: bridge.make_export(f, "dlpack", with_grad=False)),
+    (_torch, "from_torch", lambda f: bridge.make_import(f, "torch")),
+    (_jax, "from_jax", lambda f: bridge.make_import(f, "jax")),
+    (_dlpack, "from_dlpack", lambda f: bridge.make_import(f, "dlpack")),
 )
 
 
@@ -76,6 +85,8 @@ def _class_patches() -> Iterator[tuple[type, str, Callable[[Any], Any]]]:
         lambda p: allocation.wrap_property(p, lambda f: allocation.make_flag_setter(f, SET_RETAIN_GRAD)),
     )
     yield array, "grad", lambda p: allocation.wrap_property(p, allocation.make_grad_setter)
+    yield array, "__array_interface__", lambda p: bridge.wrap_interface(p, "array_interface")
+    yield array, "__cuda_array_interface__", lambda p: bridge.wrap_interface(p, "cuda_array_interface")
     base = getattr(_types, "noncontiguous_array_base", None)
     if base is not None:
         yield base, "zero_", lambda f: memory.make_memset(f, zero=True)

@@ -34,7 +34,9 @@ import pyarrow as pa
 #      memory Warp did not allocate (wp.array(data=ndarray), assign(ndarray)) holds
 #      {"host": "read"|"write", "nbytes": n, "digest": 16 hex digits or null above the
 #      recorder's size cap} (HOST_DETAIL_KEYS); a copy's offsets stay in the same object.
-#      No new column: versions 1-3 read as traces without host digests.
+#      Event kind "bridge": memory shared with another framework (torch, JAX, DLPack, the
+#      array interface protocols) from that event on.
+#      No new column: versions 1-3 read as traces without host digests or bridges.
 SCHEMA_VERSION = 4
 SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4)
 
@@ -60,11 +62,12 @@ RECORD_FUNC = "record_func"  # a callable recorded on the tape (e.g. copy adjoin
 CAPTURE_BEGIN = "capture_begin"  # ref_id = graph id
 CAPTURE_END = "capture_end"  # ref_id = graph id
 CAPTURE_LAUNCH = "capture_launch"  # ref_id = graph id: replay of the captured events
+BRIDGE = "bridge"  # memory shared with another framework from here on (v3); detail: BRIDGE_* facts
 
 EVENT_KINDS = (
     LAUNCH, CMD_LAUNCH, COPY, MEMSET, NATIVE, VALUE_READ, SET_REQUIRES_GRAD, SET_RETAIN_GRAD,
     SET_GRAD, TAPE_CREATE, TAPE_ENTER, TAPE_EXIT, BACKWARD_BEGIN, BACKWARD_END, TAPE_ZERO,
-    TAPE_RESET, RECORD_FUNC, CAPTURE_BEGIN, CAPTURE_END, CAPTURE_LAUNCH,
+    TAPE_RESET, RECORD_FUNC, CAPTURE_BEGIN, CAPTURE_END, CAPTURE_LAUNCH, BRIDGE,
 )  # fmt: skip
 # In-memory integer code of each kind (its position in EVENT_KINDS): the recorder buffers
 # these and the analyzer compares against them; on disk the kind is the string.
@@ -79,6 +82,15 @@ BACKWARD = 1  # anything happening inside Tape.backward(): adjoint launches, los
 HOST_READ = "read"
 HOST_WRITE = "write"
 HOST_DETAIL_KEYS = ("host", "nbytes", "digest")
+
+# events.detail of a BRIDGE event (v3): {"framework": one of BRIDGE_FRAMEWORKS, "direction":
+# BRIDGE_EXPORT (a Warp array handed out: wp.to_torch, to_jax, to_dlpack / __dlpack__,
+# __array_interface__, __cuda_array_interface__; its accesses are reads) or BRIDGE_IMPORT
+# (a Warp array made over another framework's memory: from_torch, from_jax, from_dlpack;
+# accesses ROLE_NONE)}. The other framework may read or write that memory at any later time.
+BRIDGE_EXPORT = "export"
+BRIDGE_IMPORT = "import"
+BRIDGE_FRAMEWORKS = ("torch", "jax", "dlpack", "array_interface", "cuda_array_interface")
 
 # ---------------------------------------------------------------- access roles
 # accesses.role: what the event did to the memory of that array object.

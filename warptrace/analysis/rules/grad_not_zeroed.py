@@ -25,8 +25,8 @@ import numpy as np
 
 from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
-from warptrace.analysis.model import Model
-from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, finding, join_names
+from warptrace.analysis.model import K, Model
+from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, access_rows, finding, join_names
 from warptrace.trace import schema as S
 
 WT203 = RuleInfo(
@@ -54,7 +54,7 @@ def check(model: Model) -> list[Finding]:
         arg = str(model.acc_arg[arg_row]).removeprefix("adj_") if arg_row >= 0 else ""
         hits[(earlier_i, later_i)].append((grad_id, owner, update, arg))
 
-    findings = []
+    findings = _bridged_findings(model, df, set(hits))
     for (earlier_i, later_i), grads in hits.items():
         earlier, later = calls[earlier_i], calls[later_i]
         owners = [model.array_label(owner, arg) for _, owner, _, arg in grads]
@@ -188,6 +188,120 @@ def _read_after(model: Model, df: Dataflow, grad_id: int, later: BackwardCall) -
     for row in df.iter_reads(grad_id, later.begin_seq, stop):
         ev = int(df.acc_ev[row])
         if model.phase[ev] == S.FORWARD and int(df.ev_backward[ev]) < 0:
+            return True
+    return False
+
+
+# Frameworks with their own autograd: each backward hands them a gradient they accumulate.
+_AUTOGRAD_FRAMEWORKS = ("torch", "jax")
+
+
+def _shared_memory(model: Model, df: Dataflow) -> dict[int, list[tuple[int, int, int, int, str]]]:
+    """Allocation -> (seq, event, lo, hi, framework) of each bridge event sharing part of it."""
+    out: dict[int, list[tuple[int, int, int, int, str]]] = defaultdict(list)
+    for ev in np.nonzero(model.kind == K[S.BRIDGE])[0].tolist():
+        facts = model.detail(ev)
+        framework = str(facts.get("framework", "")) if isinstance(facts, dict) else ""
+        for row in access_rows(model, ev):
+            alloc = int(model.acc_alloc[row])
+            if alloc >= 0:
+                out[alloc].append(
+                    (int(model.seq[ev]), ev, int(df.acc_lo[row]), int(df.acc_hi[row]), framework)
+                )
+    return out
+
+
+def _first_share(
+    model: Model, shared: dict[int, list[tuple[int, int, int, int, str]]], array_id: int, before_seq: int
+) -> tuple[int, str] | None:
+    """(event, framework) of the first bridge sharing the array's memory before ``before_seq``."""
+    info = model.arrays.get(int(array_id))
+    if info is None or info.alloc_id < 0:
+        return None
+    lo, hi = info.hull
+    for seq, ev, s_lo, s_hi, framework in shared.get(info.alloc_id, ()):
+        if seq < before_seq and s_lo < hi and lo < s_hi:
+            return ev, framework
+    return None
+
+
+def _bridged_findings(model: Model, df: Dataflow, reported: set[tuple[int, int]]) -> list[Finding]:
+    """A gradient buffer shared with another framework, filled by consecutive backward calls with
+    nothing zeroing it in between: the other framework may read it after each call and gets the
+    running sum. Reported when the framework has its own autograd (it accumulates what each call
+    hands it), or the parameter was updated in between, or the parameter is shared as well (the
+    other framework may update it, invisibly)."""
+    shared = _shared_memory(model, df)
+    if not shared:
+        return []
+    calls = df.backward_calls
+    groups = df.fill_groups
+    cuts = groups.cuts.tolist()
+    hits: dict[tuple[int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
+    for g, first_row in enumerate(groups.first_row.tolist()):
+        if cuts[g + 1] - cuts[g] < 2:
+            continue
+        grad_id = int(model.acc_array[first_row])
+        owner = df.owner_of(grad_id)
+        call_indexes = groups.calls[cuts[g] : cuts[g + 1]].tolist()
+        for earlier_i, later_i in zip(call_indexes, call_indexes[1:]):
+            if (earlier_i, later_i) in reported:
+                continue
+            earlier, later = calls[earlier_i], calls[later_i]
+            share = _first_share(model, shared, grad_id, later.end_seq)
+            if share is None or df.zeroed_between(grad_id, earlier.end_seq, later.begin_seq):
+                continue
+            if share[1] not in _AUTOGRAD_FRAMEWORKS and not (
+                owner >= 0
+                and (
+                    _first_share(model, shared, owner, later.begin_seq) is not None
+                    or _updated(model, df, owner, earlier.end_seq, later.begin_seq)
+                )
+            ):
+                continue
+            hits[(earlier_i, later_i)].append((grad_id, owner, share[0], share[1]))
+    findings = []
+    for (earlier_i, later_i), grads in hits.items():
+        earlier, later = calls[earlier_i], calls[later_i]
+        labels = [
+            model.array_label(grad_id) or f"{model.array_label(owner)}.grad" for grad_id, owner, _, _ in grads
+        ]
+        share_ev, framework = grads[0][2], grads[0][3]
+        previous = (
+            "this same call, one iteration earlier"
+            if earlier.site == later.site
+            else f"line {model.location(earlier.site).line}"
+        )
+        findings.append(
+            finding(
+                WT203,
+                Severity.ERROR,
+                f"this backward adds into {join_names(labels)}, which still holds the gradient of the previous "
+                f"backward ({previous}) and is shared with {framework} (line {model.event_location(share_ev).line}), "
+                "which may read it after each backward, invisibly to warptrace: nothing zeroed it in between, "
+                f"so each call hands {framework} the sum of all previous gradients",
+                model.location(later.site, "backward"),
+                related=[
+                    model.location(earlier.site, "previous backward"),
+                    model.event_location(share_ev, f"shared with {framework}"),
+                ],
+                evidence={
+                    "first_seq": later.begin_seq,
+                    "backward_seqs": [earlier.begin_seq, later.begin_seq],
+                    "grad_array_ids": sorted({g for g, _, _, _ in grads}),
+                    "framework": framework,
+                },
+                key=(later.site,),
+            )
+        )
+    return findings
+
+
+def _updated(model: Model, df: Dataflow, owner: int, after_seq: int, before_seq: int) -> bool:
+    """Whether the owner's memory was written outside any tape recording in the window."""
+    for row in df.writes_between(owner, after_seq, before_seq).tolist():
+        ev = int(df.acc_ev[row])
+        if not model.recorded[ev] and model.phase[ev] == S.FORWARD and model.parent[ev] < 0:
             return True
     return False
 

@@ -109,7 +109,11 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             src_st = array_state(rec, src)
             dest_st = array_state(rec, dest)
             if detail is None and parent < 0 and src_st[2] in rec.ident.external:
-                detail = _host_write(src)
+                ts.guard += 1  # reading the source's array interface is ours, not the program's
+                try:
+                    detail = _host_write(src)
+                finally:
+                    ts.guard -= 1
             rec.row(
                 ts.thread, _COPY, tape_id, ctx[4], ts.phase, False, graph < 0, site,
                 parent if parent >= 0 else ts.parent, -1, graph, None, detail,
