@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import warnings
 import weakref
 from bisect import bisect_left, bisect_right
 from typing import Any, Protocol
@@ -275,9 +276,10 @@ class Identity:
         external allocation that the owner then only partly overlaps.
         """
         found = 0
-        for obj in gc.get_objects():
-            if not isinstance(obj, _warp_array):
-                continue
+        with warnings.catch_warnings():  # isinstance() on lazy module proxies (torch) may warn
+            warnings.simplefilter("ignore")
+            candidates = [obj for obj in gc.get_objects() if isinstance(obj, _warp_array)]
+        for obj in candidates:
             try:
                 ptr = obj.ptr
                 if ptr is None or obj.deleter is None or getattr(obj, "_ref", None) is not None:

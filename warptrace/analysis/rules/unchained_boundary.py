@@ -62,9 +62,10 @@ def check(model: Model) -> list[Finding]:
         if not seeded_grads:
             continue  # a hand-seeded backward is what makes a checkpoint boundary
         boundary = _boundary(model, df, epoch_a, epoch_b, call_b)
-        boundary += [
+        through_host = [
             pair for pair in _host_boundary(model, df, epoch_a, epoch_b, call_b) if pair not in boundary
         ]
+        boundary += through_host
         if not boundary:
             continue
         status = {}
@@ -79,14 +80,22 @@ def check(model: Model) -> list[Finding]:
         seeded_labels = [array_label(model, a) for a, _ in explicit]
         missing_labels = [array_label(model, a) for a, _ in missing]
         later_labels = [array_label(model, b) for _, b in missing]
+        host_note = ""
+        host_missing = [b for pair in missing if pair in through_host for b in pair[1:]]
+        if host_missing:
+            read_ev = df.host_restored[host_missing[0]][1]
+            host_note = (
+                f", restored from the host copy taken at line {model.event_location(read_ev).line}: the link "
+                "between the segments is the content of that copy"
+            )
         seed_events = [ev for ev, _grad, _owner, _src in df.seeds(call_a) if ev != call_a.begin_ev]
         related = [model.event_location(ev, "seed") for ev in seed_events[:3]]
         related.append(model.location(call_b.site, "later segment's backward"))
         message = (
             f"this backward of a replayed segment is seeded with the adjoint of {join_names(seeded_labels)} from "
             f"the later segment's backward (line {model.location(call_b.site).line}) but not with that of "
-            f"{join_names(missing_labels)}, which the later segment read (as {join_names(later_labels)}): the gradient "
-            "through it is dropped at this boundary"
+            f"{join_names(missing_labels)}, which the later segment read (as {join_names(later_labels)}{host_note}): "
+            "the gradient through it is dropped at this boundary"
         )
         findings.append(
             finding(

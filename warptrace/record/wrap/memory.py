@@ -108,7 +108,12 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             tape_id = current_tape(rec, ts)
             src_st = array_state(rec, src)
             dest_st = array_state(rec, dest)
-            if detail is None and parent < 0 and src_st[2] in rec.ident.external:
+            if (
+                detail is None
+                and parent < 0
+                and src_st[2] in rec.ident.external
+                and getattr(src, "deleter", None) is None  # not Warp memory made before start()
+            ):
                 ts.guard += 1  # reading the source's array interface is ours, not the program's
                 try:
                     detail = _host_write(src)

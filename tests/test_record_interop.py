@@ -1,0 +1,126 @@
+"""Host round trips carry content digests; bridges to other frameworks are events."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import warp as wp
+
+import warptrace
+from tests.test_record_common import DEVICE, Trace
+from warptrace.record.wrap import hostdata
+from warptrace.trace.schema import FLAG_GRAD, ROLE_NONE, ROLE_READ
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture
+def trace_path(tmp_path):
+    yield tmp_path / "run.wtrace"
+    warptrace.stop()
+
+
+def _line(marker: str) -> int:
+    for number, text in enumerate(Path(__file__).read_text().splitlines(), start=1):
+        if text.rstrip().endswith(f"# {marker}"):
+            return number
+    raise AssertionError(marker)
+
+
+def _facts(event: dict) -> dict:
+    return json.loads(event["detail"]) if event["detail"] else {}
+
+
+def test_a_host_checkpoint_and_its_restore_carry_the_same_digest(trace_path):
+    warptrace.start(trace_path)
+    x = wp.array(np.linspace(0.0, 1.0, 6), dtype=float, device=DEVICE, requires_grad=True)
+    saved = x.numpy().copy()  # site:save
+    y = wp.array(saved, dtype=float, device=DEVICE, requires_grad=True)  # site:restore
+    y.grad.assign(np.full(6, 2.0, dtype=np.float32))  # site:seed
+    warptrace.stop()
+    t = Trace(trace_path)
+    (read,) = [e for e in t.of_kind("value_read") if t.site_line(e) == _line("site:save")]
+    (restore,) = [e for e in t.of_kind("copy") if t.site_line(e) == _line("site:restore")]
+    (seed,) = [e for e in t.of_kind("copy") if t.site_line(e) == _line("site:seed")]
+    assert _facts(read)["host"] == "read" and _facts(restore)["host"] == "write"
+    assert _facts(read)["digest"] == _facts(restore)["digest"] and _facts(read)["nbytes"] == 24
+    assert _facts(seed)["digest"] != _facts(read)["digest"]
+    assert t.access(seed["seq"], "dest")["flags"] & FLAG_GRAD
+
+
+def test_a_copy_between_warp_arrays_is_not_a_host_transfer(trace_path):
+    before = wp.array([1.0, 2.0], dtype=float, device=DEVICE)
+    warptrace.start(trace_path)
+    x = wp.zeros(2, dtype=float, device=DEVICE)
+    y = wp.zeros(2, dtype=float, device=DEVICE)
+    wp.copy(x, before)  # Warp memory made before start()
+    wp.copy(y, x)
+    y.assign(x.numpy())  # on the CPU a view of x: a device copy
+    warptrace.stop()
+    assert all("host" not in _facts(e) for e in Trace(trace_path).of_kind("copy"))
+
+
+def test_transfers_above_the_cap_get_no_digest(trace_path, monkeypatch):
+    monkeypatch.setattr(hostdata, "DIGEST_MAX_BYTES", 8)
+    warptrace.start(trace_path)
+    x = wp.array(np.arange(4.0), dtype=float, device=DEVICE)
+    x.numpy()
+    warptrace.stop()
+    (read,) = Trace(trace_path).of_kind("value_read")
+    assert _facts(read) == {"host": "read", "nbytes": 16, "digest": None}
+
+
+def test_dlpack_and_array_interface_exports_are_bridge_events(trace_path):
+    warptrace.start(trace_path)
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, device=DEVICE, requires_grad=True)
+    view = np.from_dlpack(x.grad)  # site:dlpack
+    host = np.asarray(x)  # site:interface
+    x.numpy()  # warptrace's and Warp's own interface reads are not exports
+    warptrace.stop()
+    assert view.shape == host.shape == (3,)
+    t = Trace(trace_path)
+    bridges = t.of_kind("bridge")
+    assert [(t.site_line(e), _facts(e)) for e in bridges] == [
+        (_line("site:dlpack"), {"framework": "dlpack", "direction": "export"}),
+        (_line("site:interface"), {"framework": "array_interface", "direction": "export"}),
+    ]
+    (grad_row,) = t.access_rows(bridges[0]["seq"])
+    assert grad_row["role"] == ROLE_READ and t.arrays[grad_row["array_id"]]["grad_of"] >= 0
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed (the DLPack tests cover the mechanism)")
+def test_torch_exports_share_the_grad_and_imports_are_marked(trace_path):
+    import torch
+
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, device=DEVICE, requires_grad=True)
+    warptrace.start(trace_path)
+    t_x = wp.to_torch(x)  # site:to_torch
+    back = wp.from_torch(torch.ones(3))  # site:from_torch
+    warptrace.stop()
+    assert t_x.grad is not None and back.shape == (3,)
+    t = Trace(trace_path)
+    export, imported = t.of_kind("bridge")
+    assert t.site_line(export) == _line("site:to_torch") and _facts(export)["framework"] == "torch"
+    rows = t.access_rows(export["seq"])
+    assert sorted(bool(r["flags"] & FLAG_GRAD) for r in rows) == [False, True]
+    assert all(r["role"] == ROLE_READ for r in rows)
+    assert t.site_line(imported) == _line("site:from_torch") and _facts(imported)["direction"] == "import"
+    assert all(r["role"] == ROLE_NONE for r in t.access_rows(imported["seq"]))
+
+
+def test_results_are_unchanged_by_the_bridge_wrappers(trace_path):
+    def program() -> tuple[np.ndarray, np.ndarray]:
+        x = wp.array(np.arange(5.0), dtype=float, device=DEVICE, requires_grad=True)
+        shared = np.from_dlpack(x)
+        copy = wp.array(x.numpy().copy() * 2.0, dtype=float, device=DEVICE)
+        return np.array(shared), copy.numpy()
+
+    plain = program()
+    warptrace.start(trace_path)
+    traced = program()
+    warptrace.stop()
+    assert all(np.array_equal(a, b) for a, b in zip(plain, traced))
