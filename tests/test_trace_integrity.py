@@ -311,3 +311,12 @@ def test_incomplete_trace_with_a_duplicated_part_is_refused(trace, capsys):
     shutil.copy(parts[0], copy)
     assert main(["analyze", str(trace)]) == 2
     assert f"{copy}: is a copy of part 0" in capsys.readouterr().err
+
+
+def test_version_2_traces_stay_readable(trace):
+    """Schema 3 added host-transfer facts in events.detail and the bridge kind, no column."""
+    meta = _meta(trace)
+    meta["schema_version"] = 2
+    _write_meta(trace, meta)
+    assert read_trace(trace).meta["schema_version"] == 2
+    assert not warptrace.analyze(trace).findings
