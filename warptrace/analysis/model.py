@@ -331,6 +331,13 @@ class Model:
         except ValueError:
             return None
 
+    def detail_texts(self, evs: np.ndarray) -> list[str | None]:
+        """The raw ``detail`` JSON text of each event of ``evs`` (None where absent), in one pass."""
+        if len(evs) == 0:
+            return []
+        texts: list[str | None] = self._detail.take(pa.array(np.asarray(evs, dtype=np.int64))).to_pylist()
+        return texts
+
     def events_of_kind(self, *kinds: str) -> np.ndarray:
         codes = [K[k] for k in kinds]
         return np.nonzero(np.isin(self.kind, codes))[0]

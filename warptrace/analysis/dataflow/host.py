@@ -11,6 +11,7 @@ events' ``detail`` (see :mod:`warptrace.record.wrap.hostdata`).
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 
 import numpy as np
@@ -33,8 +34,13 @@ class HostLinks(Provenance):
         candidates = np.nonzero((m.kind == K[S.COPY]) | (m.kind == K[S.VALUE_READ]))[0]
         latest: dict[tuple[str, int], int] = {}
         links: dict[int, int] = {}
-        for ev in candidates.tolist():
-            facts = m.detail(ev)
+        for ev, text in zip(candidates.tolist(), m.detail_texts(candidates)):
+            if not text or '"host"' not in text:
+                continue
+            try:
+                facts = json.loads(text)
+            except ValueError:
+                continue
             if not isinstance(facts, dict):
                 continue
             digest = facts.get("digest")

@@ -30,7 +30,7 @@ def digest_of(values: Any) -> tuple[int, str | None]:
         return nbytes, None
     if not data.flags.c_contiguous:
         data = np.ascontiguousarray(data)
-    return nbytes, hashlib.blake2b(data.reshape(-1).view(np.uint8), digest_size=8).hexdigest()
+    return nbytes, hashlib.blake2b(data.reshape(-1).view(np.uint8).data, digest_size=8).hexdigest()
 
 
 def host_detail(direction: str, values: Any, extra: dict[str, Any] | None = None) -> str:
