@@ -19,7 +19,6 @@ Findings are grouped by root cause (the user line to change) with a count.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 
 import numpy as np
@@ -135,31 +134,50 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
     rebinding) or through untaped copies and host round trips (``wp.copy``, ``wp.array(x.numpy())``)."""
     reader_epoch = df.ev_epoch[df.edge_reader_ev]
     writer_epoch = df.ev_epoch[df.edge_writer_ev]
-    pairs: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
-    cross = np.nonzero((reader_epoch >= 0) & (writer_epoch >= 0) & (reader_epoch != writer_epoch))[0]
-    for edge in cross.tolist():
-        pairs[(int(writer_epoch[edge]), int(reader_epoch[edge]))].append(
-            (int(df.edge_writer_ev[edge]), int(df.edge_reader_ev[edge]), int(df.edge_reader[edge]))
-        )
     writers = df.edge_writer_ev
+    cross = np.nonzero((reader_epoch >= 0) & (writer_epoch >= 0) & (reader_epoch != writer_epoch))[0]
+    columns = [
+        writer_epoch[cross],
+        reader_epoch[cross],
+        writers[cross],
+        df.edge_reader_ev[cross],
+        df.edge_reader[cross],
+    ]
     transfer = (
         (model.kind[writers] == K[S.COPY])
         & ~model.recorded[writers]
         & (model.phase[writers] == S.FORWARD)
         & (model.parent[writers] < 0)
     )
-    carried: dict[int, set[int]] = {}
-    for edge in np.nonzero((reader_epoch >= 0) & transfer)[0].tolist():
-        writer = int(writers[edge])
-        if writer not in carried:
-            carried[writer] = df.carried_writers(writer)
-        b_uid = int(reader_epoch[edge])
-        for source in carried[writer]:
-            a_uid = int(df.ev_epoch[source])
-            if a_uid >= 0 and a_uid != b_uid:
-                pairs[(a_uid, b_uid)].append(
-                    (source, int(df.edge_reader_ev[edge]), int(df.edge_reader[edge]))
-                )
+    via = np.nonzero((reader_epoch >= 0) & transfer)[0]
+    if len(via):
+        carried: dict[int, list[int]] = {}
+        extra: list[tuple[int, int, int, int, int]] = []
+        for writer, reader_ev, reader_row, b_uid in zip(
+            writers[via].tolist(),
+            df.edge_reader_ev[via].tolist(),
+            df.edge_reader[via].tolist(),
+            reader_epoch[via].tolist(),
+        ):
+            if writer not in carried:
+                carried[writer] = sorted(df.carried_writers(writer))
+            for source in carried[writer]:
+                a_uid = int(df.ev_epoch[source])
+                if a_uid >= 0 and a_uid != b_uid:
+                    extra.append((a_uid, b_uid, source, reader_ev, reader_row))
+        if extra:
+            added = np.asarray(extra, dtype=np.int64).T
+            columns = [np.concatenate([column, more]) for column, more in zip(columns, added)]
+    pairs: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    if not len(columns[0]):
+        return pairs
+    order = np.lexsort((columns[1], columns[0]))
+    a_col, b_col, w_col, r_col, row_col = (column[order] for column in columns)
+    cuts = np.nonzero((np.diff(a_col) != 0) | (np.diff(b_col) != 0))[0] + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(a_col)]):
+        pairs[(int(a_col[lo]), int(b_col[lo]))] = list(
+            zip(w_col[lo:hi].tolist(), r_col[lo:hi].tolist(), row_col[lo:hi].tolist())
+        )
     return pairs
 
 

@@ -252,14 +252,18 @@ def _host_boundary(
     if not own_a:
         return []
     # when A's checkpoint was read: the latest value read A's restored inputs came from
+    rows, _ = df.rows_of_events(np.asarray(epoch_a.events, dtype=np.int64))
+    rows = rows[df.is_read[rows]]
+    ids = model.acc_array[rows]
+    hits = np.unique(ids[np.isin(ids, np.fromiter(restored, dtype=np.int64, count=len(restored)))])
+    if not len(hits):
+        return []
     start = -1
     epoch_set = set(epoch_a.events)
-    for ev in epoch_a.events:
-        for row in access_rows(model, ev):
-            if df.is_read[row]:
-                origin = restored.get(int(model.acc_array[row]))
-                if origin is not None and origin[0] not in epoch_set:
-                    start = max(start, origin[1])
+    for array_id in hits.tolist():
+        origin = restored[array_id]
+        if origin[0] not in epoch_set:
+            start = max(start, origin[1])
     if start < 0:
         return []
     objective_b = df.objective_events(call_b)
