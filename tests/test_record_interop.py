@@ -48,6 +48,7 @@ def test_a_host_checkpoint_and_its_restore_carry_the_same_digest(trace_path):
     (seed,) = [e for e in t.of_kind("copy") if t.site_line(e) == _line("site:seed")]
     assert _facts(read)["host"] == "read" and _facts(restore)["host"] == "write"
     assert _facts(read)["digest"] == _facts(restore)["digest"] and _facts(read)["nbytes"] == 24
+    assert _facts(read)["view"] is True  # numpy() of a CPU array shares its memory
     assert _facts(seed)["digest"] != _facts(read)["digest"]
     assert t.access(seed["seq"], "dest")["flags"] & FLAG_GRAD
 
@@ -71,7 +72,7 @@ def test_transfers_above_the_cap_get_no_digest(trace_path, monkeypatch):
     x.numpy()
     warptrace.stop()
     (read,) = Trace(trace_path).of_kind("value_read")
-    assert _facts(read) == {"host": "read", "nbytes": 16, "digest": None}
+    assert _facts(read) == {"view": True, "host": "read", "nbytes": 16, "digest": None}
 
 
 def test_dlpack_and_array_interface_exports_are_bridge_events(trace_path):

@@ -78,7 +78,9 @@ FORWARD = 0
 BACKWARD = 1  # anything happening inside Tape.backward(): adjoint launches, loss seed, ...
 
 # events.detail of host transfers (v3): "host" is HOST_READ or HOST_WRITE, "nbytes" the bytes
-# transferred, "digest" a 64-bit BLAKE2b of them as 16 hex digits (null above the size cap).
+# transferred, "digest" a 64-bit BLAKE2b of them as 16 hex digits (null above the size cap);
+# a read whose result is a zero-copy view of the array (numpy() on the CPU) adds "view": true:
+# the host shares that memory from then on.
 HOST_READ = "read"
 HOST_WRITE = "write"
 HOST_DETAIL_KEYS = ("host", "nbytes", "digest")

@@ -3,7 +3,8 @@ the array later made or assigned from it.
 
 A value read (``numpy()``) and a copy from host memory Warp did not allocate (the copy
 behind ``wp.array(data=ndarray)`` and ``a.assign(ndarray)``) carry, in the event's
-``detail``, ``{"host": "read"|"write", "nbytes": n, "digest": hex}``: a 64-bit BLAKE2b of
+``detail``, ``{"host": "read"|"write", "nbytes": n, "digest": hex}`` (a read that returned a
+zero-copy view of the array, as ``numpy()`` does on the CPU, adds ``"view": true``): a 64-bit BLAKE2b of
 the bytes transferred. The analyzer links a host write to the latest earlier host read
 with the same digest (:mod:`warptrace.analysis.dataflow.host`). Digests are computed
 only for these transfers and only up to :data:`DIGEST_MAX_BYTES` (above it the detail

@@ -240,7 +240,9 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
             detail = None
             if isinstance(result, np.ndarray):
                 try:
-                    detail = host_detail("read", result)
+                    # on the CPU numpy() is a zero-copy view: the host may write the array through it
+                    view = result.size > 0 and result.ctypes.data == getattr(self, "ptr", None)
+                    detail = host_detail("read", result, {"view": True} if view else None)
                 except Exception:
                     detail = None
             rec.row(ts.thread, _VALUE_READ, tape_id, False, ts.phase, False, True, site, ts.parent, st[1], -1,
