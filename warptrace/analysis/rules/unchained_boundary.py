@@ -261,9 +261,9 @@ def _host_boundary(
     start = -1
     epoch_set = set(epoch_a.events)
     for array_id in hits.tolist():
-        origin = restored[array_id]
-        if origin[0] not in epoch_set:
-            start = max(start, origin[1])
+        write_ev, read_ev = restored[array_id]
+        if write_ev not in epoch_set:
+            start = max(start, read_ev)
     if start < 0:
         return []
     objective_b = df.objective_events(call_b)
