@@ -9,9 +9,10 @@ syntax facts the kernel-source rules (WT401-WT408) are built on; see
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from warptrace.kernel_source.syntax import call_name, parse_function, root_name, text_of
+from warptrace.kernel_source import guards, local_flow
+from warptrace.kernel_source.syntax import call_name, names_in, parse_function, root_name, text_of
 
 __all__ = [
     "AdjointAssign",
@@ -43,6 +44,11 @@ class FunctionSource:
     line: int  # absolute line of the `def` (-1 unknown)
     source: str  # source text starting with the decorators
     of: str = ""  # for FUNC_GRAD / FUNC_REPLAY: the key of the function it belongs to
+    # Integer values of the global/closure names the function refers to (``N = wp.constant(8)``):
+    # Warp evaluates them when it decides whether a ``range(N)`` loop is unrolled.
+    constants: tuple[tuple[str, int], ...] = ()
+    # The module option ``max_unroll`` the kernel is compiled with (callees inherit it).
+    max_unroll: int = 16
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,15 @@ class Loop:
     trip_count: int | None  # known from integer literals in range(...), else None
     assigned: tuple[str, ...]  # local names (re)bound in the body, sorted
     parent: int  # line of the enclosing loop, -1
+    # Warp unrolls it: ``range(...)`` (the builtin name) with constant bounds, a trip count up to
+    # ``max_unroll`` (any count when the body holds ``wp.static``), no ``break``. Every other loop
+    # is dynamic: the adjoint replays each iteration's body from the locals' final values.
+    unrolled: bool = False
+    # Locals carried from one iteration to the next (read in the body before the body assigns
+    # them) whose update is not purely additive (``p *= x``, ``y = f(y)``, ``s = s * a + b``): in a
+    # dynamic loop their adjoint uses the final value instead of each iteration's.
+    carried: tuple[str, ...] = ()
+    carried_lines: tuple[int, ...] = ()  # per carried local, the first non-additive use
 
 
 @dataclass(frozen=True)
@@ -86,6 +101,7 @@ class AugAssign:
     root: str  # root name of the target
     value: str
     loop: int  # innermost enclosing loop line, -1
+    names: tuple[str, ...] = ()  # names the value reads (plus the target's root)
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,12 @@ class ComponentAssign:
     component: str  # "[0]", ".x", "[i, j]"
     op: str
     loop: int
+    # What happened to the local before this assignment, in statement order since its last
+    # whole-value assignment: "assigned" (the same component was assigned already, or this
+    # assignment is repeated by a loop over a component that does not follow the loop
+    # variable), "read" (the local was read), or "".
+    previous: str = ""
+    previous_line: int = -1
 
 
 @dataclass(frozen=True)
@@ -111,6 +133,10 @@ class Select:
     condition: str
     operands: tuple[str, ...]
     operand_calls: tuple[tuple[str, ...], ...]  # call names inside each operand (sorted)
+    # per operand, the unguarded operations that can give a non-finite value or adjoint:
+    # "exp", "log", "sqrt", "pow", "/", ... (see :func:`_hazards`)
+    hazards: tuple[tuple[str, ...], ...] = ()
+    operand_names: tuple[tuple[str, ...], ...] = ()  # names each operand reads
 
 
 @dataclass(frozen=True)
@@ -123,6 +149,13 @@ class Call:
     args: tuple[str, ...]
     result_used: bool  # False when the call is a statement of its own
     loop: int
+    arg_names: tuple[tuple[str, ...], ...] = ()  # names read by each positional argument
+    # the first argument cannot be zero by construction: ``wp.max(x, eps)``, ``x + eps``,
+    # ``wp.clamp(x, lo, hi)`` with a nonzero bound, a nested ``wp.where``/``wp.select``
+    arg_guarded: bool = False
+    # names tested by the enclosing ``if``/``while`` conditions and by earlier early exits
+    # (``if d < eps: return``) in the enclosing blocks
+    guards: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +177,10 @@ class Comparison:
     line: int
     text: str
     loop: int
+    # used as a value (``float(x > 0)``, ``s = a < b``), not only as a branch condition (an
+    # ``if``/``while`` test, a ``wp.where``/``wp.select`` condition, a conditional expression test)
+    as_value: bool = False
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -193,6 +230,9 @@ class FunctionFacts:
     adjoint_assigns: tuple[AdjointAssign, ...] = ()
     atomics: tuple[AtomicCall, ...] = ()
     lines: tuple[int, int] = field(default=(-1, -1))  # absolute (first, last) line of the source
+    # def-use of locals: each name assigned in the body with the names its values are computed
+    # from (every assignment, flow-insensitive), to tell which parameters a value depends on
+    deps: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 _ARRAY_ANNOTATIONS = ("array", "indexedarray", "fabricarray", "indexedfabricarray")
@@ -210,10 +250,18 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
         return FunctionFacts(
             function.role, function.name, function.file, function.line, function.of, False, function.source
         )
-    collector = _Collector(tree, function.line)
+    collector = _Collector(tree, function.line, dict(function.constants), function.max_unroll)
     collector.block(tree.body, -1)
     first = collector.absolute(tree) - (tree.lineno - 1)
     n_lines = len(function.source.splitlines())
+    history = local_flow.component_history(tree)
+    offset = collector.absolute(tree) - tree.lineno
+    components = []
+    for item in collector.components:
+        previous = history.get((item.line - offset, item.local, item.component))
+        if previous is not None:
+            item = replace(item, previous=previous[0], previous_line=previous[1] + offset)
+        components.append(item)
     return FunctionFacts(
         role=function.role,
         name=function.name,
@@ -227,7 +275,7 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
         statements=tuple(collector.statements),
         loops=tuple(collector.loops),
         aug_assigns=tuple(collector.aug_assigns),
-        component_assigns=tuple(collector.components),
+        component_assigns=tuple(components),
         selects=tuple(collector.selects),
         calls=tuple(collector.calls),
         divisions=tuple(collector.divisions),
@@ -235,6 +283,7 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
         adjoint_assigns=tuple(collector.adjoint_assigns),
         atomics=tuple(collector.atomics),
         lines=(first, first + n_lines - 1),
+        deps=local_flow.local_deps(tree),
     )
 
 
@@ -245,22 +294,59 @@ def _is_array_annotation(node: ast.expr | None) -> bool:
     return call_name(target) in _ARRAY_ANNOTATIONS
 
 
-def _range_bounds(node: ast.expr) -> tuple[tuple[str, ...], int | None]:
+def _range_bounds(node: ast.expr, constants: dict[str, int]) -> tuple[tuple[str, ...], int | None]:
+    """The ``range(...)`` argument texts and the trip count when every bound is an integer
+    literal or a name the recorder resolved to an integer (``wp.constant``, a module int)."""
     if not isinstance(node, ast.Call) or call_name(node.func) != "range" or node.keywords:
         return (), None
     bounds = tuple(text_of(a) for a in node.args)
-    values = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
-    if len(values) != len(node.args) or not 1 <= len(values) <= 3:
+    values = [_integer(a, constants) for a in node.args]
+    if any(v is None for v in values) or not 1 <= len(values) <= 3:
         return bounds, None
-    return bounds, len(range(*values))
+    try:
+        return bounds, len(range(*values))  # type: ignore[arg-type]
+    except ValueError:  # range(0, 4, 0)
+        return bounds, None
+
+
+def _integer(node: ast.expr, constants: dict[str, int]) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _integer(node.operand, constants)
+        return -value if value is not None else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    return None
+
+
+def _unrolled(node: ast.For, trips: int | None, max_unroll: int) -> bool:
+    """Warp's decision (``Adjoint.get_unroll_range``): the builtin name ``range`` with constant
+    bounds, no ``break``, and a trip count up to ``max_unroll`` unless the body holds
+    ``wp.static`` (then always unrolled)."""
+    if trips is None or not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, ast.Name):
+        return False
+    if any(isinstance(n, ast.Call) and call_name(n.func) == "static" for n in ast.walk(node)):
+        return True
+    if any(isinstance(n, ast.Break) for s in node.body for n in ast.walk(s)):
+        return False
+    return trips <= max_unroll
 
 
 class _Collector:
     """One pass over a function body collecting every fact list."""
 
-    def __init__(self, tree: ast.FunctionDef, def_line: int) -> None:
+    def __init__(
+        self, tree: ast.FunctionDef, def_line: int, constants: dict[str, int], max_unroll: int
+    ) -> None:
         self.def_lineno = tree.lineno
         self.def_line = def_line
+        self.constants = constants
+        self.max_unroll = max_unroll
+        self.assigned = names_assigned(tree)
+        # names tested by enclosing if/while conditions and earlier early exits (see Call.guards)
+        self.guard_stack: list[set[str]] = []
+        self.conditions: set[int] = set()  # ids of comparisons used only as branch conditions
         self.params = {a.arg for a in tree.args.args}
         self.array_params = {a.arg for a in tree.args.args if _is_array_annotation(a.annotation)}
         self.statements: list[Statement] = []
@@ -281,8 +367,27 @@ class _Collector:
         return self.def_line + lineno - self.def_lineno
 
     def block(self, body: list[ast.stmt], loop: int) -> None:
+        pushed = 0
         for stmt in body:
             self.stmt(stmt, loop)
+            if isinstance(stmt, ast.If) and _exits(stmt.body):
+                # `if d < eps: return`: what follows in this block runs only when the test failed
+                self.guard_stack.append(names_in(stmt.test))
+                pushed += 1
+        if pushed:
+            del self.guard_stack[-pushed:]
+
+    def mark_conditions(self, test: ast.expr) -> None:
+        """Comparisons of a branch condition (through ``and``/``or``/``not``)."""
+        nodes = [test]
+        while nodes:
+            node = nodes.pop()
+            if isinstance(node, ast.Compare):
+                self.conditions.add(id(node))
+            elif isinstance(node, ast.BoolOp):
+                nodes.extend(node.values)
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                nodes.append(node.operand)
 
     def stmt(self, node: ast.stmt, loop: int) -> None:
         line = self.absolute(node)
@@ -301,14 +406,20 @@ class _Collector:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 self.assign_target(target, "=", line, loop)
+        if isinstance(node, ast.If):
+            self.mark_conditions(node.test)
         # expressions of this statement (not of nested statements)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.expr(child, loop, used=not isinstance(node, ast.Expr))
+        if isinstance(node, ast.If):
+            self.guard_stack.append(names_in(node.test))
         for name in ("body", "orelse", "finalbody"):
             nested = getattr(node, name, None)
             if isinstance(nested, list) and nested and isinstance(nested[0], ast.stmt):
                 self.block(nested, loop)
+        if isinstance(node, ast.If):
+            self.guard_stack.pop()
 
     def loop(self, node: ast.For | ast.While, line: int, end: int, parent: int) -> None:
         assigned = sorted(
@@ -319,8 +430,11 @@ class _Collector:
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
             }
         )
+        carried, carried_lines = local_flow.carried_state(node)
+        offset = line - node.lineno
+        carried_at = tuple(n + offset for n in carried_lines)
         if isinstance(node, ast.For):
-            bounds, trips = _range_bounds(node.iter)
+            bounds, trips = _range_bounds(node.iter, self.constants)
             self.loops.append(
                 Loop(
                     line,
@@ -332,13 +446,24 @@ class _Collector:
                     trips,
                     tuple(assigned),
                     parent,
+                    _unrolled(node, trips, self.max_unroll),
+                    carried,
+                    carried_at,
                 )
             )
             self.expr(node.iter, parent, used=True)
+            self.block(node.body, line)
         else:
-            self.loops.append(Loop(line, end, "while", "", "", (), None, tuple(assigned), parent))
+            self.loops.append(
+                Loop(
+                    line, end, "while", "", "", (), None, tuple(assigned), parent, False, carried, carried_at
+                )
+            )
+            self.mark_conditions(node.test)
             self.expr(node.test, line, used=True)
-        self.block(node.body, line)
+            self.guard_stack.append(names_in(node.test))
+            self.block(node.body, line)
+            self.guard_stack.pop()
         self.block(node.orelse, parent)
 
     def target_kind(self, target: ast.expr) -> str:
@@ -364,8 +489,9 @@ class _Collector:
         op = _OPS.get(type(node.op), "?=")
         root = root_name(node.target) or ""
         kind = self.target_kind(node.target)
+        names = tuple(sorted(names_in(node.value) | ({root} if root else set())))
         self.aug_assigns.append(
-            AugAssign(line, op, text_of(node.target), kind, root, text_of(node.value), loop)
+            AugAssign(line, op, text_of(node.target), kind, root, text_of(node.value), loop, names)
         )
         if op == "/=":
             self.divisions.append(Division(line, op, text_of(node.target), text_of(node.value), loop))
@@ -398,17 +524,18 @@ class _Collector:
                     Division(self.absolute(sub), op, text_of(sub.left), text_of(sub.right), loop)
                 )
             elif isinstance(sub, ast.Compare):
-                self.comparisons.append(Comparison(self.absolute(sub), text_of(sub), loop))
-            elif isinstance(sub, ast.IfExp):
-                self.selects.append(
-                    Select(
+                self.comparisons.append(
+                    Comparison(
                         self.absolute(sub),
-                        "ifexp",
-                        text_of(sub.test),
-                        (text_of(sub.body), text_of(sub.orelse)),
-                        (_calls_in(sub.body), _calls_in(sub.orelse)),
+                        text_of(sub),
+                        loop,
+                        id(sub) not in self.conditions,
+                        tuple(sorted(names_in(sub))),
                     )
                 )
+            elif isinstance(sub, ast.IfExp):
+                self.mark_conditions(sub.test)
+                self.selects.append(self.select(sub, "ifexp", sub.test, (sub.body, sub.orelse)))
 
     def call(self, node: ast.Call, loop: int, used: bool) -> None:
         line = self.absolute(node)
@@ -416,20 +543,42 @@ class _Collector:
         args = tuple(text_of(a) for a in node.args) + tuple(
             f"{k.arg}={text_of(k.value)}" if k.arg else f"**{text_of(k.value)}" for k in node.keywords
         )
-        self.calls.append(Call(line, name, text_of(node.func), args, used, loop))
+        guards_now = sorted(set().union(*self.guard_stack)) if self.guard_stack else []
+        self.calls.append(
+            Call(
+                line,
+                name,
+                text_of(node.func),
+                args,
+                used,
+                loop,
+                tuple(tuple(sorted(names_in(a))) for a in node.args),
+                bool(node.args) and guards.nonzero(node.args[0], self.assigned),
+                tuple(guards_now),
+            )
+        )
         if name.startswith("atomic_") and node.args:
             self.atomics.append(AtomicCall(line, name, text_of(node.args[0]), used, loop))
         if name in ("where", "select") and len(node.args) == 3:
-            operands = node.args[1:]
-            self.selects.append(
-                Select(
-                    line,
-                    name,
-                    text_of(node.args[0]),
-                    tuple(text_of(o) for o in operands),
-                    tuple(_calls_in(o) for o in operands),
-                )
-            )
+            self.mark_conditions(node.args[0])
+            self.selects.append(self.select(node, name, node.args[0], (node.args[1], node.args[2])))
+
+    def select(
+        self, node: ast.expr, kind: str, condition: ast.expr, operands: tuple[ast.expr, ...]
+    ) -> Select:
+        return Select(
+            self.absolute(node),
+            kind,
+            text_of(condition),
+            tuple(text_of(o) for o in operands),
+            tuple(_calls_in(o) for o in operands),
+            tuple(guards.hazards(o, self.assigned) for o in operands),
+            tuple(tuple(sorted(names_in(o))) for o in operands),
+        )
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Continue, ast.Break))
 
 
 def _calls_in(node: ast.expr) -> tuple[str, ...]:

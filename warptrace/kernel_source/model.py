@@ -22,7 +22,12 @@ from warptrace.kernel_source.syntax import parse_function
 __all__ = ["MODEL_VERSION", "KernelSource", "build"]
 
 # Version of the JSON layout inside the trace (independent of the trace schema version).
-MODEL_VERSION = 1
+#   1  statements, loops, in-place operators, components, selects, calls, divisions,
+#      comparisons, adjoint assignments, atomics
+#   2  loops know whether Warp unrolls them (module max_unroll, integer constants) and the
+#      state they carry; component history; guards and hazards; def-use of locals.
+#      A version-1 model is rebuilt from the stored source.
+MODEL_VERSION = 2
 
 _NESTED: dict[str, type] = {
     "statements": F.Statement,
@@ -148,6 +153,152 @@ class KernelSource:
         if not self.kernel.source:
             return True
         return linearity.adjoint_needs_value(self.kernel.source, target, array_params, active)
+
+    # ---------------------------------------------------------------- values and kernel arguments
+
+    @cached_property
+    def _arg_sources(self) -> dict[int, dict[str, frozenset[str]]]:
+        """Per function (by position in :attr:`all_functions`), each parameter with the kernel
+        arguments its value can come from: the kernel's own parameters are themselves; a
+        callee's are what its call sites pass (all call sites, any depth); a custom adjoint's
+        or replay's are those of the function it belongs to."""
+        functions = self.all_functions
+        sources: dict[int, dict[str, frozenset[str]]] = {0: {p: frozenset((p,)) for p in self.kernel.params}}
+        for _ in range(len(functions)):
+            changed = False
+            for index, function in enumerate(functions[1:], start=1):
+                current = sources.setdefault(index, {p: frozenset() for p in function.params})
+                if function.role in (F.FUNC_GRAD, F.FUNC_REPLAY):
+                    owner = next(
+                        (i for i, f in enumerate(functions) if f.role == F.FUNC and f.name == function.of), -1
+                    )
+                    incoming = sources.get(owner, {})
+                    for param in function.params:
+                        new = current[param] | incoming.get(param, frozenset())
+                        changed |= new != current[param]
+                        current[param] = new
+                    continue
+                for caller_index, caller in enumerate(functions):
+                    if caller_index not in sources or caller.role == F.FUNC_GRAD:
+                        continue
+                    for call in caller.calls:
+                        if not _calls_function(call, function):
+                            continue
+                        for position, names in enumerate(call.arg_names[: len(function.params)]):
+                            param = function.params[position]
+                            new = current[param] | self.kernel_args(caller_index, names, sources)
+                            changed |= new != current[param]
+                            current[param] = new
+            if not changed:
+                break
+        return sources
+
+    def kernel_args(
+        self,
+        function: int | FunctionFacts,
+        names: tuple[str, ...] | list[str] | set[str],
+        _sources: dict[int, dict[str, frozenset[str]]] | None = None,
+    ) -> frozenset[str]:
+        """The kernel arguments whose values can flow into an expression of ``function`` (an
+        index in :attr:`all_functions` or the facts) that reads ``names``: through the def-use of
+        its locals to its parameters, then through its call sites to the kernel's arguments."""
+        index = function if isinstance(function, int) else self.index_of(function)
+        if index < 0:
+            return frozenset()
+        facts = self.all_functions[index]
+        sources = self._arg_sources if _sources is None else _sources
+        params = sources.get(index, {})
+        deps = self._deps(index)
+        seen: set[str] = set()
+        todo = list(names)
+        out: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in facts.params:
+                out |= params.get(name, frozenset())
+            todo.extend(deps.get(name, ()))
+        return frozenset(out)
+
+    def closure(
+        self, function: FunctionFacts, names: tuple[str, ...] | list[str] | set[str]
+    ) -> frozenset[str]:
+        """``names`` and every name the locals among them are computed from, transitively."""
+        deps = self._deps(self.index_of(function))
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(deps.get(name, ()))
+        return frozenset(seen)
+
+    def index_of(self, function: FunctionFacts) -> int:
+        for index, candidate in enumerate(self.all_functions):
+            if candidate is function:
+                return index
+        return -1
+
+    def _deps(self, index: int) -> dict[str, tuple[str, ...]]:
+        cache = self.__dict__.setdefault("_deps_cache", {})
+        if index not in cache:
+            cache[index] = dict(self.all_functions[index].deps)
+        return cache[index]  # type: ignore[no-any-return]
+
+    def reached(self, grad_args: frozenset[str] | set[str]) -> tuple[FunctionFacts, ...]:
+        """The functions of the call tree some of whose parameters come from ``grad_args`` (the
+        kernel always): the bodies on a path from those arguments."""
+        out = [self.kernel]
+        for index, function in enumerate(self.functions, start=1):
+            if any(sources & grad_args for sources in self._arg_sources.get(index, {}).values()):
+                out.append(function)
+        return tuple(out)
+
+    def inplace_update_at(self, line: int) -> bool:
+        """Whether ``line`` (kernel or callee) updates an array element in place with a
+        non-additive operator (``a[i] *= s``), itself or through the functions called there
+        (whose updates the recorder attributes to the call line): WT401 reports it."""
+        for function in self.all_functions:
+            for aug in function.aug_assigns:
+                if aug.line == line and aug.target_kind == "array" and aug.op not in _ADDITIVE:
+                    return True
+        for function in self.all_functions:
+            for call in function.calls:
+                if call.line != line:
+                    continue
+                for callee in self.functions:
+                    if (
+                        callee.role == F.FUNC
+                        and _calls_function(call, callee)
+                        and any(
+                            a.target_kind == "array" and a.op not in _ADDITIVE for a in callee.aug_assigns
+                        )
+                    ):
+                        return True
+        return False
+
+    def has_replay(self, function: FunctionFacts) -> bool:
+        """Whether a ``@wp.func_replay`` belongs to ``function``."""
+        return any(f.role == F.FUNC_REPLAY and f.of == function.name for f in self.functions)
+
+    def line_text_of(self, function: FunctionFacts, line: int) -> str:
+        first, last = function.lines
+        if function.source and first <= line <= last:
+            return function.source.splitlines()[line - first].strip()
+        return ""
+
+
+_ADDITIVE = ("+=", "-=", "&=", "|=", "^=")
+
+
+def _calls_function(call: F.Call, function: FunctionFacts) -> bool:
+    """Whether ``call`` calls ``function``: the last part of its name (``Sim.meth`` is the
+    function key ``Sim__meth``; generic overloads keep the template's name)."""
+    name = function.name.replace(".", "__").split("__")[-1]
+    return call.name == name or call.func.replace(".", "__") == function.name
 
 
 def _function(data: dict[str, Any]) -> FunctionFacts:

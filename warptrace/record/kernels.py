@@ -243,30 +243,65 @@ def _analyse(kernel: Any, arg_types: Optional[list[Any]]) -> KernelFacts:
     )
 
 
-def _function_source(func: Any, role: str, of: str = "") -> FunctionSource:
+def _function_source(func: Any, role: str, of: str = "", max_unroll: int = 16) -> FunctionSource:
     adj = func.adj
     line = -1
     with contextlib.suppress(Exception):
         line = int(adj.fun_lineno) + function_def(adj).lineno - 1
     name = str(getattr(getattr(adj, "func", None), "__name__", "") or func.key) if of else str(func.key)
-    return FunctionSource(role, name, _source_file(func), line, str(getattr(adj, "source", "") or ""), of)
+    return FunctionSource(
+        role,
+        name,
+        _source_file(func),
+        line,
+        str(getattr(adj, "source", "") or ""),
+        of,
+        _integer_constants(getattr(adj, "func", None)),
+        max_unroll,
+    )
+
+
+def _integer_constants(function: Any) -> tuple[tuple[str, int], ...]:
+    """Integer values of the global and closure names ``function`` refers to: Warp evaluates
+    them (``range(N)`` with ``N = wp.constant(8)``) when it decides to unroll a loop."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return ()
+    values: dict[str, Any] = {}
+    scope = getattr(function, "__globals__", {}) or {}
+    for name in code.co_names:
+        if name in scope:
+            values[name] = scope[name]
+    for name, cell in zip(code.co_freevars, getattr(function, "__closure__", None) or ()):
+        with contextlib.suppress(ValueError):  # empty cell
+            values[name] = cell.cell_contents
+    return tuple(sorted((name, int(value)) for name, value in values.items() if type(value) is int))
+
+
+def _max_unroll(kernel: Any) -> int:
+    options = getattr(getattr(kernel, "module", None), "options", None) or {}
+    try:
+        return int(options.get("max_unroll", getattr(warp.config, "max_unroll", 16)))
+    except (TypeError, ValueError):
+        return 16
 
 
 def _source_model(kernel: Any, functions: set[Any]) -> str:
     """The kernel-source model of ``kernel`` and the user functions its walk reached, as JSON."""
     try:
         sources = []
+        unroll = _max_unroll(kernel)
         for func in sorted(functions, key=lambda f: (str(f.key), id(f))):
             if getattr(func, "native_snippet", None) is not None:
                 continue
-            sources.append(_function_source(func, FUNC))
+            sources.append(_function_source(func, FUNC, max_unroll=unroll))
             grad = getattr(func, "custom_grad_func", None)
             if getattr(grad, "adj", None) is not None:
-                sources.append(_function_source(grad, FUNC_GRAD, str(func.key)))
+                sources.append(_function_source(grad, FUNC_GRAD, str(func.key), unroll))
             replay = getattr(func, "custom_replay_func", None)
             if getattr(replay, "adj", None) is not None:
-                sources.append(_function_source(replay, FUNC_REPLAY, str(func.key)))
-        model = build_source_model(_function_source(kernel, KERNEL), tuple(sources))
+                sources.append(_function_source(replay, FUNC_REPLAY, str(func.key), unroll))
+        model = build_source_model(_function_source(kernel, KERNEL, max_unroll=unroll), tuple(sources))
         return model.to_json()
     except Exception:  # the facts stay usable; the analyzer rebuilds the model from the source
         return ""
