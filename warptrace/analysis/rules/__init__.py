@@ -15,18 +15,26 @@ from __future__ import annotations
 
 from warptrace.analysis.findings import RuleInfo
 from warptrace.analysis.rules import (
+    adjoint_assign,
     backward_disabled,
     backward_side_effect,
+    component_reassign,
     custom_adjoint,
     dead_gradient,
     duplicate_launch,
+    dynamic_loop_carry,
     grad_not_zeroed,
     in_kernel_overwrite,
+    inplace_mul_div,
     manual_seed,
     nonfinite_origin,
+    nonsmooth_point,
     objective_off_tape,
     overwrite_after_read,
+    piecewise_constant,
+    replay_side_effect,
     retain_grad_multiwrite,
+    select_overflow,
     severed_chain,
     stale_grad_read,
     truncated_horizon,
@@ -53,6 +61,14 @@ ALL_RULES: tuple[Rule, ...] = (
     stale_grad_read.RULE,  # WT306
     backward_disabled.RULE,  # WT307
     backward_side_effect.RULE,  # WT308
+    inplace_mul_div.RULE,  # WT401
+    component_reassign.RULE,  # WT402
+    dynamic_loop_carry.RULE,  # WT403
+    adjoint_assign.RULE,  # WT404
+    replay_side_effect.RULE,  # WT405
+    select_overflow.RULE,  # WT406
+    nonsmooth_point.RULE,  # WT407
+    piecewise_constant.RULE,  # WT408
     nonfinite_origin.RULE,  # WT501 (--check-numerics traces only)
     custom_adjoint.RULE,  # WT502 (--check-numerics traces only)
     dead_gradient.RULE,  # WT503 (--check-numerics traces only)

@@ -90,12 +90,15 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
     grads_of: dict[int, frozenset[str] | None] = {}
     signatures: dict[tuple, Any] = {}
     needs: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
+    wt401: dict[tuple[int, str, str], bool] = {}
     for row, ev, backward in zip(rows.tolist(), evs.tolist(), bwd.tolist()):
         if backward < 0:
             continue  # never backpropagated: the overwrite cannot hurt a gradient
         if ev in post_loss:
             continue  # its adjoint feeds nothing: the root cause is WT105
         arg, field_path = model.acc_arg[row], model.acc_field[row]
+        if _reported_by_wt401(model, int(model.kernel[ev]), arg, field_path, wt401):
+            continue  # `a[i] *= s`: WT401 reports it at the kernel line
         kernel_id = int(model.kernel[ev])
         if ev not in grads_of:
             if not built:
@@ -152,6 +155,24 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
             )
         )
     return findings
+
+
+def _reported_by_wt401(
+    model: Model, kernel_id: int, arg: str, field_path: str, cache: dict[tuple[int, str, str], bool]
+) -> bool:
+    """Whether the kernel's store into the argument is an in-place ``*=``/``/=`` of an array
+    element: one root cause, reported once, by WT401 at the kernel line."""
+    key = (kernel_id, arg, field_path)
+    if key not in cache:
+        kernel = model.kernels.get(kernel_id)
+        fact = kernel.arg(arg, field_path) if kernel is not None else None
+        cache[key] = (
+            kernel is not None
+            and fact is not None
+            and fact.write_line >= 0
+            and kernel.source_model.inplace_update_at(fact.write_line)
+        )
+    return cache[key]
 
 
 def _native_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:

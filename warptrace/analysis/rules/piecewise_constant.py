@@ -1,0 +1,80 @@
+"""WT408 piecewise-constant (info).
+
+``wp.round``, ``wp.floor``, ``wp.ceil``, ``wp.trunc``, ``wp.sign``, ``wp.step``, an integer
+cast (``int(x)``, ``wp.int32(x)``) or a comparison used as a value (``float(x > 0)``) on a
+value that depends on a kernel argument carrying a gradient on a backpropagated tape. The
+derivative of a step function is zero almost everywhere: the zero gradient through it is
+*correct*, not a bug, and finite differences across the steps disagree with it without
+proving anything. Reported as ``info`` so that a surprising zero gradient has an
+explanation; never as an error. Comparisons used only as branch conditions (``if``,
+``wp.where`` conditions) are not reported.
+
+Fix (a modeling choice, not a repair): a straight-through estimator (forward the rounded
+value, backward the identity: a ``@wp.func`` with a ``@wp.func_grad`` that passes the
+adjoint through), or a smooth surrogate (sigmoid instead of a step, soft rounding).
+
+Warp documentation: "Differentiability" ("Custom Gradient Functions").
+"""
+
+from __future__ import annotations
+
+from warptrace.analysis.findings import Finding, RuleInfo, Severity
+from warptrace.analysis.model import Model
+from warptrace.analysis.rules.common import Rule
+from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
+from warptrace.kernel_source import FUNC_GRAD, FUNC_REPLAY
+
+WT408 = RuleInfo(
+    code="WT408",
+    name="piecewise-constant",
+    family="kernel",
+    fix="zero gradient is the correct derivative here; if you need a signal through it, use a "
+    "straight-through estimator (a @wp.func_grad passing the adjoint through) or a smooth surrogate",
+    doc="Differentiability > Custom Gradient Functions",
+)
+
+STEPS = ("round", "rint", "floor", "ceil", "trunc", "sign", "step", "nonzero")
+CASTS = ("int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def check(model: Model) -> list[Finding]:
+    findings = []
+    for use in kernel_uses(model):
+        if not use.backpropagated:
+            continue
+        for function in use.source.all_functions:
+            if function.role in (FUNC_GRAD, FUNC_REPLAY):
+                continue
+            for call in function.calls:
+                if call.name not in STEPS + CASTS or not call.arg_names or not call.result_used:
+                    continue
+                args = use.carries(function, call.arg_names[0])
+                if not args:
+                    continue
+                what = "an integer cast" if call.name in CASTS else "piecewise constant"
+                message = (
+                    f"`{call.func}({', '.join(call.args)})` is {what}: its derivative is zero almost everywhere, "
+                    f"so no gradient flows back through it (correct, not a bug); {evidence_phrase(model, use, args)}"
+                )
+                findings.append(
+                    source_finding(model, WT408, Severity.INFO, use, function, call.line, message, "call")
+                )
+            for comparison in function.comparisons:
+                if not comparison.as_value:
+                    continue
+                args = use.carries(function, comparison.names)
+                if not args:
+                    continue
+                message = (
+                    f"`{comparison.text}` is used as a value: a comparison is piecewise constant, so no gradient "
+                    f"flows back through it (correct, not a bug); {evidence_phrase(model, use, args)}"
+                )
+                findings.append(
+                    source_finding(
+                        model, WT408, Severity.INFO, use, function, comparison.line, message, "comparison"
+                    )
+                )
+    return strongest(findings)
+
+
+RULE = Rule((WT408,), check)
