@@ -6,7 +6,7 @@ value and gets d loss / d norms wrong.
 
 import numpy as np
 import warp as wp
-from normalize import normalize_rows
+from wt401_normalize import normalize_rows
 
 wp.config.quiet = True
 DEVICE = "cpu"

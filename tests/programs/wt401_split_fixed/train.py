@@ -2,7 +2,7 @@
 
 import numpy as np
 import warp as wp
-from normalize import normalize_rows
+from wt401_normalize_fixed import normalize_rows
 
 wp.config.quiet = True
 DEVICE = "cpu"
