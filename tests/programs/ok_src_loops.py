@@ -42,7 +42,13 @@ def run() -> dict:
     with tape:
         wp.launch(moments, 1, [x, 3, out], device=DEVICE)
     tape.backward(grads={out: wp.ones(1, dtype=float, device=DEVICE)})
-    expected = 2.0 * x_np + np.array([0.0, 0.0, 2.0]) + 2.0 * x_np.sum() + np.prod(x_np) / x_np + np.array([1.0, 2.0, 3.0])
+    expected = (
+        2.0 * x_np
+        + np.array([0.0, 0.0, 2.0])
+        + 2.0 * x_np.sum()
+        + np.prod(x_np) / x_np
+        + np.array([1.0, 2.0, 3.0])
+    )
     return {"grad": x.grad.numpy().copy(), "expected": expected}
 
 

@@ -251,6 +251,8 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
             function.role, function.name, function.file, function.line, function.of, False, function.source
         )
     collector = _Collector(tree, function.line, dict(function.constants), function.max_unroll)
+    if function.role != KERNEL:  # a function's parameters vary per call, a kernel's scalars do not
+        collector.per_thread |= collector.params
     collector.block(tree.body, -1)
     first = collector.absolute(tree) - (tree.lineno - 1)
     n_lines = len(function.source.splitlines())
@@ -344,6 +346,8 @@ class _Collector:
         self.constants = constants
         self.max_unroll = max_unroll
         self.assigned = names_assigned(tree)
+        self.per_thread = set(self.assigned)
+        self.safe = guards.safe_locals(tree, self.assigned)
         # names tested by enclosing if/while conditions and earlier early exits (see Call.guards)
         self.guard_stack: list[set[str]] = []
         self.conditions: set[int] = set()  # ids of comparisons used only as branch conditions
@@ -553,7 +557,7 @@ class _Collector:
                 used,
                 loop,
                 tuple(tuple(sorted(names_in(a))) for a in node.args),
-                bool(node.args) and guards.nonzero(node.args[0], self.assigned),
+                bool(node.args) and guards.nonzero(node.args[0], self.assigned, self.safe),
                 tuple(guards_now),
             )
         )
@@ -572,7 +576,7 @@ class _Collector:
             text_of(condition),
             tuple(text_of(o) for o in operands),
             tuple(_calls_in(o) for o in operands),
-            tuple(guards.hazards(o, self.assigned) for o in operands),
+            tuple(guards.hazards(o, self.assigned, self.per_thread, self.safe) for o in operands),
             tuple(tuple(sorted(names_in(o))) for o in operands),
         )
 

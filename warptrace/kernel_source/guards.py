@@ -25,7 +25,7 @@ import ast
 
 from warptrace.kernel_source.syntax import call_name
 
-__all__ = ["HAZARD_CALLS", "hazards", "nonzero", "varying"]
+__all__ = ["HAZARD_CALLS", "hazards", "nonzero", "safe_locals", "varying"]
 
 # Calls whose value or adjoint is non-finite somewhere on the real line: exp/pow overflow,
 # log/sqrt/cbrt have an infinite derivative at zero (log and sqrt also NaN below it).
@@ -35,11 +35,14 @@ HAZARD_CALLS = ("exp", "log", "log2", "log10", "sqrt", "cbrt", "pow")
 _SELECTS = ("where", "select")
 
 
-def nonzero(node: ast.expr, assigned: set[str]) -> bool:
+def nonzero(node: ast.expr, assigned: set[str], safe: frozenset[str] = frozenset()) -> bool:
     """Whether ``node`` is kept away from zero by its own shape (see the module docstring).
 
     ``assigned``: the names the function assigns (a name outside it is a parameter or a
-    module constant, treated as an epsilon when it is added)."""
+    module constant, treated as an epsilon when it is added). ``safe``: locals every
+    assignment of which is itself kept away from zero (``safe = wp.where(ok, x, 1.0)``)."""
+    if isinstance(node, ast.Name):
+        return node.id in safe
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (int, float)) and node.value != 0
     if isinstance(node, ast.IfExp):
@@ -49,17 +52,45 @@ def nonzero(node: ast.expr, assigned: set[str]) -> bool:
         if name in _SELECTS:
             return True
         if name == "max" and len(node.args) == 2:
+            if any(isinstance(a, ast.Name) and a.id in safe for a in node.args):
+                return True
             return any(not _zero_literal(a) for a in node.args)
         if name == "clamp" and len(node.args) == 3:
             return not _zero_literal(node.args[1])
         if name in ("float", "float32", "float64") and len(node.args) == 1:
-            return nonzero(node.args[0], assigned)
+            return nonzero(node.args[0], assigned, safe)
         return False
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return any(_epsilon(term, assigned) for term in (node.left, node.right)) or (
-            isinstance(node.left, ast.BinOp) and nonzero(node.left, assigned)
+            isinstance(node.left, ast.BinOp) and nonzero(node.left, assigned, safe)
         )
     return False
+
+
+def safe_locals(tree: ast.FunctionDef, assigned: set[str]) -> frozenset[str]:
+    """Locals every assignment of which is kept away from zero by its shape (:func:`nonzero`);
+    an augmented assignment (``x -= d``) makes a local unsafe."""
+    values: dict[str, list[ast.expr]] = {}
+    unsafe: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(node.value)
+                else:
+                    unsafe.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            values.setdefault(node.target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.For)):
+            unsafe.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    safe: frozenset[str] = frozenset()
+    for _ in range(3):  # chains of safe locals
+        safe = frozenset(
+            name
+            for name, exprs in values.items()
+            if name not in unsafe and all(nonzero(e, assigned, safe) for e in exprs)
+        )
+    return safe
 
 
 def _epsilon(node: ast.expr, assigned: set[str]) -> bool:
@@ -77,11 +108,15 @@ def _zero_literal(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value == 0
 
 
-def hazards(node: ast.expr, assigned: set[str]) -> tuple[str, ...]:
+def hazards(
+    node: ast.expr, assigned: set[str], per_thread: set[str], safe: frozenset[str] = frozenset()
+) -> tuple[str, ...]:
     """The unguarded operations below ``node`` whose value or adjoint can be non-finite:
     hazard calls at a possibly-zero (or, for ``exp``/``pow``, unbounded) argument, and
     divisions by a possibly-zero denominator. ``exp(wp.min(z, c))`` is bounded; ``pow`` with
-    an integer literal exponent is smooth."""
+    an integer literal exponent is smooth. ``per_thread``: the names whose value varies per
+    thread (locals, and the parameters of a ``@wp.func``; a kernel's scalar parameters are
+    uniform over the launch)."""
     found = []
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
@@ -92,21 +127,21 @@ def hazards(node: ast.expr, assigned: set[str]) -> tuple[str, ...]:
             if name == "exp":
                 if isinstance(arg, ast.Call) and call_name(arg.func) in ("min", "clamp"):
                     continue
-                if not varying(arg, assigned):
+                if not varying(arg, per_thread):
                     continue
             elif name == "pow":
                 if len(sub.args) == 2 and _integer_literal(sub.args[1]):
                     continue
-                if nonzero(arg, assigned):
+                if nonzero(arg, assigned, safe):
                     continue
-            elif nonzero(arg, assigned) or not varying(arg, assigned):
+            elif nonzero(arg, assigned, safe) or not varying(arg, per_thread):
                 continue
             found.append(name)
         elif (
             isinstance(sub, ast.BinOp)
             and isinstance(sub.op, ast.Div)
-            and not nonzero(sub.right, assigned)
-            and varying(sub.right, assigned)
+            and not nonzero(sub.right, assigned, safe)
+            and varying(sub.right, per_thread)
         ):
             found.append("/")
     return tuple(sorted(set(found)))
@@ -120,9 +155,10 @@ def _integer_literal(node: ast.expr) -> bool:
     )
 
 
-def varying(node: ast.expr, assigned: set[str]) -> bool:
+def varying(node: ast.expr, per_thread: set[str]) -> bool:
     """Whether ``node`` can vary per thread: it reads a local or an array element (a scalar
     parameter or a module constant is fixed for the launch, and carries no gradient)."""
     return any(
-        isinstance(n, ast.Subscript) or (isinstance(n, ast.Name) and n.id in assigned) for n in ast.walk(node)
+        isinstance(n, ast.Subscript) or (isinstance(n, ast.Name) and n.id in per_thread)
+        for n in ast.walk(node)
     )
