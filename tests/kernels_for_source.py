@@ -109,3 +109,82 @@ def k_custom_and_atomics(
     wp.atomic_add(total, 0, x[i])  # @atomic_discarded
     out[slot] = twice(x[i]) + thrice(x[i])  # @calls_custom
     out[take_slot(counter)] = x[i]
+
+
+# ---------------------------------------------------------------- model v2: loops, components, guards
+
+COUNT = wp.constant(3)
+MANY = wp.constant(20)
+
+
+@wp.func
+def f_recur(y0: float, n: int):
+    y = y0
+    for _k in range(n):  # @func_dynamic
+        y = wp.sin(y)  # @func_recur
+    return y
+
+
+@wp.kernel
+def k_unroll(x: wp.array(dtype=float), out: wp.array(dtype=float), n: int):
+    p = float(1.0)  # noqa: UP018
+    for k in range(COUNT):  # @constant_loop
+        p *= x[k]
+    q = float(1.0)  # noqa: UP018
+    for k in range(MANY):  # @many_loop
+        q = q * x[k]  # @many_mul
+    s = float(0.0)  # noqa: UP018
+    for k in range(n):  # @accumulate_loop
+        s += x[k] * x[k]
+        t = x[k] * 2.0
+        s = s - t
+    for k in range(3):  # @break_loop
+        if x[k] > 1.0:
+            break
+    out[0] = p + q + s + f_recur(x[0], n)
+
+
+@wp.kernel
+def k_history(x: wp.array(dtype=float), out: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    v = wp.vec3(x[i], 0.0, 0.0)
+    r = v[0] * 2.0
+    v[1] = x[i]  # @other_component
+    v[0] = x[i] * x[i]  # @after_read
+    w = wp.vec3(0.0)
+    if x[i] > 0.0:
+        w[0] = x[i]  # @branch_a
+    else:
+        w[0] = -x[i]  # @branch_b
+    for k in range(3):
+        w[k] += x[i]
+    u = wp.vec3(0.0)
+    for k in range(n):
+        u[2] = x[k]  # @loop_repeat
+    out[i] = v[0] + v[1] + r + w[0] + u[2]
+
+
+@wp.kernel
+def k_guards(x: wp.array(dtype=float), out: wp.array(dtype=float), eps: float):
+    i = wp.tid()
+    z = x[i]
+    if z < 0.0:
+        return
+    a = wp.sqrt(z)  # @after_return
+    b = wp.sqrt(z + eps)  # @plus_eps
+    c = wp.sqrt(wp.max(z, 1.0e-6))  # @max_guard
+    safe = wp.where(z > 0.0, z, 1.0)
+    d = wp.where(z > 0.0, wp.log(safe), 0.0)  # @double_where
+    e = wp.where(z > 1.0, z, wp.exp(z))  # @exp_where
+    f = wp.where(z > 1.0, z, wp.exp(wp.min(z, 10.0)))  # @exp_clamped
+    g = float(z > 0.5)  # @compare_value
+    out[i] = a + b + c + d + e + f + g
+
+
+@wp.kernel
+def k_vector_sum(rays: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3), n: int):
+    color = wp.vec3(0.0, 0.0, 0.0)
+    for k in range(n):  # @vector_sum_loop
+        ray = rays[k]
+        color = wp.vec3(color[0] + ray[0], color[1] + ray[1], color[2] + ray[2])
+    out[0] = color

@@ -43,11 +43,9 @@ def local_deps(tree: ast.FunctionDef) -> tuple[tuple[str, tuple[str, ...]], ...]
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt) or node is tree:
             continue
-        value: ast.expr | None
         if isinstance(node, ast.For):
-            value = node.iter
-        else:
-            value = getattr(node, "value", None)
+            continue  # a loop variable is an integer index: no gradient flows through it
+        value = getattr(node, "value", None)
         for target in _targets(node):
             for element in _flat(target):
                 root = root_name(element)
@@ -76,7 +74,18 @@ def _additive(expr: ast.expr, name: str) -> bool:
         return _additive(expr.operand, name)
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
         return _additive(expr.left, name) and _additive(expr.right, name)
+    if isinstance(expr, (ast.Subscript, ast.Attribute)) and root_name(expr) == name:
+        # a component (`color[0]`, `v.x`) at an index that does not depend on the value
+        return isinstance(expr.value, ast.Name) and not (
+            isinstance(expr, ast.Subscript) and name in _loads(expr.slice)
+        )
+    if isinstance(expr, ast.Call) and call_name(expr.func).startswith(_CONSTRUCTORS) and not expr.keywords:
+        # wp.vec3(c[0] + r[0], c[1] + r[1], ...): a constructor is linear in each argument
+        return all(_additive(arg, name) for arg in expr.args)
     return False
+
+
+_CONSTRUCTORS = ("vec", "mat", "quat", "transform", "spatial_", "float")
 
 
 def _sequence(body: list[ast.stmt]) -> list[ast.stmt]:

@@ -1,0 +1,80 @@
+"""Model v2 of the kernel source: which loops Warp unrolls, the state a dynamic loop carries,
+the history of local vector components, guards and hazards, and which kernel arguments a
+value depends on (through @wp.func call sites). Real Warp kernels, recorded facts."""
+
+from __future__ import annotations
+
+from tests import kernels_for_source as K
+from tests.kernels_for_source import line_of
+from warptrace.kernel_source import KernelSource
+from warptrace.record.kernels import kernel_facts
+
+
+def model(kernel) -> KernelSource:
+    stored = KernelSource.from_json(kernel_facts(kernel).source_model)
+    assert stored is not None
+    return stored
+
+
+def test_unrolling_follows_warp_constants_max_unroll_and_break():
+    loops = {loop.line: loop for loop in model(K.k_unroll).kernel.loops}
+    constant = loops[line_of("constant_loop")]
+    assert (constant.trip_count, constant.unrolled) == (3, True)
+    many = loops[line_of("many_loop")]
+    assert (many.trip_count, many.unrolled) == (20, False)  # beyond the default max_unroll of 16
+    assert not loops[line_of("accumulate_loop")].unrolled
+    assert not loops[line_of("break_loop")].unrolled
+
+
+def test_dynamic_loops_carry_products_and_recurrences_not_sums():
+    source = model(K.k_unroll)
+    loops = {loop.line: loop for loop in source.kernel.loops}
+    assert loops[line_of("many_loop")].carried == ("q",)
+    assert loops[line_of("many_loop")].carried_lines == (line_of("many_mul"),)
+    assert loops[line_of("accumulate_loop")].carried == ()  # s += ..., s = s - t: additive
+    recur = next(f for f in source.functions if f.name == "f_recur")
+    assert [(loop.carried, loop.carried_lines) for loop in recur.loops] == [
+        (("y",), (line_of("func_recur"),))
+    ]
+
+
+def test_component_history():
+    found = {
+        c.line: (c.previous, c.previous_line)
+        for c in model(K.k_history).kernel.component_assigns
+        if c.op == "="
+    }
+    assert found[line_of("other_component")] == ("", -1)  # v[0] was read, v[1] is another slot
+    assert found[line_of("after_read")] == ("read", line_of("other_component") - 1)
+    assert found[line_of("branch_a")] == ("", -1)
+    assert found[line_of("branch_b")] == ("", -1)  # exclusive branches
+    assert found[line_of("loop_repeat")] == ("assigned", line_of("loop_repeat"))
+
+
+def test_guards_and_hazards():
+    kernel = model(K.k_guards).kernel
+    sqrt = {c.line: c for c in kernel.calls if c.name == "sqrt"}
+    assert "z" in sqrt[line_of("after_return")].guards
+    assert sqrt[line_of("plus_eps")].arg_guarded
+    assert sqrt[line_of("max_guard")].arg_guarded
+    hazards = {s.line: s.hazards for s in kernel.selects}
+    assert hazards[line_of("double_where")] == ((), ())
+    assert hazards[line_of("exp_where")] == ((), ("exp",))
+    assert hazards[line_of("exp_clamped")] == ((), ())
+    values = {c.line: c.as_value for c in kernel.comparisons}
+    assert values[line_of("compare_value")] is True
+    assert values[line_of("double_where")] is False
+
+
+def test_values_depend_on_kernel_arguments_through_calls():
+    source = model(K.k_unroll)
+    recur = next(f for f in source.functions if f.name == "f_recur")
+    assert source.kernel_args(recur, ["y"]) == frozenset({"x"})
+    assert source.kernel_args(source.kernel, ["q"]) == frozenset({"x"})
+    assert source.kernel_args(source.kernel, ["n"]) == frozenset({"n"})
+
+
+def test_componentwise_vector_sum_is_additive():
+    # Warp's example_diffray accumulates a color component by component through the constructor
+    loops = {loop.line: loop for loop in model(K.k_vector_sum).kernel.loops}
+    assert loops[line_of("vector_sum_loop")].carried == ()
