@@ -242,11 +242,12 @@ class KernelSource:
                 return index
         return -1
 
+    @cached_property
+    def _deps_by_function(self) -> list[dict[str, tuple[str, ...]]]:
+        return [dict(function.deps) for function in self.all_functions]
+
     def _deps(self, index: int) -> dict[str, tuple[str, ...]]:
-        cache = self.__dict__.setdefault("_deps_cache", {})
-        if index not in cache:
-            cache[index] = dict(self.all_functions[index].deps)
-        return cache[index]  # type: ignore[no-any-return]
+        return self._deps_by_function[index] if index >= 0 else {}
 
     def reached(self, grad_args: frozenset[str] | set[str]) -> tuple[FunctionFacts, ...]:
         """The functions of the call tree some of whose parameters come from ``grad_args`` (the
