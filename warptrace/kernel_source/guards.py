@@ -7,9 +7,9 @@ point. "Possibly zero" is decided here, from syntax alone, and deliberately errs
 
 - ``wp.max(x, c)`` / ``max(x, c)`` with ``c`` anything but a literal zero, and
   ``wp.clamp(x, lo, hi)`` with ``lo`` anything but a literal zero: guarded;
-- a sum with a positive literal or an epsilon-like term (a name the function never
-  assigns: a scalar parameter, a module constant) (``d2 + 1.0e-8``, ``eps + wp.dot(v, v)``):
-  guarded;
+- a sum with a positive literal or an epsilon-like term (an expression of names the
+  function never assigns: scalar parameters, module constants, ``cfg.eps``,
+  ``limit * limit``) (``d2 + 1.0e-8``, ``eps + wp.dot(v, v)``): guarded;
 - a ``wp.where``/``wp.select``/conditional expression as the argument (the inner half of
   the "double where" remedy): guarded;
 - a nonzero literal: guarded.
@@ -94,12 +94,14 @@ def safe_locals(tree: ast.FunctionDef, assigned: set[str]) -> frozenset[str]:
 
 
 def _epsilon(node: ast.expr, assigned: set[str]) -> bool:
+    """A term that softens a sum: a positive literal, or an expression of parameters and
+    constants only (``eps``, ``cfg.eps``, ``limit * limit``), the same for every thread."""
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (int, float)) and node.value > 0
-    if isinstance(node, ast.Name):
-        return node.id not in assigned
-    # cfg.eps, self.EPS: a parameter field or a constant
-    return isinstance(node, ast.Attribute)
+    return not any(
+        isinstance(n, (ast.Subscript, ast.Call)) or (isinstance(n, ast.Name) and n.id in assigned)
+        for n in ast.walk(node)
+    )
 
 
 def _zero_literal(node: ast.expr) -> bool:

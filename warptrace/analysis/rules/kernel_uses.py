@@ -72,6 +72,8 @@ def _build(model: Model) -> list[KernelUse]:
             kernel = model.kernels.get(kernel_id)
             if kernel is None or seen.get(kernel_id, 0) >= _LAUNCHES_PER_KERNEL:
                 continue
+            if not kernel.enable_backward:
+                continue  # its adjoint never runs: WT307 reports the kernel itself
             seen[kernel_id] = seen.get(kernel_id, 0) + 1
             args = set()
             for row in access_rows(model, ev):
