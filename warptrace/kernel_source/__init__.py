@@ -8,12 +8,16 @@ kernel source of an older trace). Neither side parses source: they ask the model
 - :class:`KernelSource` - the model of one kernel: :class:`FunctionFacts` of the kernel
   and of each function of its call tree, JSON round trip, line texts, and the questions
   the rules ask (stores repeated, arrays passed to replayed functions, stores after a
-  read, values the adjoint needs).
+  read, values the adjoint needs, which kernel arguments a value depends on, in-place
+  updates at a line).
 - :class:`FunctionFacts` - the syntax facts of one body, as plain dataclasses:
   statements, loops (static trip count or dynamic), augmented assignments (array
   element, local, component), component assignments of local vectors/matrices,
   ``wp.where``/``wp.select``/conditional-expression operands, calls (``sqrt``, ``log``,
   casts, ...), divisions, comparisons, ``wp.adjoint[x] =``/``+=`` in custom adjoints, atomics whose result is used.
+- :mod:`.local_flow` - def-use of locals, the state a loop carries from one iteration to
+  the next, the history of local vector components (what the facts record about them).
+- :mod:`.guards` - what "possibly zero" and "possibly non-finite" mean, from syntax.
 """
 
 from __future__ import annotations
