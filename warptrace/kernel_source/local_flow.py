@@ -174,6 +174,23 @@ def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int
     carried = sorted((live_in & written) - target)
     names, lines = [], []
     for name in carried:
+        # the line to change: the statement that updates the local non-additively (`p *= x`,
+        # `w = w * g`), else its first non-additive use
+        update = next(
+            (
+                stmt
+                for stmt in sequence
+                if not isinstance(stmt, (ast.If, ast.While, ast.For))
+                and name in _writes(stmt)
+                and name in _stmt_loads(stmt)
+                and not _additive_use(stmt, name)
+            ),
+            None,
+        )
+        if update is not None:
+            names.append(name)
+            lines.append(update.lineno)
+            continue
         for stmt in sequence:
             if isinstance(stmt, (ast.If, ast.While, ast.For)):
                 if name in _header_loads(stmt):

@@ -247,7 +247,11 @@ def _function_source(func: Any, role: str, of: str = "", max_unroll: int = 16) -
     adj = func.adj
     line = -1
     with contextlib.suppress(Exception):
-        line = int(adj.fun_lineno) + function_def(adj).lineno - 1
+        # the Python function's own first line: an overload of a generic function is built
+        # from the template's source, and its `fun_lineno` does not point into the file
+        code = getattr(getattr(adj, "func", None), "__code__", None)
+        first = int(code.co_firstlineno) if code is not None else int(adj.fun_lineno)
+        line = first + function_def(adj).lineno - 1
     name = str(getattr(getattr(adj, "func", None), "__name__", "") or func.key) if of else str(func.key)
     return FunctionSource(
         role,
