@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from warptrace.analysis.dataflow import BackwardCall, dataflow_of
+import numpy as np
+
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import access_rows, backpropagated, finding, shared
@@ -21,9 +23,6 @@ from warptrace.kernel_source import FunctionFacts, KernelSource
 from warptrace.trace import schema as S
 
 __all__ = ["KernelUse", "evidence_phrase", "kernel_uses", "source_finding", "strongest"]
-
-# launches per kernel inspected for gradient-carrying arguments (the first ones tell)
-_LAUNCHES_PER_KERNEL = 8
 
 
 @dataclass
@@ -61,46 +60,75 @@ def kernel_uses(model: Model) -> list[KernelUse]:
 
 def _build(model: Model) -> list[KernelUse]:
     df = dataflow_of(model)
+    candidates = {
+        kernel_id
+        for kernel_id, kernel in model.kernels.items()
+        if kernel.enable_backward and _has_patterns(kernel.source_model)
+    }
     best: dict[int, KernelUse] = {}
-    seen: dict[int, int] = {}
-    for _epoch, call in backpropagated(df):
-        objective = df.objective_events(call)
-        for ev in sorted(objective):
-            if model.kind[ev] != K[S.LAUNCH]:
-                continue
-            kernel_id = int(model.kernel[ev])
-            kernel = model.kernels.get(kernel_id)
-            if kernel is None or seen.get(kernel_id, 0) >= _LAUNCHES_PER_KERNEL:
-                continue
-            if not kernel.enable_backward:
-                continue  # its adjoint never runs: WT307 reports the kernel itself
-            seen[kernel_id] = seen.get(kernel_id, 0) + 1
-            args = set()
-            for row in access_rows(model, ev):
-                if df.grad_row_mask[row]:
+    if candidates:
+        is_candidate = np.isin(model.kernel, np.fromiter(candidates, dtype=np.int64))
+        for epoch, call in backpropagated(df):
+            if not is_candidate[epoch.events].any():
+                continue  # no kernel with a source pattern on this tape: skip the backward slice
+            objective = np.fromiter(sorted(df.objective_events(call)), dtype=np.int64)
+            objective = objective[(model.kind[objective] == K[S.LAUNCH]) & is_candidate[objective]]
+            # the first launch of each kernel on this backward's slice
+            _, first = np.unique(model.kernel[objective], return_index=True)
+            for ev in objective[np.sort(first)].tolist():
+                kernel_id = int(model.kernel[ev])
+                args = _grad_args(model, df, ev, call.begin_seq)
+                if not args:
                     continue
-                if df.has_grad(int(model.acc_array[row]), call.begin_seq):
-                    args.add(str(model.acc_arg[row]))
-            if not args:
-                continue
-            use = best.get(kernel_id)
-            if use is None or use.call is None:
-                best[kernel_id] = KernelUse(kernel, ev, call, frozenset(args), True)
-            else:
-                use.grad_args = use.grad_args | frozenset(args)
+                use = best.get(kernel_id)
+                if use is None:
+                    best[kernel_id] = KernelUse(model.kernels[kernel_id], ev, call, args, True)
+                else:
+                    use.grad_args = use.grad_args | args
+    # kernels with no gradient evidence: their first taped launch, else their first launch
     launches = (model.kind == K[S.LAUNCH]) & ~model.adjoint
-    for ev in launches.nonzero()[0].tolist():
-        kernel_id = int(model.kernel[ev])
-        kernel = model.kernels.get(kernel_id)
-        if kernel is None:
-            continue
-        taped = bool(model.recorded[ev]) and int(model.tape[ev]) >= 0
-        use = best.get(kernel_id)
-        if use is None:
-            best[kernel_id] = KernelUse(kernel, ev, None, frozenset(), taped)
-        elif use.call is None and taped and not use.taped:
-            best[kernel_id] = KernelUse(kernel, ev, None, frozenset(), True)
+    taped = launches & model.recorded & (model.tape >= 0)
+    for mask, is_taped in ((taped, True), (launches, False)):
+        indexes = np.nonzero(mask)[0]
+        kernels, first = np.unique(model.kernel[indexes], return_index=True)
+        for kernel_id, ev in zip(kernels.tolist(), indexes[first].tolist()):
+            kernel = model.kernels.get(int(kernel_id))
+            if kernel is not None and int(kernel_id) not in best:
+                best[int(kernel_id)] = KernelUse(kernel, int(ev), None, frozenset(), is_taped)
     return [use for use in best.values() if use.kernel.source_model.kernel.parsed]
+
+
+def _grad_args(model: Model, df: Dataflow, ev: int, when: int) -> frozenset[str]:
+    """Kernel arguments of launch ``ev`` whose arrays have a gradient at ``when``."""
+    args = set()
+    for row in access_rows(model, ev):
+        if not df.grad_row_mask[row] and df.has_grad(int(model.acc_array[row]), when):
+            args.add(str(model.acc_arg[row]))
+    return frozenset(args)
+
+
+def _has_patterns(source: KernelSource) -> bool:
+    """Whether anything in the kernel's call tree is a WT4xx candidate (a coarse filter that
+    spares the backward slices of traces without any)."""
+    for function in source.all_functions:
+        if (
+            any(loop.carried and not loop.unrolled for loop in function.loops)
+            or function.adjoint_assigns
+            or any(any(select.hazards) for select in function.selects)
+            or any(a.target_kind == "array" for a in function.aug_assigns)
+            or any(c.previous for c in function.component_assigns)
+            or any(a.result_used for a in function.atomics)
+            or any(c.as_value for c in function.comparisons)
+            or any(c.name in _CALLS for c in function.calls)
+        ):
+            return True
+    return False
+
+
+_CALLS = frozenset(
+    {"sqrt", "cbrt", "pow", "round", "rint", "floor", "ceil", "trunc", "sign", "step", "nonzero", "int"}
+    | {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+)
 
 
 def source_finding(
