@@ -161,7 +161,10 @@ def k_history(x: wp.array(dtype=float), out: wp.array(dtype=float), n: int):
     u = wp.vec3(0.0)
     for k in range(n):
         u[2] = x[k]  # @loop_repeat
-    out[i] = v[0] + v[1] + r + w[0] + u[2]
+    p = wp.vec3(x[i], x[i], 0.0)
+    if p[1] < 0.0:
+        p[1] = 0.0  # @clamp
+    out[i] = v[0] + v[1] + r + w[0] + u[2] + p[1]
 
 
 @wp.kernel

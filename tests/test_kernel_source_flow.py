@@ -40,15 +40,17 @@ def test_dynamic_loops_carry_products_and_recurrences_not_sums():
 
 def test_component_history():
     found = {
-        c.line: (c.previous, c.previous_line)
+        c.line: (c.previous, c.previous_line, c.previous_names)
         for c in model(K.k_history).kernel.component_assigns
         if c.op == "="
     }
-    assert found[line_of("other_component")] == ("", -1)  # v[0] was read, v[1] is another slot
-    assert found[line_of("after_read")] == ("read", line_of("other_component") - 1)
-    assert found[line_of("branch_a")] == ("", -1)
-    assert found[line_of("branch_b")] == ("", -1)  # exclusive branches
-    assert found[line_of("loop_repeat")] == ("assigned", line_of("loop_repeat"))
+    init = line_of("other_component") - 2  # v = wp.vec3(x[i], 0.0, 0.0)
+    assert found[line_of("other_component")] == ("", -1, ())  # overwrites the constant 0.0
+    assert found[line_of("after_read")] == ("initialized", init, ("i", "x"))
+    assert found[line_of("branch_a")] == ("", -1, ())
+    assert found[line_of("branch_b")] == ("", -1, ())  # exclusive branches, constant before
+    assert found[line_of("loop_repeat")] == ("assigned", line_of("loop_repeat"), ("k", "x"))
+    assert found[line_of("clamp")] == ("initialized", line_of("clamp") - 2, ("i", "x"))
 
 
 def test_guards_and_hazards():

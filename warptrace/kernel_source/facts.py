@@ -114,12 +114,13 @@ class ComponentAssign:
     component: str  # "[0]", ".x", "[i, j]"
     op: str
     loop: int
-    # What happened to the local before this assignment, in statement order since its last
-    # whole-value assignment: "assigned" (the same component was assigned already, or this
-    # assignment is repeated by a loop over a component that does not follow the loop
-    # variable), "read" (the local was read), or "".
+    # What this assignment overwrites, when that value is computed from names: "assigned"
+    # (an earlier assignment of the same component, or this one repeated by a loop over a
+    # component that does not follow the loop variable), "initialized" (the local's
+    # whole-value assignment, e.g. `p = x[i]`), or "" (a constant, or nothing before).
     previous: str = ""
     previous_line: int = -1
+    previous_names: tuple[str, ...] = ()  # the names the overwritten value reads
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,9 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
     for item in collector.components:
         previous = history.get((item.line - offset, item.local, item.component))
         if previous is not None:
-            item = replace(item, previous=previous[0], previous_line=previous[1] + offset)
+            item = replace(
+                item, previous=previous[0], previous_line=previous[1] + offset, previous_names=previous[2]
+            )
         components.append(item)
     return FunctionFacts(
         role=function.role,

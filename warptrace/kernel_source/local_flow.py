@@ -214,15 +214,63 @@ def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int
 
 @dataclass
 class _Local:
-    assigned: dict[str, int] = field(default_factory=dict)  # component text -> line
-    read: dict[str, int] = field(default_factory=dict)  # component text ("*" = whole) -> line
+    """What the components of a local hold: per assigned component, (line, names its value
+    reads); for the others, what the whole-value assignment gave them."""
+
+    init_line: int = -1
+    init_names: tuple[str, ...] = ()
+    init_args: tuple[ast.expr, ...] | None = None  # constructor arguments (wp.vec3(a, b, c))
+    held: dict[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+
+    def previous(self, component: str) -> tuple[str, int, tuple[str, ...]]:
+        if component in self.held:
+            line, names = self.held[component]
+            return "assigned", line, names
+        index = _literal_index(component)
+        if self.init_args is not None and index is not None:
+            if not self.init_args:
+                return "initialized", self.init_line, ()
+            arg = self.init_args[index] if index < len(self.init_args) else self.init_args[0]
+            return "initialized", self.init_line, value_names(arg)
+        return "initialized", self.init_line, self.init_names
+
+
+_LETTERS = {".x": 0, ".y": 1, ".z": 2, ".w": 3}
 
 
 def _component(target: ast.expr) -> tuple[str, str] | None:
+    """(local, component text) of ``v[0]``, ``v.x``, ``m[i, j]``; None for anything else."""
     if isinstance(target, (ast.Subscript, ast.Attribute)) and isinstance(target.value, ast.Name):
         if isinstance(target, ast.Subscript):
             return target.value.id, "[" + ast.unparse(target.slice).strip("()") + "]"
         return target.value.id, "." + target.attr
+    return None
+
+
+def _literal_index(component: str) -> int | None:
+    if component in _LETTERS:
+        return _LETTERS[component]
+    text = component.strip("[]")
+    return int(text) if text.isdigit() else None
+
+
+def value_names(node: ast.AST) -> tuple[str, ...]:
+    """Names a value reads, without the names of called functions (``wp`` in ``wp.vec3(...)``)."""
+    called = {id(n) for c in ast.walk(node) if isinstance(c, ast.Call) for n in ast.walk(c.func)}
+    return tuple(
+        sorted(
+            {
+                n.id
+                for n in ast.walk(node)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in called
+            }
+        )
+    )
+
+
+def _constructor_args(value: ast.expr) -> tuple[ast.expr, ...] | None:
+    if isinstance(value, ast.Call) and not value.keywords and call_name(value.func).startswith(_CONSTRUCTORS):
+        return tuple(value.args)
     return None
 
 
@@ -231,8 +279,8 @@ class _History:
 
     def __init__(self, params: set[str]) -> None:
         self.params = params
-        # (relative line, local, component) -> ("assigned" | "read", previous relative line)
-        self.found: dict[tuple[int, str, str], tuple[str, int]] = {}
+        # (relative line, local, component) -> ("assigned" | "initialized", relative line, names)
+        self.found: dict[tuple[int, str, str], tuple[str, int, tuple[str, ...]]] = {}
         self.fresh: list[set[str]] = []  # per enclosing loop, the locals its body assigns whole
 
     def block(
@@ -244,13 +292,10 @@ class _History:
 
     def stmt(self, stmt: ast.stmt, state: dict[str, _Local], loop_names: set[str]) -> dict[str, _Local]:
         if isinstance(stmt, ast.If):
-            self.reads(stmt.test, state, None)
             left = self.block(stmt.body, _copy(state), loop_names)
             right = self.block(stmt.orelse, _copy(state), loop_names)
             return _merge(left, right)
         if isinstance(stmt, (ast.For, ast.While)):
-            header = stmt.iter if isinstance(stmt, ast.For) else stmt.test
-            self.reads(header, state, None)
             # names that change from one iteration to the next: the loop variable and every
             # name the body assigns; a component indexed by one of them is a different slot
             inner = loop_names | (names_in(stmt.target) if isinstance(stmt, ast.For) else set())
@@ -266,61 +311,37 @@ class _History:
             self.fresh.pop()
             return _merge(after, self.block(stmt.orelse, _copy(after), loop_names))
         targets = _targets(stmt)
-        components = [c for t in targets for e in _flat(t) if (c := _component(e)) is not None]
         value = getattr(stmt, "value", None)
-        skip = {c[0] for c in components} if isinstance(stmt, ast.AugAssign) else set()
-        if isinstance(value, ast.expr):
-            self.reads(value, state, skip)
-        for target in targets:
-            for element in _flat(target):
-                if isinstance(element, ast.Subscript):
-                    self.reads(element.slice, state, None)
+        if not isinstance(value, ast.expr):
+            return state
         for target in targets:
             for element in _flat(target):
                 if isinstance(element, ast.Name):
-                    state[element.id] = _Local()
-        for local, component in components:
-            if local in self.params:
-                continue
-            entry = state.setdefault(local, _Local())
-            op_assign = not isinstance(stmt, ast.AugAssign)
-            if op_assign:
-                key = (stmt.lineno, local, component)
+                    state[element.id] = _Local(stmt.lineno, value_names(value), _constructor_args(value))
+        names = value_names(value)
+        for target in targets:
+            for element in _flat(target):
+                access = _component(element)
+                if access is None or access[0] in self.params:
+                    continue
+                local, component = access
+                entry = state.setdefault(local, _Local())
+                if isinstance(stmt, ast.AugAssign):
+                    _, line, before = entry.previous(component)
+                    entry.held[component] = (stmt.lineno, tuple(sorted(set(before) | set(names))))
+                    continue
                 repeated = (
                     bool(self.fresh)
                     and not (names_in_text(component) & loop_names)
                     and not any(local in fresh for fresh in self.fresh)
                 )
-                read_line = entry.read.get(component, entry.read.get("*", -1))
-                if component in entry.assigned:
-                    self.found[key] = ("assigned", entry.assigned[component])
-                elif read_line >= 0:
-                    self.found[key] = ("read", read_line)
-                elif repeated:
-                    self.found[key] = ("assigned", stmt.lineno)
-            entry.assigned.setdefault(component, stmt.lineno)
+                kind, line, before = entry.previous(component)
+                if repeated and kind == "initialized":
+                    kind, line, before = "assigned", stmt.lineno, tuple(sorted(set(before) | set(names)))
+                if before:
+                    self.found[(stmt.lineno, local, component)] = (kind, line, before)
+                entry.held[component] = (stmt.lineno, names)
         return state
-
-    def reads(self, node: ast.AST, state: dict[str, _Local], skip: set[str] | None) -> None:
-        """Record the reads in ``node``: ``v[c]``/``v.x`` reads one component, a bare ``v`` all."""
-        line = getattr(node, "lineno", -1)
-        parts = set()
-        for sub in ast.walk(node):
-            access = _component(sub) if isinstance(sub, (ast.Subscript, ast.Attribute)) else None
-            if access is not None and isinstance(getattr(sub, "ctx", None), ast.Load):
-                local, component = access
-                parts.add(id(sub.value))  # type: ignore[attr-defined]
-                if local in state and not (skip and local in skip):
-                    state[local].read.setdefault(component, line)
-        for sub in ast.walk(node):
-            if (
-                isinstance(sub, ast.Name)
-                and isinstance(sub.ctx, ast.Load)
-                and id(sub) not in parts
-                and sub.id in state
-                and not (skip and sub.id in skip)
-            ):
-                state[sub.id].read.setdefault("*", line)
 
 
 def names_in_text(component: str) -> set[str]:
@@ -339,27 +360,32 @@ def _plain(stmt: ast.Assign | ast.AnnAssign) -> set[str]:
 
 
 def _copy(state: dict[str, _Local]) -> dict[str, _Local]:
-    return {k: _Local(dict(v.assigned), dict(v.read)) for k, v in state.items()}
+    return {k: _Local(v.init_line, v.init_names, v.init_args, dict(v.held)) for k, v in state.items()}
 
 
 def _merge(left: dict[str, _Local], right: dict[str, _Local]) -> dict[str, _Local]:
     out = _copy(left)
     for name, entry in right.items():
         if name not in out:
-            out[name] = _Local(dict(entry.assigned), dict(entry.read))
+            out[name] = _Local(entry.init_line, entry.init_names, entry.init_args, dict(entry.held))
             continue
-        for component, line in entry.assigned.items():
-            out[name].assigned.setdefault(component, line)
-        for component, line in entry.read.items():
-            out[name].read.setdefault(component, line)
+        for component, (line, names) in entry.held.items():
+            if component in out[name].held:
+                kept_line, kept = out[name].held[component]
+                out[name].held[component] = (kept_line, tuple(sorted(set(kept) | set(names))))
+            else:
+                out[name].held[component] = (line, names)
     return out
 
 
-def component_history(tree: ast.FunctionDef) -> dict[tuple[int, str, str], tuple[str, int]]:
+def component_history(tree: ast.FunctionDef) -> dict[tuple[int, str, str], tuple[str, int, tuple[str, ...]]]:
     """For each component assignment ``v[c] = e`` of a local (relative line, local, component)
-    that comes after an assignment of the same component or after a read of the local (since
-    its last whole-value assignment; exclusive ``if``/``else`` branches kept apart), what came
-    before: ("assigned" | "read", relative line)."""
+    that overwrites a value computed from names (not a constant), what it overwrites:
+    ("assigned" (an earlier assignment of the component, or the same line repeated by a
+    loop) | "initialized" (the local's whole-value assignment), relative line, the names
+    the overwritten value reads). Exclusive ``if``/``else`` branches are kept apart. Warp
+    does not clear the adjoint of the overwritten value (verified on 1.19): the gradient of
+    the new value also flows into the old one."""
     history = _History({a.arg for a in tree.args.args})
     history.block(tree.body, {}, set())
     return history.found

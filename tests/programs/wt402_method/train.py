@@ -1,6 +1,6 @@
-"""WT402 in a @wp.func method of a user class, in another module: `q[2]` is read and then
-reassigned; the adjoint of the read sees the new value. d/dz (z^2 + 2z) = 2z + 2, Warp
-gives 2z + 2 + (extra) instead.
+"""WT402 in a @wp.func method of a user class, in another module: `q = p` and then `q[2]` is
+overwritten; Warp does not clear the adjoint of the old q[2] (= p[2]), so d/dz (z^2 + 2z)
+comes out 2z + 3 instead of 2z + 2.
 """
 
 import numpy as np

@@ -1,20 +1,23 @@
 """WT402 component-reassign (error).
 
 A component of a local vector, matrix or quaternion (``v[0] = ...``, ``v.x = ...``,
-``m[i, j] = ...``) assigned a second time, or assigned after that component (or the
-whole value) was read. Warp updates the local in place; the adjoint of the first
-assignment or of the read sees the final component value, so the gradient of what was
-assigned first, or read first, is wrong (verified on Warp 1.19, which compiles both
-without a warning). An assignment repeated by a loop over a fixed component counts as
-a second assignment. ``+=``/``-=`` on a component, and assigning each component once
-(also ``v[k] = ...`` over the loop variable ``k``), are fine; exclusive ``if``/``else``
-branches each assigning once are fine.
+``m[i, j] = ...``) overwritten while its previous value was computed from other values:
+assigned a second time, assigned again by each iteration of a loop, or overwriting what
+the local was initialized with (``p = x[i]; p[1] = 0.0``, ``v = wp.vec3(a, b, c); v[0] =
+...``). Warp updates the local in place and does not clear the adjoint of the overwritten
+value, so the gradient of the new value also flows into the old one (verified on Warp
+1.19, which compiles all of these without a warning: ``p = x[i]; p[1] = 5.0; out = p[0] *
+p[1]`` gives ``d out / d x[i][1] = 2`` instead of 0; a ground clamp ``if p[1] < 0.0:
+p[1] = 0.0`` leaks the same way). Fine: assigning each component of a constant-initialized
+vector once (``v = wp.vec3(0.0); v[0] = a; v[1] = b``, also ``v[k] = ...`` over the loop
+variable ``k``), ``+=``/``-=`` on a component, exclusive ``if``/``else`` branches each
+assigning once, reading one component and assigning another.
 
-Severity: ``error`` when the local depends on a kernel argument that carries a gradient
-on a backpropagated tape; ``info`` when the kernel is taped but no gradient flows
-through the local; silent outside tapes.
-Fix: build the value once (``v = wp.vec3(a, b, c)``), or assign a fresh local
-(``w = v; w[0] = b``), or use ``+=`` for later updates.
+Severity: ``error`` when the overwritten value depends on a kernel argument that carries a
+gradient on a backpropagated tape; ``info`` when the kernel is taped but the overwritten
+value carries no gradient; silent outside tapes.
+Fix: build the value once (``p = wp.vec3(x[i][0], wp.max(x[i][1], 0.0), x[i][2])``), or
+construct a fresh vector instead of editing the component.
 
 Warp documentation: "Differentiability" ("Limitations and Workarounds").
 """
@@ -31,8 +34,8 @@ WT402 = RuleInfo(
     code="WT402",
     name="component-reassign",
     family="kernel",
-    fix="construct the vector/matrix once with all its components, or copy it to a fresh local "
-    "before changing a component; after one assignment only += and -= are safe",
+    fix="construct the vector/matrix once with all its final components instead of overwriting "
+    "a component that already holds a computed value; += and -= on a component are safe",
     doc=DOC_LIMITS,
 )
 
@@ -48,18 +51,18 @@ def check(model: Model) -> list[Finding]:
             for item in function.component_assigns:
                 if item.op != "=" or not item.previous:
                     continue
-                args = use.carries(function, [item.local])
+                args = use.carries(function, item.previous_names)
                 severity = Severity.ERROR if args else Severity.INFO
-                if item.previous == "read":
-                    what = f"after `{item.local}` was read on line {item.previous_line}"
-                elif item.previous_line == item.line:
-                    what = "once per iteration of the enclosing loop"
+                if item.previous_line == item.line:
+                    what = "its value from the previous iteration of the enclosing loop"
+                elif item.previous == "assigned":
+                    what = f"the value assigned on line {item.previous_line}"
                 else:
-                    what = f"a second time (first on line {item.previous_line})"
+                    what = f"the value `{item.local}` was given on line {item.previous_line}"
                 message = (
-                    f"component `{item.local}{item.component}` of a local is assigned {what}: Warp's adjoint "
-                    "sees only the final component value, so the gradient of the earlier value is wrong; "
-                    f"{evidence_phrase(model, use, args)}"
+                    f"component `{item.local}{item.component}` of a local overwrites {what}: Warp does not clear "
+                    "the adjoint of the overwritten value, so the gradient of the new value also flows into "
+                    f"the old one; {evidence_phrase(model, use, args)}"
                 )
                 findings.append(
                     source_finding(
