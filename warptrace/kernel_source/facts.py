@@ -84,7 +84,10 @@ class Loop:
     # them) whose update is not purely additive (``p *= x``, ``y = f(y)``, ``s = s * a + b``): in a
     # dynamic loop their adjoint uses the final value instead of each iteration's.
     carried: tuple[str, ...] = ()
-    carried_lines: tuple[int, ...] = ()  # per carried local, the first non-additive use
+    carried_lines: tuple[int, ...] = ()  # per carried local, the line to change
+    # per carried local: "value" (used in a product/recurrence) or "branch" (only a branch
+    # condition reads it: an argmin search; the replay takes branches from the final value)
+    carried_kinds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,8 @@ class Comparison:
     line: int
     text: str
     loop: int
-    # used as a value (``float(x > 0)``, ``s = a < b``), not only as a branch condition (an
-    # ``if``/``while`` test, a ``wp.where``/``wp.select`` condition, a conditional expression test)
+    # turned into a number (``float(x > 0)``, ``(x > 0) * w``), not only a condition or a flag
+    # (an ``if``/``while`` test, a ``wp.where`` condition, ``inside = a < b`` used in branches)
     as_value: bool = False
     names: tuple[str, ...] = ()
 
@@ -353,7 +356,6 @@ class _Collector:
         self.safe = guards.safe_locals(tree, self.assigned)
         # names tested by enclosing if/while conditions and earlier early exits (see Call.guards)
         self.guard_stack: list[set[str]] = []
-        self.conditions: set[int] = set()  # ids of comparisons used only as branch conditions
         self.params = {a.arg for a in tree.args.args}
         self.array_params = {a.arg for a in tree.args.args if _is_array_annotation(a.annotation)}
         self.statements: list[Statement] = []
@@ -384,18 +386,6 @@ class _Collector:
         if pushed:
             del self.guard_stack[-pushed:]
 
-    def mark_conditions(self, test: ast.expr) -> None:
-        """Comparisons of a branch condition (through ``and``/``or``/``not``)."""
-        nodes = [test]
-        while nodes:
-            node = nodes.pop()
-            if isinstance(node, ast.Compare):
-                self.conditions.add(id(node))
-            elif isinstance(node, ast.BoolOp):
-                nodes.extend(node.values)
-            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-                nodes.append(node.operand)
-
     def stmt(self, node: ast.stmt, loop: int) -> None:
         line = self.absolute(node)
         end = (
@@ -413,8 +403,6 @@ class _Collector:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 self.assign_target(target, "=", line, loop)
-        if isinstance(node, ast.If):
-            self.mark_conditions(node.test)
         # expressions of this statement (not of nested statements)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
@@ -437,7 +425,7 @@ class _Collector:
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
             }
         )
-        carried, carried_lines = local_flow.carried_state(node)
+        carried, carried_lines, carried_kinds = local_flow.carried_state(node)
         offset = line - node.lineno
         carried_at = tuple(n + offset for n in carried_lines)
         if isinstance(node, ast.For):
@@ -456,6 +444,7 @@ class _Collector:
                     _unrolled(node, trips, self.max_unroll),
                     carried,
                     carried_at,
+                    carried_kinds,
                 )
             )
             self.expr(node.iter, parent, used=True)
@@ -466,7 +455,6 @@ class _Collector:
                     line, end, "while", "", "", (), None, tuple(assigned), parent, False, carried, carried_at
                 )
             )
-            self.mark_conditions(node.test)
             self.expr(node.test, line, used=True)
             self.guard_stack.append(names_in(node.test))
             self.block(node.body, line)
@@ -522,6 +510,13 @@ class _Collector:
                 self.components.append(ComponentAssign(line, local, component, op, loop))
 
     def expr(self, node: ast.expr, loop: int, used: bool) -> None:
+        # comparisons turned into numbers: `float(x > 0)`, `(x > 0) * w`
+        numeric = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and call_name(sub.func) in _NUMERIC_CASTS:
+                numeric.update(id(a) for a in sub.args if isinstance(a, ast.Compare))
+            elif isinstance(sub, ast.BinOp):
+                numeric.update(id(a) for a in (sub.left, sub.right) if isinstance(a, ast.Compare))
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
                 self.call(sub, loop, used=used or sub is not node)
@@ -536,12 +531,11 @@ class _Collector:
                         self.absolute(sub),
                         text_of(sub),
                         loop,
-                        id(sub) not in self.conditions,
+                        id(sub) in numeric,
                         tuple(sorted(names_in(sub))),
                     )
                 )
             elif isinstance(sub, ast.IfExp):
-                self.mark_conditions(sub.test)
                 self.selects.append(self.select(sub, "ifexp", sub.test, (sub.body, sub.orelse)))
 
     def call(self, node: ast.Call, loop: int, used: bool) -> None:
@@ -567,7 +561,6 @@ class _Collector:
         if name.startswith("atomic_") and node.args:
             self.atomics.append(AtomicCall(line, name, text_of(node.args[0]), used, loop))
         if name in ("where", "select") and len(node.args) == 3:
-            self.mark_conditions(node.args[0])
             self.selects.append(self.select(node, name, node.args[0], (node.args[1], node.args[2])))
 
     def select(
@@ -582,6 +575,9 @@ class _Collector:
             tuple(guards.hazards(o, self.assigned, self.per_thread, self.safe) for o in operands),
             tuple(tuple(sorted(names_in(o))) for o in operands),
         )
+
+
+_NUMERIC_CASTS = ("float", "float16", "float32", "float64", "int", "int32", "int64", "uint32", "uint64")
 
 
 def _exits(body: list[ast.stmt]) -> bool:

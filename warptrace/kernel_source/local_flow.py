@@ -159,10 +159,13 @@ def _index_reads(target: ast.expr, name: str) -> bool:
     return any(name in _loads(n.slice) for n in ast.walk(target) if isinstance(n, ast.Subscript))
 
 
-def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """Locals the loop carries non-additively from one iteration to the next, and for each
-    the (relative) line of its first non-additive use. A local is carried when the body (or
-    the loop test) reads it before the body assigns it, and the body assigns it."""
+def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    """Locals the loop carries non-additively from one iteration to the next, for each the
+    (relative) line to change, and how it is used: "value" (a product, a recurrence: the
+    adjoint uses the final value instead of each iteration's) or "branch" (only a branch
+    condition reads it, e.g. an argmin search ``if d < best: best = d``: the replay takes
+    the branches from the final value). A local is carried when the body (or the loop test)
+    reads it before the body assigns it, and the body assigns it."""
     sequence = _sequence(loop.body)
     own = _loads(loop.test) if isinstance(loop, ast.While) else set()
     target = names_in(loop.target) if isinstance(loop, ast.For) else set()
@@ -172,7 +175,7 @@ def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int
         live_in |= _header_loads(stmt) - written
         written |= _writes(stmt)
     carried = sorted((live_in & written) - target)
-    names, lines = [], []
+    names, lines, kinds = [], [], []
     for name in carried:
         # the line to change: the statement that updates the local non-additively (`p *= x`,
         # `w = w * g`), else its first non-additive use
@@ -187,26 +190,33 @@ def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int
             ),
             None,
         )
-        if update is not None:
+        use = update or next(
+            (
+                stmt
+                for stmt in sequence
+                if not isinstance(stmt, (ast.If, ast.While, ast.For))
+                and name in _stmt_loads(stmt)
+                and not _additive_use(stmt, name)
+            ),
+            None,
+        )
+        if use is not None:
             names.append(name)
-            lines.append(update.lineno)
+            lines.append(use.lineno)
+            kinds.append("value")
             continue
-        for stmt in sequence:
-            if isinstance(stmt, (ast.If, ast.While, ast.For)):
-                if name in _header_loads(stmt):
-                    names.append(name)
-                    lines.append(stmt.lineno)
-                    break
-                continue
-            if name in _stmt_loads(stmt) and not _additive_use(stmt, name):
-                names.append(name)
-                lines.append(stmt.lineno)
-                break
-        else:
-            if isinstance(loop, ast.While) and name in own:
-                names.append(name)
-                lines.append(loop.lineno)
-    return tuple(names), tuple(lines)
+        branch = next(
+            (s for s in sequence if isinstance(s, (ast.If, ast.While)) and name in _header_loads(s)), None
+        )
+        if branch is not None:
+            names.append(name)
+            lines.append(branch.lineno)
+            kinds.append("branch")
+        elif isinstance(loop, ast.While) and name in own:
+            names.append(name)
+            lines.append(loop.lineno)
+            kinds.append("branch")
+    return tuple(names), tuple(lines), tuple(kinds)
 
 
 # ---------------------------------------------------------------- components of local vectors

@@ -11,12 +11,18 @@ each iteration from the locals' *final* values, so the adjoint of a carried prod
 recurrence is wrong (verified on Warp 1.19: ``prod(x)`` over ``range(n)`` gives
 ``[54, 18, 3]`` for ``x = [1.5, 2, 3]`` instead of ``[6, 4.5, 3]``).
 
+A carried value read only by a branch condition (an argmin search ``if d < best: best =
+d; chosen = y``) makes the replay take the branches from the final value: the gradient
+goes to the wrong iteration (verified on 1.19: the argmin of ``x**2`` over ``[2, 1, 3]``
+sends the gradient to ``x[2]``). Whether it matters depends on the values, so that case
+is a ``warning``.
+
 Fine, and silent: ``+=``/``-=`` accumulation (``s += x[k] * w[k]``), values computed
 fresh in each iteration (also when read after the loop), unrolled static loops, nested
 dynamic loops that only accumulate.
 
-Severity: ``error`` when the carried local depends on a kernel argument that carries a
-gradient on a backpropagated tape; ``info`` when the kernel is taped but no gradient
+Severity: ``error`` (``warning`` for the branch case) when the carried local depends on a
+kernel argument that carries a gradient on a backpropagated tape; ``info`` when the kernel is taped but no gradient
 flows through it; silent outside tapes.
 Fix: make the trip count a compile-time constant within ``max_unroll`` (or raise the
 module option ``max_unroll``), accumulate in log space (``s += wp.log(x[k])``), or store
@@ -54,14 +60,28 @@ def check(model: Model) -> list[Finding]:
             for loop in function.loops:
                 if loop.unrolled or not loop.carried:
                     continue
-                for name, line in zip(loop.carried, loop.carried_lines):
+                kinds = loop.carried_kinds or ("value",) * len(loop.carried)
+                for name, line, kind in zip(loop.carried, loop.carried_lines, kinds):
                     args = use.carries(function, [name])
-                    severity = Severity.ERROR if args else Severity.INFO
+                    if not args:
+                        severity = Severity.INFO
+                    else:
+                        severity = Severity.ERROR if kind == "value" else Severity.WARNING
+                    if kind == "value":
+                        how = (
+                            "and is used non-additively here: the adjoint replays each iteration from its final "
+                            "value, so the gradient through it is wrong"
+                        )
+                    else:
+                        how = (
+                            "and decides this branch: the replay takes the branch from its final value, so "
+                            "the adjoints of the statements under it run for the wrong iterations (an argmin "
+                            "search sends the gradient to the last candidate)"
+                        )
                     message = (
                         f"`{name}` is carried from one iteration to the next of the loop on line {loop.line}, "
-                        f"which Warp does not unroll ({_why_dynamic(loop)}), and is used "
-                        "non-additively here: the adjoint replays each iteration from its final value, so "
-                        f"the gradient through it is wrong; {evidence_phrase(model, use, args)}"
+                        f"which Warp does not unroll ({_why_dynamic(loop)}), {how}; "
+                        f"{evidence_phrase(model, use, args)}"
                     )
                     findings.append(
                         source_finding(

@@ -1,13 +1,14 @@
 """WT408 piecewise-constant (info).
 
 ``wp.round``, ``wp.floor``, ``wp.ceil``, ``wp.trunc``, ``wp.sign``, ``wp.step``, an integer
-cast (``int(x)``, ``wp.int32(x)``) or a comparison used as a value (``float(x > 0)``) on a
+cast (``int(x)``, ``wp.int32(x)``) or a comparison turned into a number (``float(x > 0)``,
+``(x > 0) * w``) on a
 value that depends on a kernel argument carrying a gradient on a backpropagated tape. The
 derivative of a step function is zero almost everywhere: the zero gradient through it is
 *correct*, not a bug, and finite differences across the steps disagree with it without
 proving anything. Reported as ``info`` so that a surprising zero gradient has an
-explanation; never as an error. Comparisons used only as branch conditions (``if``,
-``wp.where`` conditions) are not reported.
+explanation; never as an error. Comparisons used as branch conditions or boolean flags
+(``if``, ``wp.where`` conditions, ``inside = a < b``) are not reported.
 
 Fix (a modeling choice, not a repair): a straight-through estimator (forward the rounded
 value, backward the identity: a ``@wp.func`` with a ``@wp.func_grad`` that passes the
@@ -66,7 +67,7 @@ def check(model: Model) -> list[Finding]:
                 if not args:
                     continue
                 message = (
-                    f"`{comparison.text}` is used as a value: a comparison is piecewise constant, so no gradient "
+                    f"`{comparison.text}` is turned into a number: a comparison is piecewise constant, so no gradient "
                     f"flows back through it (correct, not a bug); {evidence_phrase(model, use, args)}"
                 )
                 findings.append(
