@@ -1,6 +1,6 @@
 """WT406 select-overflow (warning).
 
-An operand of ``wp.where(c, a, b)`` or ``wp.select(c, a, b)`` that can be non-finite on
+An operand of ``wp.where(c, a, b)`` (``wp.select`` before Warp 1.19) that can be non-finite on
 the side that is not selected: ``wp.exp(z)`` overflowing, ``wp.log``/``wp.sqrt``/
 ``wp.pow`` at or below zero, a division by a possibly-zero denominator. Both operands are
 evaluated and both adjoints run; the unselected side's adjoint multiplies a zero by an
