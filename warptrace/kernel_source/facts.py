@@ -511,7 +511,7 @@ class _Collector:
 
     def expr(self, node: ast.expr, loop: int, used: bool) -> None:
         # comparisons turned into numbers: `float(x > 0)`, `(x > 0) * w`
-        numeric = set()
+        numeric: set[int] = set()
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call) and call_name(sub.func) in _NUMERIC_CASTS:
                 numeric.update(id(a) for a in sub.args if isinstance(a, ast.Compare))
