@@ -25,7 +25,7 @@ def spread(p: wp.array(dtype=float), x: wp.array(dtype=float)):
 @wp.kernel
 def radius(x: wp.array(dtype=float), r: wp.array(dtype=float)):
     i = wp.tid()
-    r[i] = wp.sqrt(x[i])
+    r[i] = wp.sqrt(x[i])  # expect: WT407
 
 
 @wp.kernel

@@ -17,7 +17,7 @@ DEVICE = "cpu"
 @wp.kernel
 def soft_root(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
-    y[i] = wp.where(x[i] > 0.0, wp.sqrt(x[i]), 0.0)
+    y[i] = wp.where(x[i] > 0.0, wp.sqrt(x[i]), 0.0)  # expect: WT406
 
 
 @wp.kernel

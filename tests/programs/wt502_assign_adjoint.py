@@ -20,8 +20,8 @@ def scaled_product(a: float, b: float):
 
 @wp.func_grad(scaled_product)
 def adj_scaled_product(a: float, b: float, adj_ret: float):  # expect: WT502
-    wp.adjoint[a] = adj_ret * 0.5 * b
-    wp.adjoint[b] = adj_ret * 0.5 * a
+    wp.adjoint[a] = adj_ret * 0.5 * b  # expect: WT404
+    wp.adjoint[b] = adj_ret * 0.5 * a  # expect: WT404
 
 
 @wp.kernel
