@@ -47,6 +47,7 @@ class RunResult:
     exit_status: int
     error: str | None = None
     interrupted: bool = False
+    stopped: bool = False  # ended on purpose by one of ``run(stop_on=...)``'s exceptions
 
 
 class ScriptRunner:
@@ -124,19 +125,21 @@ class ScriptRunner:
 
     # ---------------------------------------------------------------------- run
 
-    def run(self) -> RunResult:
+    def run(self, stop_on: tuple[type[BaseException], ...] = ()) -> RunResult:
         """Run the program to its end and restore ``sys`` afterwards.
 
         Exceptions in the program are printed the way Python prints them (through
         ``sys.excepthook``, warptrace frames peeled) and become the exit status, like
         ``python`` would; only :class:`ScriptError` escapes (``-m`` names a missing
-        submodule)."""
+        submodule). An exception of a ``stop_on`` type is warptrace ending the run on
+        purpose (the probe stops a script at a chosen backward): it prints nothing and
+        gives ``RunResult(0, stopped=True)``."""
         if not self._prepared:
             self.prepare()
         saved = _SysState()
         threads_before = set(threading.enumerate())
         try:
-            result = self._execute()
+            result = self._execute(stop_on)
             try:
                 # Python waits for non-daemon threads before it exits; the program's
                 # threads belong to the run, so the recording must wait for them too.
@@ -147,7 +150,7 @@ class ScriptRunner:
         finally:
             saved.restore()
 
-    def _execute(self) -> RunResult:
+    def _execute(self, stop_on: tuple[type[BaseException], ...] = ()) -> RunResult:
         main_globals: dict[str, Any] = {}
         if self.as_module:
             self._install_module_sys()
@@ -165,6 +168,8 @@ class ScriptRunner:
         except SystemExit as exc:
             return RunResult(_system_exit_status(exc))
         except BaseException as exc:
+            if stop_on and isinstance(exc, stop_on):
+                return RunResult(0, stopped=True)
             if self.as_module and _is_module_lookup_error(exc):
                 raise ScriptError(str(exc)) from None
             print_uncaught(exc)
