@@ -1,0 +1,181 @@
+"""What a gradient check measures: the parameters, the backward window, the perturbation points.
+
+Pure (no Warp). The AD side of a check is the gradient *the program reads*: the value
+of ``param.grad`` at the program's first gradient read (an optimizer launch, a copy, a
+``.numpy()``) after at least one backward. When the program accumulates over several
+backward calls before reading (a tape per frame, micro-batches), all of them form the
+*window* and the objective is the sum of their losses, exactly the function whose
+gradient the accumulated ``.grad`` claims to be. The window starts after the last
+zeroing of the gradient before the read.
+
+Parameters default to the leaves of the window's recordings (read there, never written
+there, with a gradient buffer) whose gradient the program reads. Each is perturbed
+just before its first read in the window, which is a tape position the probe finds
+again in a fresh run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from warptrace.analysis.bisect import Recording, leaves, recordings
+from warptrace.analysis.findings import Location
+from warptrace.analysis.model import K, Model
+from warptrace.errors import UsageError
+from warptrace.trace import schema as S
+
+
+@dataclass
+class Param:
+    label: str
+    array_id: int
+    allocation: Location
+    size: int
+    dtype: str
+    backward: int  # the recording (by backward number) holding the first read
+    tape_ordinal: int
+    epoch: int
+    position: int
+    arg: int
+    field: str
+
+
+@dataclass
+class Measurement:
+    window: list[Recording]
+    params: list[Param]
+    read_seq: int | None  # where the program reads the gradient (None: never read)
+    notes: list[str] = field(default_factory=list)
+    undecided: str | None = None  # why no sound measurement is possible
+
+    @property
+    def backwards(self) -> list[int]:
+        return [recording.backward for recording in self.window]
+
+
+def _grad_ids(model: Model, array_id: int) -> set[int]:
+    ids = {a for a, info in model.arrays.items() if info.grad_of == array_id}
+    ids |= {ref for ref, owner in model.dataflow.grad_owner.items() if owner == array_id}
+    views = {a for a, info in model.arrays.items() if info.base_id in ids}
+    return ids | views
+
+
+def _grad_events(model: Model, grad_ids: set[int]) -> tuple[list[int], list[int]]:
+    """Seqs where the program reads these grad buffers, and where it clears them (outside backward)."""
+    reads: list[int] = []
+    clears: list[int] = []
+    ids = np.fromiter(grad_ids, dtype=np.int64, count=len(grad_ids))
+    value_reads = model.events_of_kind(S.VALUE_READ)
+    for ev in value_reads[np.isin(model.array_id[value_reads], ids)].tolist():
+        reads.append(int(model.seq[ev]))
+    rows = np.nonzero(np.isin(model.acc_array, ids))[0]
+    for row in rows.tolist():
+        ev = int(model.acc_ev[row])
+        if ev < 0 or model.phase[ev] != 0 or model.adjoint[ev]:
+            continue
+        role = int(model.acc_role[row])
+        if role in (S.ROLE_READ, S.ROLE_READWRITE):
+            reads.append(int(model.seq[ev]))
+        elif role == S.ROLE_WRITE and model.kind[ev] == K[S.MEMSET]:
+            clears.append(int(model.seq[ev]))
+    return sorted(set(reads)), sorted(set(clears))
+
+
+def _windows(all_recordings: list[Recording], reads: list[int], clears: list[int]) -> list[list[Recording]]:
+    if not reads:
+        return [[recording] for recording in all_recordings]
+    windows = []
+    previous = -1
+    for read in reads:
+        cleared = max((c for c in clears if c < read), default=-1)
+        start = max(previous, cleared)
+        window = [r for r in all_recordings if start < r.backward_seq < read]
+        if window:
+            windows.append(window)
+            previous = read
+    return windows
+
+
+def measurement(model: Model, at: int | None = None, labels: list[str] | None = None) -> Measurement:
+    """The window and the parameters of the ``at``-th gradient the program reads (default:
+    the first one whose backward calls are executed, not captured into a graph)."""
+    all_recordings = [r for r in recordings(model) if r.events]
+    if not all_recordings:
+        return Measurement([], [], None, undecided="the program never backpropagates a tape")
+    candidates: dict[int, tuple[Recording, object]] = {}
+    for recording in all_recordings:
+        for leaf in leaves(model, recording.events):
+            if leaf.array_id not in candidates:
+                candidates[leaf.array_id] = (recording, leaf)
+    labels_known = sorted({leaf.label for _, leaf in candidates.values()})  # type: ignore[attr-defined]
+    if labels:
+        unknown = [label for label in labels if label not in labels_known]
+        if unknown:
+            raise UsageError(
+                f"no differentiable leaf named {', '.join(unknown)} on a backpropagated tape "
+                f"(leaves: {', '.join(labels_known) or 'none'})"
+            )
+    grad_events = {a: _grad_events(model, _grad_ids(model, a)) for a in candidates}
+    if labels:
+        chosen = [a for a, (_, leaf) in candidates.items() if leaf.label in labels]  # type: ignore[attr-defined]
+    else:
+        chosen = [a for a in candidates if grad_events[a][0]]
+    notes: list[str] = []
+    if not chosen:
+        chosen = list(candidates)
+        if chosen:
+            notes.append("the program never reads a parameter gradient: measuring each backward on its own")
+    if not chosen:
+        return Measurement([], [], None, undecided="no differentiable leaf (requires_grad) is read on a backpropagated tape")
+    reads = sorted({seq for a in chosen for seq in grad_events[a][0]})
+    clears = sorted({seq for a in chosen for seq in grad_events[a][1]})
+    windows = _windows(all_recordings, reads, clears)
+    if at is None:
+        executed = [i for i, w in enumerate(windows) if all(r.executed for r in w)]
+        at = executed[0] + 1 if executed else 1
+        if at > 1:
+            notes.append(f"gradient reads 1-{at - 1} follow captured backward calls; measuring read {at}")
+    if at < 1 or at > len(windows):
+        raise UsageError(f"--at {at}: the recorded run has {len(windows)} gradient read(s) after a backward")
+    window = windows[at - 1]
+    read_seq = next((r for r in reads if r > window[-1].backward_seq), None)
+    params = []
+    for array_id in chosen:
+        for recording in window:
+            found = [leaf for leaf in leaves(model, recording.events) if leaf.array_id == array_id]
+            if found:
+                leaf = found[0]
+                params.append(
+                    Param(
+                        label=leaf.label,
+                        array_id=array_id,
+                        allocation=leaf.allocation,
+                        size=leaf.size,
+                        dtype=leaf.dtype,
+                        backward=recording.backward,
+                        tape_ordinal=recording.tape_ordinal,
+                        epoch=recording.epoch,
+                        position=leaf.first_position,
+                        arg=leaf.arg,
+                        field=leaf.field,
+                    )
+                )
+                break
+    result = Measurement(window, params, read_seq, notes)
+    if not params:
+        result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
+    elif any(not recording.executed for recording in window):
+        result.undecided = (
+            "the measured backward runs inside a captured graph (wp.capture_launch replays it): "
+            "the probe cannot perturb or read it there"
+        )
+    elif any(recording.loss_array < 0 for recording in window):
+        result.undecided = (
+            "a backward in the window has no loss= (the gradient is seeded by hand): the objective "
+            "is not a value on the tape, so there is nothing to difference"
+        )
+    elif any(p.arg < 0 for p in params):
+        result.undecided = "a parameter is first read by an operation the probe cannot address"
+    return result
