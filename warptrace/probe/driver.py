@@ -1,0 +1,335 @@
+"""Drive the probe runs of ``gradcheck`` and ``bisect --run`` and turn them into a result.
+
+Every run is a fresh ``python -m warptrace.probe.child`` process (the user's own run is
+never altered; no state leaks between runs). For a plan of C cuts and E eps values:
+
+1. one *recording* run (warptrace's recorder, stopped a few backward calls in) gives
+   the launch graph: parameters, backward window, tape positions, cuts;
+2. two *unperturbed* runs: the first reads the objective, every cut's surrogate, the
+   gradient the program computes and each cut's autodiff value; the second only reads
+   values (the program must repeat itself, or nothing can be concluded);
+3. two *perturbed* runs per eps (``+h`` and ``-h``) read the objective and every cut's
+   surrogate at once.
+
+So ``3 + 2E`` runs whatever C is (9 with the default 3 eps). Each run's wall time is
+reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from warptrace.analysis.bisect import MAX_CUTS, Cut, Plan, make_plan
+from warptrace.analysis.measure import Measurement, measurement
+from warptrace.analysis.model import Model
+from warptrace.analysis.report import analyze_trace
+from warptrace.errors import WarptraceError
+from warptrace.probe.child import CONFIG_ENV
+from warptrace.probe.verdict import DEFAULT_RTOL, Comparison, compare, float32_resolution
+from warptrace.trace.reader import read_trace
+
+DEFAULT_EPS = (1e-2, 1e-3, 1e-4)
+DEFAULT_SEED = 20240531
+RUN_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Options:
+    script: str
+    args: list[str]
+    as_module: bool = False
+    at: int | None = None
+    params: list[str] | None = None
+    eps: tuple[float, ...] = DEFAULT_EPS
+    rtol: float = DEFAULT_RTOL
+    seed: int = DEFAULT_SEED
+    cuts: bool = False  # bisect --run: measure the cuts too
+    timeout: float = RUN_TIMEOUT_S
+
+
+@dataclass
+class RunInfo:
+    name: str
+    wall_s: float
+    status: str
+
+
+@dataclass
+class CutResult:
+    cut: Cut
+    comparison: Comparison
+
+
+@dataclass
+class Result:
+    verdict: str
+    reason: str | None = None
+    measurement: Measurement | None = None
+    end_to_end: Comparison | None = None
+    objective: float | None = None
+    plan: Plan | None = None
+    cuts: list[CutResult] = field(default_factory=list)
+    first_disagreeing: dict[str, Any] | None = None
+    runs: list[RunInfo] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    findings: list[Any] = field(default_factory=list)
+
+
+class ProbeFailed(WarptraceError):
+    """A probe run could not be made (the script failed or diverged)."""
+
+
+class Driver:
+    def __init__(self, options: Options, progress: Callable[[str], None] | None = None) -> None:
+        self.options = options
+        self.progress = progress or (lambda line: None)
+        self.workdir = tempfile.mkdtemp(prefix="warptrace-probe-")
+        self.runs: list[RunInfo] = []
+
+    # ------------------------------------------------------------------ runs
+
+    def _child(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
+        config = {
+            "script": self.options.script,
+            "args": self.options.args,
+            "module": self.options.as_module,
+            "result": os.path.join(self.workdir, f"{name}.json"),
+            **config,
+        }
+        config_path = os.path.join(self.workdir, f"{name}.config.json")
+        with open(config_path, "w") as config_file:
+            json.dump(config, config_file)
+        env = dict(os.environ)
+        env[CONFIG_ENV] = config_path
+        env.setdefault("PYTHONHASHSEED", "0")  # every run the same set/dict order
+        log_path = os.path.join(self.workdir, f"{name}.log")
+        started = time.perf_counter()
+        with open(log_path, "w") as log:
+            try:
+                subprocess.run(
+                    [sys.executable, "-m", "warptrace.probe.child"],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=self.options.timeout,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise ProbeFailed(f"probe run '{name}' took more than {self.options.timeout:.0f} s") from None
+        wall = time.perf_counter() - started
+        try:
+            with open(config["result"]) as result_file:
+                out: dict[str, Any] = json.load(result_file)
+        except (OSError, ValueError):
+            raise ProbeFailed(f"probe run '{name}' died without a result (log: {log_path})") from None
+        self.runs.append(RunInfo(name, wall, str(out.get("status"))))
+        self.progress(f"run {len(self.runs)}: {name} {wall:.1f} s ({out.get('status')})")
+        if out.get("status") == "failed":
+            raise ProbeFailed(f"probe run '{name}' failed: {out.get('error')} (log: {log_path})")
+        return out
+
+    # ------------------------------------------------------------------ main
+
+    def run(self) -> Result:
+        options = self.options
+        trace_path = os.path.join(self.workdir, "record.wtrace")
+        cap = max(64, 4 * (options.at or 1))
+        recorded = self._child("record", {"mode": "record", "trace": trace_path, "backward_cap": cap})
+        trace = read_trace(trace_path)
+        model = Model(trace)
+        report = analyze_trace(trace)
+        result = Result("undecided", runs=self.runs, findings=report.findings)
+        if recorded.get("status") == "ended" and recorded.get("exit_status"):
+            result.notes.append(f"the recorded run ended with exit status {recorded['exit_status']}")
+        chosen = measurement(model, options.at, options.params)
+        result.measurement = chosen
+        result.notes += chosen.notes
+        if chosen.undecided:
+            result.reason = chosen.undecided
+            return result
+
+        cut_recording = min(chosen.window, key=lambda r: r.backward)
+        first_read = min(p.backward for p in chosen.params)
+        cut_recording = next(r for r in chosen.window if r.backward == first_read)
+        cuts: list[Cut] = []
+        if options.cuts:
+            result.plan = make_plan(model, cut_recording, report.findings)
+            cuts = [cut for cut in result.plan.cuts if cut.live][:MAX_CUTS]
+            if len(result.plan.cuts) > MAX_CUTS:
+                result.notes.append(
+                    f"{len(result.plan.cuts)} cuts planned; the first {MAX_CUTS} in binary-search order are measured"
+                )
+        sweep = [float(eps) for eps in options.eps]
+        base = {
+            "mode": "probe",
+            "seed": options.seed,
+            "window": chosen.backwards,
+            "target": {
+                "tape": cut_recording.tape_ordinal,
+                "epoch": cut_recording.epoch,
+                "n_events": len(cut_recording.events),
+            },
+            "cut_backward": cut_recording.backward,
+            "cuts": [
+                {
+                    "k": cut.k,
+                    "buffers": [{"position": b.position, "arg": b.arg, "field": b.field} for b in cut.live],
+                }
+                for cut in cuts
+            ],
+            "params": [
+                {
+                    "label": p.label,
+                    "tape": p.tape_ordinal,
+                    "epoch": p.epoch,
+                    "position": p.position,
+                    "arg": p.arg,
+                    "field": p.field,
+                }
+                for p in chosen.params
+            ],
+            "sweep": sweep,
+        }
+        first = self._child("unperturbed-1", {**base, "step": 0.0, "ad": True})
+        second = self._child("unperturbed-2", {**base, "step": 0.0, "ad": False})
+        for run in (first, second):
+            if run.get("status") != "ok":
+                result.reason = _not_ok(run)
+                return result
+        objective = _objective(first)
+        if objective is None:
+            result.reason = "a backward in the window has no loss= (seeded by hand): nothing to difference"
+            return result
+        result.objective = objective
+        other = _objective(second)
+        jitter = abs(objective - other) if other is not None else 0.0
+        if jitter > 0:
+            result.notes.append(f"two unperturbed runs differ by {jitter:.3g} in the objective")
+        perturbed: dict[float, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for eps in sweep:
+            plus = self._child(f"eps={eps:g}+", {**base, "step": eps})
+            minus = self._child(f"eps={eps:g}-", {**base, "step": -eps})
+            for run in (plus, minus):
+                if run.get("status") != "ok":
+                    result.reason = _not_ok(run)
+                    return result
+            perturbed[eps] = (plus, minus)
+
+        resolution = float32_resolution([v for v in first["objective"] if v is not None])
+        ad = first.get("ad") or {}
+        points = []
+        for eps in sweep:
+            plus, minus = perturbed[eps]
+            fd_change = (_objective(plus) or 0.0) - (_objective(minus) or 0.0)
+            points.append((eps, fd_change, 2.0 * eps * float(ad.get(str(eps), 0.0)), 2.0 * eps))
+        result.end_to_end = compare(points, resolution, jitter, options.rtol)
+        if jitter > 0 and result.end_to_end.verdict == "undecided":
+            result.reason = "the program is not deterministic (two unperturbed runs differ): " + (
+                result.end_to_end.reason or ""
+            )
+            return result
+
+        for cut in cuts:
+            key = str(cut.k)
+            values = first["surrogates"].get(key)
+            again = second["surrogates"].get(key)
+            cut_ad = (first.get("cut_ad") or {}).get(key) or {}
+            if values is None or again is None:
+                continue
+            cut_jitter = abs(values["value"] - again["value"])
+            cut_points = []
+            for eps in sweep:
+                plus, minus = perturbed[eps]
+                change = plus["surrogates"][key]["value"] - minus["surrogates"][key]["value"]
+                cut_points.append((eps, change, 2.0 * eps * float(cut_ad.get(str(eps), 0.0)), 2.0 * eps))
+            cut_resolution = values["magnitude"] * 2.0**-23
+            result.cuts.append(CutResult(cut, compare(cut_points, cut_resolution, cut_jitter, options.rtol)))
+        result.cuts.sort(key=lambda c: c.cut.k)
+        _conclude(result)
+        return result
+
+
+def _objective(run: dict[str, Any]) -> float | None:
+    values = run.get("objective") or []
+    if not values or any(v is None for v in values):
+        return None
+    return float(sum(values))
+
+
+def _not_ok(run: dict[str, Any]) -> str:
+    status = run.get("status")
+    if status == "mismatch":
+        return f"the probe run did not repeat the recorded run ({run.get('mismatch')}): is the program deterministic (seeded RNG)?"
+    if status == "ended":
+        return (
+            "the probe run ended before the measured backward "
+            f"(exit status {run.get('exit_status')}{': ' + str(run['error']) if run.get('error') else ''})"
+        )
+    return f"probe run status {status}"
+
+
+def _conclude(result: Result) -> None:
+    e2e = result.end_to_end
+    assert e2e is not None
+    result.verdict = e2e.verdict
+    result.reason = e2e.reason
+    if not result.cuts:
+        return
+    disagreeing = [c for c in result.cuts if c.comparison.verdict == "disagree"]
+    if not disagreeing:
+        if e2e.verdict == "disagree" and all(c.comparison.verdict == "agree" for c in result.cuts):
+            result.notes.append(
+                "every cut inside the tape agrees but the end-to-end check does not: the defect is across "
+                "tapes (horizon truncation, manual seeding, objective off the tape), not inside this tape"
+            )
+        return
+    first = disagreeing[0]
+    agreeing = [c for c in result.cuts if c.cut.k < first.cut.k and c.comparison.verdict == "agree"]
+    start = agreeing[-1].cut.k if agreeing else 0
+    plan = result.plan
+    assert plan is not None
+    operations = plan.operations[start : first.cut.k]
+    locations: list[dict[str, Any]] = []
+    for op in operations:
+        loc = {"file": op["file"], "line": op["line"]}
+        if loc not in locations:
+            locations.append(loc)
+    lines = {(loc["file"], loc["line"]) for loc in locations}
+    seqs = {op["seq"] for op in operations}
+    related = []
+    for finding in result.findings:
+        evidence_seqs = {
+            s
+            for key, value in finding.evidence.items()
+            if "seq" in key
+            for s in (value if isinstance(value, list) else [value])
+            if isinstance(s, int)
+        }
+        places = {(finding.location.file, finding.location.line)} | {
+            (r.file, r.line) for r in finding.related
+        }
+        if evidence_seqs & seqs or places & lines:
+            related.append(f"{finding.code} {finding.location.file}:{finding.location.line}")
+    result.first_disagreeing = {
+        "cut": first.cut.k,
+        "last_agreeing_cut": start,
+        "step": plan.steps.step_of(first.cut.k - 1),
+        "operations": operations,
+        "locations": locations,
+        "findings": related,
+    }
+    if e2e.verdict != "disagree":
+        result.verdict = "disagree"
+        result.reason = None
+        result.notes.append(
+            "the end-to-end check does not disagree, but the tape's gradient of an intermediate state does"
+        )

@@ -1,0 +1,120 @@
+"""Finite differences against autodiff: the numbers and the verdict (pure; no Warp).
+
+Everything is compared in *objective units*: over a step ``t = ±h`` along the fixed
+direction, the finite-difference change is ``fd = Q(+h) - Q(-h)`` and autodiff predicts
+``ad = 2h * (directional derivative)``. The float32 objective resolves only its ulp,
+so a change is *resolved* when it exceeds ``NOISE_ULPS`` ulps of the objective (plus
+twice the difference between two unperturbed runs). For a resolved eps the two agree
+when ``|fd - ad| <= rtol * max(|fd|, |ad|) + noise``.
+
+Verdict over the sweep: ``agree`` when one resolved eps agrees; ``disagree`` only when
+every resolved eps disagrees *and* at least two resolved eps give the same finite
+difference within ``FD_STABILITY`` (a kink or a staircase gives an unstable FD, which
+proves nothing); otherwise ``undecided`` with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+NOISE_ULPS = 8.0
+FD_STABILITY = 0.1
+DEFAULT_RTOL = 1e-2
+
+
+@dataclass
+class Point:
+    eps: float
+    fd: float  # directional derivative by central differences
+    ad: float  # directional derivative by autodiff
+    resolved: bool
+    agree: bool
+    rel_error: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "eps": self.eps,
+            "fd": self.fd,
+            "ad": self.ad,
+            "resolved": self.resolved,
+            "agree": self.agree if self.resolved else None,
+            "rel_error": self.rel_error,
+        }
+
+
+@dataclass
+class Comparison:
+    verdict: str  # agree, disagree, undecided
+    points: list[Point] = field(default_factory=list)
+    resolution: float = 0.0  # objective units below which a change is not seen
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "verdict": self.verdict,
+            "resolution": self.resolution,
+            "sweep": [point.to_dict() for point in self.points],
+        }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def float32_resolution(values: list[float]) -> float:
+    """Sum of the float32 ulps of the values (an objective summed over a window's losses)."""
+    return float(sum(np.spacing(np.float32(abs(v))) for v in values))
+
+
+def compare(
+    sweep: list[tuple[float, float, float, float]],
+    resolution: float,
+    jitter: float = 0.0,
+    rtol: float = DEFAULT_RTOL,
+) -> Comparison:
+    """``sweep``: (eps, fd_change, ad_change, 2h) per eps; ``jitter``: |difference| of two unperturbed runs."""
+    noise = NOISE_ULPS * resolution + 2.0 * jitter
+    points = []
+    for eps, fd_change, ad_change, two_h in sweep:
+        scale = max(abs(fd_change), abs(ad_change))
+        resolved = scale > noise
+        error = abs(fd_change - ad_change)
+        agree = error <= rtol * scale + noise
+        points.append(
+            Point(
+                eps=eps,
+                fd=fd_change / two_h,
+                ad=ad_change / two_h,
+                resolved=resolved,
+                agree=agree,
+                rel_error=error / scale if scale > 0 else None,
+            )
+        )
+    result = Comparison("undecided", points, noise)
+    seen = [p for p in points if p.resolved]
+    if any(p.agree for p in seen):
+        result.verdict = "agree"
+    elif not seen:
+        if all(p.fd == 0.0 and p.ad == 0.0 for p in points):
+            result.verdict = "agree"
+            result.reason = "both sides are exactly zero (the quantity does not depend on the parameters)"
+        else:
+            result.reason = (
+                f"the objective cannot resolve any eps: every change is below its float32 resolution "
+                f"({noise:.3g}); try a larger --eps"
+            )
+    else:
+        fds = [p.fd for p in seen]
+        stable = any(
+            abs(a - b) <= FD_STABILITY * max(abs(a), abs(b)) for i, a in enumerate(fds) for b in fds[i + 1 :]
+        )
+        if stable:
+            result.verdict = "disagree"
+        else:
+            result.reason = (
+                "finite differences do not settle across eps (a kink, a staircase or too few resolved eps): "
+                "they prove nothing here"
+            )
+    return result
