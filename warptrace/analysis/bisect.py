@@ -50,6 +50,8 @@ class Recording:
     events: list[int]  # event index of each tape position
     loss_array: int
     executed: bool  # False when the operations or the backward ran inside a graph capture
+    location: Location  # the backward call
+    loss_label: str
 
 
 @dataclass
@@ -174,6 +176,8 @@ def recordings(model: Model) -> list[Recording]:
                 events=events,
                 loss_array=int(model.array_id[ev]),
                 executed=executed,
+                location=model.event_location(ev, "backward"),
+                loss_label=model.array_label(int(model.array_id[ev])) if model.array_id[ev] >= 0 else "",
             )
         )
     return result
@@ -354,7 +358,9 @@ def _signature(model: Model, ev: int) -> int:
     return hash((int(model.kind[ev]), int(model.kernel[ev]), int(model.site[ev])))
 
 
-def _finding_positions(findings: Iterable[Finding], model: Model, recording: Recording) -> dict[int, list[str]]:
+def _finding_positions(
+    findings: Iterable[Finding], model: Model, recording: Recording
+) -> dict[int, list[str]]:
     """Tape positions named in the evidence of findings (by seq)."""
     position_of_seq = {int(model.seq[ev]): position for position, ev in enumerate(recording.events)}
     near: dict[int, list[str]] = {}

@@ -40,6 +40,7 @@ class Param:
     position: int
     arg: int
     field: str
+    read_location: Location  # the operation that first reads it
 
 
 @dataclass
@@ -128,7 +129,9 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
         if chosen:
             notes.append("the program never reads a parameter gradient: measuring each backward on its own")
     if not chosen:
-        return Measurement([], [], None, undecided="no differentiable leaf (requires_grad) is read on a backpropagated tape")
+        return Measurement(
+            [], [], None, undecided="no differentiable leaf (requires_grad) is read on a backpropagated tape"
+        )
     reads = sorted({seq for a in chosen for seq in grad_events[a][0]})
     clears = sorted({seq for a in chosen for seq in grad_events[a][1]})
     windows = _windows(all_recordings, reads, clears)
@@ -160,6 +163,7 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
                         position=leaf.first_position,
                         arg=leaf.arg,
                         field=leaf.field,
+                        read_location=model.event_location(recording.events[leaf.first_position], "read"),
                     )
                 )
                 break

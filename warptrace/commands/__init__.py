@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from warptrace.commands.analyze import AnalyzeCommand
 from warptrace.commands.base import Command
+from warptrace.commands.bisect import BisectCommand
 from warptrace.commands.export import ExportCommand
+from warptrace.commands.gradcheck import GradcheckCommand
 from warptrace.commands.run import RunCommand
 from warptrace.commands.show import ShowCommand
 
 DEFAULT_COMMAND: type[Command] = RunCommand  # when the first word names no command
-COMMANDS: tuple[type[Command], ...] = (AnalyzeCommand, ShowCommand, ExportCommand)
+COMMANDS: tuple[type[Command], ...] = (
+    AnalyzeCommand,
+    ShowCommand,
+    ExportCommand,
+    GradcheckCommand,
+    BisectCommand,
+)
 
 __all__ = ["COMMANDS", "DEFAULT_COMMAND", "Command"]

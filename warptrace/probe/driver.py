@@ -24,16 +24,23 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from warptrace.analysis.bisect import MAX_CUTS, Cut, Plan, make_plan
-from warptrace.analysis.measure import Measurement, measurement
+from warptrace.analysis.bisect import MAX_CUTS, Cut, make_plan
+from warptrace.analysis.measure import measurement
 from warptrace.analysis.model import Model
 from warptrace.analysis.report import analyze_trace
 from warptrace.errors import WarptraceError
 from warptrace.probe.child import CONFIG_ENV
-from warptrace.probe.verdict import DEFAULT_RTOL, Comparison, compare, float32_resolution
+from warptrace.probe.verdict import (
+    DEFAULT_RTOL,
+    CutResult,
+    Result,
+    RunInfo,
+    compare,
+    float32_resolution,
+)
 from warptrace.trace.reader import read_trace
 
 DEFAULT_EPS = (1e-2, 1e-3, 1e-4)
@@ -53,34 +60,6 @@ class Options:
     seed: int = DEFAULT_SEED
     cuts: bool = False  # bisect --run: measure the cuts too
     timeout: float = RUN_TIMEOUT_S
-
-
-@dataclass
-class RunInfo:
-    name: str
-    wall_s: float
-    status: str
-
-
-@dataclass
-class CutResult:
-    cut: Cut
-    comparison: Comparison
-
-
-@dataclass
-class Result:
-    verdict: str
-    reason: str | None = None
-    measurement: Measurement | None = None
-    end_to_end: Comparison | None = None
-    objective: float | None = None
-    plan: Plan | None = None
-    cuts: list[CutResult] = field(default_factory=list)
-    first_disagreeing: dict[str, Any] | None = None
-    runs: list[RunInfo] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    findings: list[Any] = field(default_factory=list)
 
 
 class ProbeFailed(WarptraceError):
@@ -147,7 +126,14 @@ class Driver:
         trace = read_trace(trace_path)
         model = Model(trace)
         report = analyze_trace(trace)
-        result = Result("undecided", runs=self.runs, findings=report.findings)
+        result = Result(
+            "undecided",
+            runs=self.runs,
+            findings=report.findings,
+            seed=options.seed,
+            rtol=options.rtol,
+            cwd=os.getcwd(),
+        )
         if recorded.get("status") == "ended" and recorded.get("exit_status"):
             result.notes.append(f"the recorded run ended with exit status {recorded['exit_status']}")
         chosen = measurement(model, options.at, options.params)
@@ -212,6 +198,8 @@ class Driver:
         result.objective = objective
         other = _objective(second)
         jitter = abs(objective - other) if other is not None else 0.0
+        result.jitter = jitter
+        result.deterministic = jitter == 0.0 and first["surrogates"] == second["surrogates"]
         if jitter > 0:
             result.notes.append(f"two unperturbed runs differ by {jitter:.3g} in the objective")
         perturbed: dict[float, tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -318,7 +306,9 @@ def _conclude(result: Result) -> None:
             (r.file, r.line) for r in finding.related
         }
         if evidence_seqs & seqs or places & lines:
-            related.append(f"{finding.code} {finding.location.file}:{finding.location.line}")
+            related.append(
+                {"code": finding.code, "file": finding.location.file, "line": finding.location.line}
+            )
     result.first_disagreeing = {
         "cut": first.cut.k,
         "last_agreeing_cut": start,

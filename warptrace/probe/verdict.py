@@ -20,6 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from warptrace.analysis.bisect import Cut, Plan
+from warptrace.analysis.measure import Measurement
+
 NOISE_ULPS = 8.0
 FD_STABILITY = 0.1
 DEFAULT_RTOL = 1e-2
@@ -118,3 +121,39 @@ def compare(
                 "they prove nothing here"
             )
     return result
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class RunInfo:
+    name: str
+    wall_s: float
+    status: str
+
+
+@dataclass
+class CutResult:
+    cut: Cut
+    comparison: Comparison
+
+
+@dataclass
+class Result:
+    verdict: str
+    reason: str | None = None
+    measurement: Measurement | None = None
+    end_to_end: Comparison | None = None
+    objective: float | None = None
+    plan: Plan | None = None
+    cuts: list[CutResult] = field(default_factory=list)
+    first_disagreeing: dict[str, Any] | None = None
+    runs: list[RunInfo] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    findings: list[Any] = field(default_factory=list)
+    deterministic: bool | None = None  # None: not checked (no probe run got that far)
+    jitter: float = 0.0  # |objective difference| of the two unperturbed runs
+    seed: int = 0
+    rtol: float = DEFAULT_RTOL
+    cwd: str | None = None

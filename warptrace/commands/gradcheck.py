@@ -1,0 +1,109 @@
+"""``gradcheck SCRIPT.py ARGS``: the program's own gradient against finite differences of its objective.
+
+The measurement runs the unmodified script in separate probe processes
+(:mod:`warptrace.probe`); the user's own run is never touched. The options shared with
+``bisect --run`` (parameters, eps sweep, tolerance, seed) and the code that runs a probe
+and prints its report live here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from warptrace.commands.base import Command, CommandParser, flush_stdout, write_stderr, write_stdout
+from warptrace.errors import UsageError
+
+PROBE_EXIT_STATUS = "0 agree, 1 disagree, 4 undecided (the reason is printed), 2 usage error"
+
+
+def eps_list(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    if not values or any(not 0.0 < value < 1.0 for value in values):
+        raise argparse.ArgumentTypeError("eps values are relative steps between 0 and 1 (e.g. 1e-2,1e-3)")
+    return values
+
+
+def add_probe_options(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--param",
+        action="append",
+        metavar="LABEL",
+        help="parameter to perturb, by label (repeatable; default: the leaves whose gradient the program reads)",
+    )
+    parser.add_argument(
+        "--eps",
+        type=eps_list,
+        default=None,
+        metavar="E,E,...",
+        help="relative perturbation sizes (default: 1e-2,1e-3,1e-4 of each parameter's norm)",
+    )
+    parser.add_argument(
+        "--at",
+        type=int,
+        default=None,
+        metavar="N",
+        help="measure the N-th gradient the program reads (default: the first)",
+    )
+    parser.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: 1e-2)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the random direction and weights")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def run_probe(
+    args: argparse.Namespace, script: str, script_args: list[str], *, cuts: bool, command: str
+) -> int:
+    """Measure (``cuts``: and bisect), print the report, return 0 agree / 1 disagree / 4 undecided."""
+    from warptrace.probe.driver import DEFAULT_EPS, DEFAULT_SEED, Driver, Options, ProbeFailed
+    from warptrace.probe.verdict import DEFAULT_RTOL, Result
+    from warptrace.report import probe as probe_report
+    from warptrace.runner import ScriptRunner
+
+    ScriptRunner(script, script_args).prepare()  # a missing script is a usage error, before any run
+    if args.at is not None and args.at < 1:
+        raise UsageError("--at counts from 1")
+    options = Options(
+        script=script,
+        args=list(script_args),
+        at=args.at,
+        params=args.param,
+        eps=args.eps or DEFAULT_EPS,
+        rtol=args.rtol if args.rtol is not None else DEFAULT_RTOL,
+        seed=args.seed if args.seed is not None else DEFAULT_SEED,
+        cuts=cuts,
+    )
+    progress = None if args.quiet else (lambda line: write_stderr(f"warptrace: {line}"))
+    driver = Driver(options, progress)
+    try:
+        result = driver.run()
+    except ProbeFailed as exc:
+        result = Result("undecided", reason=str(exc), runs=driver.runs, cwd=os.getcwd())
+    if args.format == "json":
+        text = probe_report.render_json(result, command)
+    else:
+        text = probe_report.render_text(result, f"{command} {script}")
+    flush_stdout()
+    write_stdout(text)
+    return probe_report.EXIT_STATUS[result.verdict]
+
+
+class GradcheckCommand(Command):
+    name = "gradcheck"
+    help = "is the gradient wrong? the program's own gradient against finite differences of its objective"
+    exit_status = (PROBE_EXIT_STATUS,)
+
+    def prepare_parser(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "script", metavar="SCRIPT.py", help="the program, run unmodified in probe processes"
+        )
+        add_probe_options(parser)
+        parser.add_argument(
+            "--format", choices=("text", "json"), default="text", help="output format (default: %(default)s)"
+        )
+        parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's arguments")
+
+    def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
+        return run_probe(args, args.script, args.args, cuts=False, command="gradcheck")
