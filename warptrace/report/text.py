@@ -14,7 +14,10 @@ Example::
       fix: write each step's result to a new array ...
       doc: Warp documentation, Differentiability > Array Overwrites
 
-A clean trace is one line: ``no gradient bugs found (checked: memory, accumulation, flow)``.
+A clean trace is one line that does not claim the gradient is right (rules name known
+patterns; only a measurement proves a gradient): ``no known gradient bug pattern found
+(checked: memory, accumulation, flow); measure the gradient itself: python -m warptrace
+gradcheck train.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ if TYPE_CHECKING:
     from warptrace.analysis.report import Report
 
 INDENT = "  "
+NOTHING_FOUND = "no known gradient bug pattern found"
+
+
+def gradcheck_hint(meta: dict) -> str:
+    """Where to go when the rules find nothing: the measurement, on the recorded command
+    (known only for runs of ``python -m warptrace SCRIPT.py``, which store ``script``)."""
+    argv = [str(arg) for arg in meta.get("argv") or []] if meta.get("script") else []
+    command = " ".join(display_path(arg, meta.get("cwd")) if i == 0 else arg for i, arg in enumerate(argv))
+    return f"measure the gradient itself: python -m warptrace gradcheck {command or 'SCRIPT.py'}"
 
 
 def display_path(path: str, cwd: str | None) -> str:
@@ -47,7 +59,7 @@ def render(report: Report) -> str:
     serious = [f for f in report.findings if f.severity >= Severity.WARNING]
     checked = ", ".join(report.families_checked) or "none"
     if not serious:
-        lines.append(f"no gradient bugs found (checked: {checked})")
+        lines.append(f"{NOTHING_FOUND} (checked: {checked}); {gradcheck_hint(report.meta)}")
     else:
         lines.append(
             f"warptrace: {_summary(report)} in {display_path(report.trace_path, cwd)}{_warp(report)}"
