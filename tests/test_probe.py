@@ -1,0 +1,210 @@
+"""gradcheck and bisect --run on real programs: probe runs are fresh processes running Warp on the CPU.
+
+Each measurement costs 1 recording + 2 unperturbed + 2 per eps runs (7 here, two eps),
+so only a handful of zoo programs are measured here; ``tools/check_probe_zoo.py``
+sweeps every buggy program and fixed twin.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from warptrace.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "tests" / "programs"
+EXAMPLES = ROOT / "examples"
+EPS = "1e-2,1e-3"
+
+
+def _line_of(script: Path, text: str) -> int:
+    return [i for i, line in enumerate(script.read_text().splitlines(), start=1) if text in line][-1]
+
+
+@cache
+def _measure(command: str, script: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    argv = [command, "--run"] if command == "bisect" else [command]
+    with contextlib.redirect_stdout(out):
+        status = main([*argv, "-q", "--format", "json", "--eps", EPS, script])
+    return status, out.getvalue()
+
+
+def measure(command: str, script: Path) -> tuple[int, dict]:
+    status, text = _measure(command, str(script))
+    return status, json.loads(text)
+
+
+def _locations(result: dict) -> list[tuple[str, int]]:
+    return [(Path(loc["file"]).name, loc["line"]) for loc in result["first_disagreeing"]["locations"]]
+
+
+# ------------------------------------------------------------------ localization
+
+
+@pytest.mark.parametrize(
+    ("script", "cut", "launch_text"),
+    [
+        # ping-pong state buffers: step 1 reads the buffer step 2 overwrites
+        (EXAMPLES / "projectile.py", 2, "wp.launch(integrate, 1"),
+        # one force buffer per rollout: step 0's integrate adjoint sees the last force
+        (PROGRAMS / "wt101_force_reuse.py", 2, "wp.launch(integrate,"),
+        # severed chain: `hidden` has no grad, so its writer's adjoint never runs
+        (PROGRAMS / "wt301_zeros.py", 1, "wp.launch(lift,"),
+        # wrong custom adjoint in the launch of one step
+        (PROGRAMS / "wt502_custom_adjoint_step.py", 5, "wp.launch(bounce,"),
+    ],
+    ids=["pingpong", "force_reuse", "severed", "custom_adjoint"],
+)
+def test_bisect_run_names_the_first_disagreeing_cut_and_launch(script: Path, cut: int, launch_text: str):
+    status, result = measure("bisect", script)
+    assert status == 1, result
+    assert result["verdict"] == "disagree"
+    assert result["end_to_end"]["verdict"] == "disagree"
+    first = result["first_disagreeing"]
+    assert first["cut"] == cut
+    assert _locations(result) == [(script.name, _line_of(script, launch_text))]
+    verdicts = {c["k"]: c["verdict"] for c in result["cuts"]}
+    assert all(verdicts[k] == "agree" for k in verdicts if k <= first["last_agreeing_cut"])
+
+
+def test_bisect_run_reports_the_finding_at_the_bracket():
+    _, result = measure("bisect", EXAMPLES / "projectile.py")
+    findings = result["first_disagreeing"]["findings"]
+    assert [(f["code"], Path(f["file"]).name, f["line"]) for f in findings] == [
+        ("WT101", "projectile.py", 92)
+    ]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [EXAMPLES / "projectile_fixed.py", PROGRAMS / "wt502_custom_adjoint_step_fixed.py"],
+    ids=["projectile_fixed", "custom_adjoint_fixed"],
+)
+def test_bisect_run_on_fixed_twins_every_cut_agrees(script: Path):
+    status, result = measure("bisect", script)
+    assert status == 0, result
+    assert result["verdict"] == "agree"
+    assert result["cuts"] and all(c["verdict"] == "agree" for c in result["cuts"])
+    assert result["first_disagreeing"] is None
+
+
+def test_truncated_horizon_tape_agrees_end_to_end_does_not():
+    status, result = measure("bisect", PROGRAMS / "wt302_frames.py")
+    assert status == 1
+    assert result["end_to_end"]["verdict"] == "disagree"
+    assert result["cuts"] and all(c["verdict"] == "agree" for c in result["cuts"])
+    assert result["first_disagreeing"] is None
+    assert any("across tapes" in note for note in result["notes"])
+    assert [w["backward"] for w in result["window"]] == [1, 2, 3, 4]  # the accumulated frames
+
+
+def test_truncated_horizon_fixed_twin_agrees():
+    status, result = measure("gradcheck", PROGRAMS / "wt302_frames_fixed.py")
+    assert status == 0, result
+    assert result["verdict"] == "agree"
+
+
+# ------------------------------------------------------------------ gradcheck
+
+
+def test_gradcheck_projectile_pair():
+    status, buggy = measure("gradcheck", EXAMPLES / "projectile.py")
+    assert status == 1
+    assert [p["label"] for p in buggy["parameters"]] == ["v0"]
+    assert buggy["deterministic"] is True
+    sweep = buggy["end_to_end"]["sweep"]
+    assert [point["eps"] for point in sweep] == [1e-2, 1e-3]
+    assert all(point["resolved"] and point["rel_error"] > 0.3 for point in sweep)
+    status, fixed = measure("gradcheck", EXAMPLES / "projectile_fixed.py")
+    assert status == 0
+    assert fixed["verdict"] == "agree"
+    assert len(fixed["runs"]) == 1 + 2 + 2 * 2
+    assert all(run["wall_s"] > 0 for run in fixed["runs"])
+
+
+def test_gradcheck_text_report(capsys):
+    assert main(["gradcheck", "-q", "--eps", EPS, str(EXAMPLES / "projectile_fixed.py")]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].endswith("projectile_fixed.py: AGREE")
+    assert "float32 resolution" in text
+    assert "deterministic: yes" in text
+
+
+UNSEEDED = """
+import numpy as np
+import warp as wp
+
+wp.config.quiet = True
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), w: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, w[i] * x[i] * x[i])
+
+x = wp.array(np.random.rand(8), dtype=float)  # a fresh draw every run
+w = wp.array(np.ones(8), dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+with tape:
+    wp.launch(scale, 8, inputs=[x, w], outputs=[loss])
+tape.backward(loss)
+print(w.grad.numpy())
+"""
+
+NO_TAPE = """
+import warp as wp
+
+wp.config.quiet = True
+x = wp.zeros(4, dtype=float, requires_grad=True)
+print(x.numpy())
+"""
+
+
+def test_unseeded_randomness_is_undecided(tmp_path, capsys):
+    script = tmp_path / "unseeded.py"
+    script.write_text(UNSEEDED)
+    status = main(["gradcheck", "-q", "--format", "json", "--eps", EPS, str(script)])
+    result = json.loads(capsys.readouterr().out)
+    assert status == 4
+    assert result["verdict"] == "undecided"
+    assert result["deterministic"] is False
+    assert "not deterministic" in result["reason"]
+
+
+def test_no_tape_is_undecided(tmp_path, capsys):
+    script = tmp_path / "no_tape.py"
+    script.write_text(NO_TAPE)
+    status = main(["bisect", "--run", "-q", "--format", "json", str(script)])
+    result = json.loads(capsys.readouterr().out)
+    assert status == 4
+    assert result["verdict"] == "undecided"
+    assert "never backpropagates" in result["reason"]
+    assert len(result["runs"]) == 1
+
+
+# ------------------------------------------------------------------ usage
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gradcheck", "missing_script.py"],
+        ["gradcheck", "--eps", "0", str(EXAMPLES / "projectile.py")],
+        ["gradcheck", "--eps", "x", str(EXAMPLES / "projectile.py")],
+        ["bisect", "--run", "--tape", "1", str(EXAMPLES / "projectile.py")],
+        ["bisect", "plan.wtrace", "extra"],
+        ["gradcheck"],
+    ],
+)
+def test_usage_errors_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("warptrace: error:") and len(err.strip().splitlines()) == 1
