@@ -84,9 +84,14 @@ def _grad_events(model: Model, grad_ids: set[int]) -> tuple[list[int], list[int]
     return sorted(set(reads)), sorted(set(clears))
 
 
-def _windows(all_recordings: list[Recording], reads: list[int], clears: list[int]) -> list[list[Recording]]:
+def _windows(
+    all_recordings: list[Recording], reads: list[int], clears: list[int]
+) -> list[tuple[int, int, list[Recording]]]:
+    """Backward calls grouped by the gradient read that follows them. A backward recorded into a
+    graph capture did not run there (it runs at each replay): it belongs to no window."""
+    all_recordings = [r for r in all_recordings if r.executed]
     if not reads:
-        return [[recording] for recording in all_recordings]
+        return [(r.backward_seq - 1, r.backward_seq + 1, [r]) for r in all_recordings]
     windows = []
     previous = -1
     for read in reads:
@@ -94,7 +99,7 @@ def _windows(all_recordings: list[Recording], reads: list[int], clears: list[int
         start = max(previous, cleared)
         window = [r for r in all_recordings if start < r.backward_seq < read]
         if window:
-            windows.append(window)
+            windows.append((start, read, window))
             previous = read
     return windows
 
@@ -134,12 +139,20 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
         )
     reads = sorted({seq for a in chosen for seq in grad_events[a][0]})
     clears = sorted({seq for a in chosen for seq in grad_events[a][1]})
-    windows = _windows(all_recordings, reads, clears)
+    spans = _windows(all_recordings, reads, clears)
+    if not spans:
+        return Measurement(
+            [], [], None, notes, undecided="every backward of the run is recorded into a captured graph"
+        )
+    windows = [window for _, _, window in spans]
+    replays = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
+    # a graph replayed between the window's start and the read adds its captured backward to the gradient
+    replayed = [bool(np.any((replays > start) & (replays < end))) for start, end, _ in spans]
     if at is None:
-        executed = [i for i, w in enumerate(windows) if all(r.executed for r in w)]
-        at = executed[0] + 1 if executed else 1
+        plain = [i for i, flag in enumerate(replayed) if not flag]
+        at = plain[0] + 1 if plain else 1
         if at > 1:
-            notes.append(f"gradient reads 1-{at - 1} follow captured backward calls; measuring read {at}")
+            notes.append(f"gradient reads 1-{at - 1} follow graph replays; measuring read {at}")
     if at < 1 or at > len(windows):
         raise UsageError(f"--at {at}: the recorded run has {len(windows)} gradient read(s) after a backward")
     window = windows[at - 1]
@@ -170,10 +183,10 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
     result = Measurement(window, params, read_seq, notes)
     if not params:
         result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
-    elif any(not recording.executed for recording in window):
+    elif replayed[at - 1] or not windows:
         result.undecided = (
-            "the measured backward runs inside a captured graph (wp.capture_launch replays it): "
-            "the probe cannot perturb or read it there"
+            "the measured gradient comes from a captured graph (wp.capture_launch replays the backward): "
+            "the probe cannot perturb or read inside a replay; measure a gradient read after a plain backward (--at)"
         )
     elif any(recording.loss_array < 0 for recording in window):
         result.undecided = (

@@ -35,6 +35,7 @@ from warptrace.errors import WarptraceError
 from warptrace.probe.child import CONFIG_ENV
 from warptrace.probe.verdict import (
     DEFAULT_RTOL,
+    NOISE_ULPS,
     CutResult,
     Result,
     RunInfo,
@@ -46,6 +47,7 @@ from warptrace.trace.reader import read_trace
 DEFAULT_EPS = (1e-2, 1e-3, 1e-4)
 DEFAULT_SEED = 20240531
 RUN_TIMEOUT_S = 600.0
+REFINE_ROUNDS = 2  # extra rounds of probe runs inside the bracket when a plan has more than MAX_CUTS cuts
 
 
 @dataclass
@@ -72,6 +74,9 @@ class Driver:
         self.progress = progress or (lambda line: None)
         self.workdir = tempfile.mkdtemp(prefix="warptrace-probe-")
         self.runs: list[RunInfo] = []
+        self.sweep: list[float] = []
+        self.base: dict[str, Any] = {}
+        self.failure: str | None = None
 
     # ------------------------------------------------------------------ runs
 
@@ -150,12 +155,8 @@ class Driver:
         if options.cuts:
             result.plan = make_plan(model, cut_recording, report.findings)
             cuts = [cut for cut in result.plan.cuts if cut.live][:MAX_CUTS]
-            if len(result.plan.cuts) > MAX_CUTS:
-                result.notes.append(
-                    f"{len(result.plan.cuts)} cuts planned; the first {MAX_CUTS} in binary-search order are measured"
-                )
-        sweep = [float(eps) for eps in options.eps]
-        base = {
+        self.sweep = [float(eps) for eps in options.eps]
+        self.base = {
             "mode": "probe",
             "seed": options.seed,
             "window": chosen.backwards,
@@ -165,13 +166,6 @@ class Driver:
                 "n_events": len(cut_recording.events),
             },
             "cut_backward": cut_recording.backward,
-            "cuts": [
-                {
-                    "k": cut.k,
-                    "buffers": [{"position": b.position, "arg": b.arg, "field": b.field} for b in cut.live],
-                }
-                for cut in cuts
-            ],
             "params": [
                 {
                     "label": p.label,
@@ -183,10 +177,10 @@ class Driver:
                 }
                 for p in chosen.params
             ],
-            "sweep": sweep,
+            "sweep": self.sweep,
         }
-        first = self._child("unperturbed-1", {**base, "step": 0.0, "ad": True})
-        second = self._child("unperturbed-2", {**base, "step": 0.0, "ad": False})
+        first = self._child("unperturbed-1", self._config(cuts, 0.0, ad=True))
+        second = self._child("unperturbed-2", self._config(cuts, 0.0, ad=False))
         for run in (first, second):
             if run.get("status") != "ok":
                 result.reason = _not_ok(run)
@@ -198,52 +192,123 @@ class Driver:
         result.objective = objective
         other = _objective(second)
         jitter = abs(objective - other) if other is not None else 0.0
+        resolution = float32_resolution([v for v in first["objective"] if v is not None])
         result.jitter = jitter
         result.deterministic = jitter == 0.0 and first["surrogates"] == second["surrogates"]
+        if jitter > NOISE_ULPS * resolution:
+            result.reason = (
+                f"the program is not deterministic: two unperturbed runs give objectives {objective!r} and "
+                f"{other!r} (seed every random number generator; finite differences need a repeatable run)"
+            )
+            return result
         if jitter > 0:
-            result.notes.append(f"two unperturbed runs differ by {jitter:.3g} in the objective")
-        perturbed: dict[float, tuple[dict[str, Any], dict[str, Any]]] = {}
-        for eps in sweep:
-            plus = self._child(f"eps={eps:g}+", {**base, "step": eps})
-            minus = self._child(f"eps={eps:g}-", {**base, "step": -eps})
-            for run in (plus, minus):
-                if run.get("status") != "ok":
-                    result.reason = _not_ok(run)
-                    return result
-            perturbed[eps] = (plus, minus)
+            result.notes.append(
+                f"two unperturbed runs differ by {jitter:.3g} in the objective (within its resolution)"
+            )
+        perturbed = self._perturbed_runs(cuts, "")
+        if perturbed is None:
+            result.reason = self.failure
+            return result
 
-        resolution = float32_resolution([v for v in first["objective"] if v is not None])
         ad = first.get("ad") or {}
         points = []
-        for eps in sweep:
+        for eps in self.sweep:
             plus, minus = perturbed[eps]
             fd_change = (_objective(plus) or 0.0) - (_objective(minus) or 0.0)
             points.append((eps, fd_change, 2.0 * eps * float(ad.get(str(eps), 0.0)), 2.0 * eps))
         result.end_to_end = compare(points, resolution, jitter, options.rtol)
-        if jitter > 0 and result.end_to_end.verdict == "undecided":
-            result.reason = "the program is not deterministic (two unperturbed runs differ): " + (
-                result.end_to_end.reason or ""
+        result.cuts = self._cut_results(cuts, first, second, perturbed)
+        measured = {cut.k for cut in cuts}
+        for round_number in range(2, 2 + REFINE_ROUNDS):
+            bracket = _bracket(result.cuts)
+            if bracket is None or result.plan is None:
+                break
+            low, high = bracket
+            inside = [c for c in result.plan.cuts if low < c.k < high and c.live and c.k not in measured]
+            if not inside:
+                break
+            refine = inside[:MAX_CUTS]
+            measured |= {cut.k for cut in refine}
+            again = self._child(f"round{round_number}-unperturbed", self._config(refine, 0.0, ad=True))
+            runs = self._perturbed_runs(refine, f"round{round_number}-")
+            if again.get("status") != "ok" or runs is None:
+                result.notes.append(
+                    f"refinement round {round_number} failed: {self.failure or _not_ok(again)}"
+                )
+                break
+            result.cuts += self._cut_results(refine, again, None, runs)
+        result.cuts.sort(key=lambda c: c.cut.k)
+        if result.plan is not None and len(measured) < sum(1 for c in result.plan.cuts if c.live):
+            result.notes.append(
+                f"{len(measured)} of {sum(1 for c in result.plan.cuts if c.live)} cuts with live buffers "
+                "were measured (binary-search order, then inside the bracket)"
             )
-            return result
+        _conclude(result)
+        return result
 
+    def _config(self, cuts: list[Cut], step: float, ad: bool = False) -> dict[str, Any]:
+        return {
+            **self.base,
+            "step": step,
+            "ad": ad,
+            "cuts": [
+                {
+                    "k": cut.k,
+                    "buffers": [{"position": b.position, "arg": b.arg, "field": b.field} for b in cut.live],
+                }
+                for cut in cuts
+            ],
+        }
+
+    def _perturbed_runs(
+        self, cuts: list[Cut], prefix: str
+    ) -> dict[float, tuple[dict[str, Any], dict[str, Any]]] | None:
+        """The +h and -h runs of every eps; None (and ``self.failure``) when one did not get there."""
+        perturbed = {}
+        for eps in self.sweep:
+            plus = self._child(f"{prefix}eps={eps:g}+", self._config(cuts, eps))
+            minus = self._child(f"{prefix}eps={eps:g}-", self._config(cuts, -eps))
+            for run in (plus, minus):
+                if run.get("status") != "ok":
+                    self.failure = _not_ok(run)
+                    return None
+            perturbed[eps] = (plus, minus)
+        return perturbed
+
+    def _cut_results(
+        self,
+        cuts: list[Cut],
+        first: dict[str, Any],
+        second: dict[str, Any] | None,
+        perturbed: dict[float, tuple[dict[str, Any], dict[str, Any]]],
+    ) -> list[CutResult]:
+        results = []
         for cut in cuts:
             key = str(cut.k)
             values = first["surrogates"].get(key)
-            again = second["surrogates"].get(key)
+            again = second["surrogates"].get(key) if second is not None else values
             cut_ad = (first.get("cut_ad") or {}).get(key) or {}
             if values is None or again is None:
                 continue
             cut_jitter = abs(values["value"] - again["value"])
             cut_points = []
-            for eps in sweep:
+            for eps in self.sweep:
                 plus, minus = perturbed[eps]
                 change = plus["surrogates"][key]["value"] - minus["surrogates"][key]["value"]
                 cut_points.append((eps, change, 2.0 * eps * float(cut_ad.get(str(eps), 0.0)), 2.0 * eps))
             cut_resolution = values["magnitude"] * 2.0**-23
-            result.cuts.append(CutResult(cut, compare(cut_points, cut_resolution, cut_jitter, options.rtol)))
-        result.cuts.sort(key=lambda c: c.cut.k)
-        _conclude(result)
-        return result
+            results.append(CutResult(cut, compare(cut_points, cut_resolution, cut_jitter, self.options.rtol)))
+        return results
+
+
+def _bracket(cuts: list[CutResult]) -> tuple[int, int] | None:
+    """(last agreeing cut or 0, first disagreeing cut), or None when no cut disagrees."""
+    ordered = sorted(cuts, key=lambda c: c.cut.k)
+    first = next((c.cut.k for c in ordered if c.comparison.verdict == "disagree"), None)
+    if first is None:
+        return None
+    low = max((c.cut.k for c in ordered if c.cut.k < first and c.comparison.verdict == "agree"), default=0)
+    return low, first
 
 
 def _objective(run: dict[str, Any]) -> float | None:

@@ -53,11 +53,11 @@ def render_text(plan: Plan, cwd: str | None = None, show_all: bool = False) -> s
         lines.append("  none: no array with requires_grad is only read on this tape")
     width = max((len(leaf.label) for leaf in plan.leaves), default=0)
     for leaf in plan.leaves:
-        op = plan.operations[leaf.first_position]
+        reader = plan.operations[leaf.first_position]
         lines.append(
             f"  {leaf.label.ljust(width)}  {leaf.dtype}[{leaf.size}]  allocated at "
             f"{_where(leaf.allocation.file, leaf.allocation.line, cwd)}, first read at position "
-            f"{leaf.first_position} {_where(op['file'], op['line'], cwd)}"
+            f"{leaf.first_position} {_where(reader['file'], reader['line'], cwd)}"
         )
     lines.append(
         "cuts, binary-search order (cut k sits between operations k-1 and k; cuts next to findings first):"
@@ -76,7 +76,7 @@ def render_text(plan: Plan, cwd: str | None = None, show_all: bool = False) -> s
     if len(shown) < len(plan.cuts):
         lines.append(f"  ... {len(plan.cuts) - len(shown)} more cuts (--all, or --format json)")
     lines.append("operations (position, kernel, user line, step):")
-    operations = plan.operations if show_all else _fold(plan.operations)
+    operations: list[dict[str, Any] | None] = list(plan.operations) if show_all else _fold(plan.operations)
     for op in operations:
         if op is None:
             lines.append("  ...")
