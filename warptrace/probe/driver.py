@@ -185,6 +185,9 @@ class Driver:
             if run.get("status") != "ok":
                 result.reason = _not_ok(run)
                 return result
+        for note in first.get("notes") or []:
+            if note not in result.notes:
+                result.notes.append(note)
         objective = _objective(first)
         if objective is None:
             result.reason = "a backward in the window has no loss= (seeded by hand): nothing to difference"

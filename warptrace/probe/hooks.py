@@ -75,6 +75,19 @@ def _is_float(arr: Any) -> bool:
     return scalar in warp._src.types.float_types
 
 
+def _arrays_in(values: Sequence[Any]) -> list[Any]:
+    """The Warp arrays among launch arguments, including those inside ``wp.struct`` instances."""
+    found: list[Any] = []
+    pending = list(values)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, warp.array):
+            found.append(value)
+        elif hasattr(value, "_cls") and hasattr(value._cls, "vars"):
+            pending.extend(getattr(value, name, None) for name in value._cls.vars)
+    return found
+
+
 def _runtime() -> Any:
     return wp_context.runtime
 
@@ -417,11 +430,18 @@ class Probe:
     def _cut_adjoints(self, tape: Tape, state: _TapeState, original: Any) -> None:
         """AD of every cut's surrogate: seed the live buffers' grads, backpropagate the prefix, restore."""
         grad_arrays: dict[int, Any] = {}
+        forward_arrays: dict[int, Any] = {}
         for arrays in state.args:
-            for arr in arrays:
-                if isinstance(arr, warp.array) and arr.grad is not None:
+            for arr in _arrays_in(arrays):
+                forward_arrays.setdefault(id(arr), arr)
+                if arr.grad is not None:
                     grad_arrays.setdefault(id(arr.grad), arr.grad)
+        for key in grad_arrays:
+            forward_arrays.pop(key, None)
         saved_grads = {key: g.numpy().copy() for key, g in grad_arrays.items()}
+        # an adjoint that writes forward memory (a replayed atomic counter) must not change what
+        # the next cut, or the program's own backward, runs against
+        saved_forward = {key: a.numpy().copy() for key, a in forward_arrays.items()}
         saved_launches = tape.launches
         runtime = _runtime()
         saved_tape, runtime.tape = runtime.tape, None
@@ -441,6 +461,12 @@ class Probe:
                     original(tape)
                 finally:
                     tape.launches = saved_launches
+                for key, arr in forward_arrays.items():
+                    if not np.array_equal(arr.numpy(), saved_forward[key]):
+                        self._write(arr, float_view(saved_forward[key]))
+                        note = "an adjoint launch writes forward memory (restored after each cut's backward)"
+                        if note not in self.result["notes"]:
+                            self.result["notes"].append(note)
                 self.result["cut_ad"][str(cut)] = self._projected_gradients()
         finally:
             tape.launches = saved_launches

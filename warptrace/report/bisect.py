@@ -31,6 +31,8 @@ def _where(file: str, line: int, cwd: str | None) -> str:
 
 
 def cut_title(cut: Cut, steps: Steps) -> str:
+    if steps.count < 2:
+        return ""
     if cut.step is not None:
         return "after the last step" if cut.step >= steps.count else f"before step {cut.step}"
     if cut.inside_step is not None:
