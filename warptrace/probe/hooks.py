@@ -22,6 +22,7 @@ own copies run with no tape active so they are never recorded.
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -275,8 +276,6 @@ class Probe:
             self._perturb(index, arr)
 
     def _wrap_launch(self, original: Any) -> Any:
-        import inspect
-
         signature = inspect.signature(original)
         probe = self
 
