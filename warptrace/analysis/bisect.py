@@ -114,6 +114,7 @@ class Cut:
     inside_step: int | None  # the step this cut is inside of
     near_findings: list[str]
     live: list[Buffer]
+    upstream: list[str] = field(default_factory=list)  # leaves read before the cut: what to perturb
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +123,7 @@ class Cut:
             "inside_step": self.inside_step,
             "near_findings": self.near_findings,
             "live": [buffer.to_dict() for buffer in self.live],
+            "upstream_leaves": self.upstream,
         }
 
 
@@ -414,6 +416,7 @@ def make_plan(model: Model, recording: Recording, findings: list[Finding] | None
         return codes
 
     order.sort(key=lambda k: 0 if near(k) else 1)  # stable: binary order kept within each group
+    tape_leaves = leaves(model, events)
     cuts = []
     for k in order:
         boundary = steps.step_of(k) if k in boundaries else None
@@ -426,6 +429,7 @@ def make_plan(model: Model, recording: Recording, findings: list[Finding] | None
                 inside_step=None if k in boundaries else steps.step_of(k),
                 near_findings=near(k),
                 live=live.get(k, []),
+                upstream=[leaf.label for leaf in tape_leaves if leaf.first_position < k],
             )
         )
     operations = []
@@ -443,4 +447,4 @@ def make_plan(model: Model, recording: Recording, findings: list[Finding] | None
                 "step": steps.step_of(position),
             }
         )
-    return Plan(recording, steps, cuts, leaves(model, events), operations)
+    return Plan(recording, steps, cuts, tape_leaves, operations)

@@ -75,6 +75,8 @@ def render_text(plan: Plan, cwd: str | None = None, show_all: bool = False) -> s
             lines.append(f"         live: {live}")
         else:
             lines.append("         live: nothing (no surrogate here)")
+        if cut.upstream and cut.upstream != [leaf.label for leaf in plan.leaves]:
+            lines.append(f"         perturb: {', '.join(cut.upstream)}")
     if len(shown) < len(plan.cuts):
         lines.append(f"  ... {len(plan.cuts) - len(shown)} more cuts (--all, or --format json)")
     lines.append("operations (position, kernel, user line, step):")
