@@ -148,3 +148,46 @@ def test_verdict_unstable_finite_differences_prove_nothing():
 
 def test_verdict_both_zero_agree():
     assert compare(_sweep([(0.0, 0.0), (0.0, 0.0)]), resolution=1e-9).verdict == "agree"
+
+
+# ------------------------------------------------------------------ measurement choices
+
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def _record(script: Path, tmp_path: Path) -> Model:
+    trace = tmp_path / (script.stem + ".wtrace")
+    subprocess.run(
+        [sys.executable, "-m", "warptrace", "-q", "--no-analyze", "-o", str(trace), str(script)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return Model(read_trace(trace))
+
+
+def test_parameter_is_perturbed_at_its_first_read_in_time(tmp_path):
+    # two tapes record, then backpropagate in the opposite order
+    script = PROGRAMS / "wt103_other_tape_fixed.py"
+    chosen = measurement(_record(script, tmp_path))
+    assert chosen.backwards == [1, 2]
+    (param,) = chosen.params
+    assert (param.label, param.backward, param.tape_ordinal, param.position) == ("w", 2, 0, 0)
+    assert param.read_location.line == _line_of(script, "wp.launch(featurize, dim=N, inputs=[x, w]")
+
+
+def test_uncleared_gradient_measures_the_read_that_holds_both_backwards(tmp_path):
+    chosen = measurement(_record(PROGRAMS / "wt203_train_loop.py", tmp_path))
+    assert chosen.backwards == [1, 2]
+    assert any("not cleared between reads 1 and 2" in note for note in chosen.notes)
+    fixed = measurement(_record(PROGRAMS / "wt203_train_loop_fixed.py", tmp_path))
+    assert fixed.backwards == [1] and not fixed.notes
+
+
+def test_objective_finished_off_the_tape_is_named(tmp_path):
+    script = PROGRAMS / "wt305_seed_total.py"
+    chosen = measurement(_record(script, tmp_path))
+    assert chosen.objective_off_tape is not None
+    assert f"{script}:{_line_of(script, 'wp.launch(finalize')}" in chosen.objective_off_tape
+    assert measurement(_record(PROGRAMS / "wt305_seed_total_fixed.py", tmp_path)).objective_off_tape is None

@@ -41,6 +41,7 @@ class Param:
     arg: int
     field: str
     read_location: Location  # the operation that first reads it
+    first_read_seq: int
 
 
 @dataclass
@@ -50,6 +51,9 @@ class Measurement:
     read_seq: int | None  # where the program reads the gradient (None: never read)
     notes: list[str] = field(default_factory=list)
     undecided: str | None = None  # why no sound measurement is possible
+    # the seeded loss is turned into another value by untaped work before the backward: an
+    # agreement then only concerns the seeded loss, not the program's objective
+    objective_off_tape: str | None = None
 
     @property
     def backwards(self) -> list[int]:
@@ -86,22 +90,63 @@ def _grad_events(model: Model, grad_ids: set[int]) -> tuple[list[int], list[int]
 
 def _windows(
     all_recordings: list[Recording], reads: list[int], clears: list[int]
-) -> list[tuple[int, int, list[Recording]]]:
-    """Backward calls grouped by the gradient read that follows them. A backward recorded into a
+) -> list[tuple[int, int, list[Recording], bool]]:
+    """Per gradient read that follows a new backward: (start, read, backward calls, stale).
+
+    The gradient in the buffer at a read is the sum over every backward since it was last
+    cleared, so that is the window; *stale* when it also holds backward calls from before
+    the previous read (nobody cleared the buffer in between). A backward recorded into a
     graph capture did not run there (it runs at each replay): it belongs to no window."""
     all_recordings = [r for r in all_recordings if r.executed]
     if not reads:
-        return [(r.backward_seq - 1, r.backward_seq + 1, [r]) for r in all_recordings]
+        return [(r.backward_seq - 1, r.backward_seq + 1, [r], False) for r in all_recordings]
     windows = []
     previous = -1
     for read in reads:
         cleared = max((c for c in clears if c < read), default=-1)
-        start = max(previous, cleared)
-        window = [r for r in all_recordings if start < r.backward_seq < read]
-        if window:
-            windows.append((start, read, window))
-            previous = read
+        window = [r for r in all_recordings if cleared < r.backward_seq < read]
+        fresh = [r for r in window if r.backward_seq > previous]
+        previous = read
+        if fresh:
+            windows.append((cleared, read, window, len(fresh) < len(window)))
     return windows
+
+
+def _off_tape_objective(model: Model, window: list[Recording]) -> str | None:
+    """An untaped launch that reads a seeded loss after the tape last wrote it and before its
+    backward, and writes a scalar: the program's objective is computed off the tape."""
+    launches = model.events_of_kind(S.LAUNCH)
+    for recording in window:
+        loss = model.arrays.get(recording.loss_array)
+        if loss is None or not recording.events:
+            continue
+        last = int(model.seq[recording.events[-1]])
+        between = launches[(model.seq[launches] > last) & (model.seq[launches] < recording.backward_seq)]
+        for ev in between.tolist():
+            if model.recorded[ev] or model.adjoint[ev] or model.phase[ev] != 0:
+                continue
+            rows = list(model.accesses_of(ev))
+            reads_loss = any(
+                int(model.acc_alloc[r]) == loss.alloc_id
+                and model.acc_role[r] in (S.ROLE_READ, S.ROLE_READWRITE)
+                for r in rows
+            )
+            scalars = [
+                int(model.acc_array[r])
+                for r in rows
+                if model.acc_role[r] in (S.ROLE_WRITE, S.ROLE_READWRITE)
+                and int(model.acc_alloc[r]) != loss.alloc_id
+                and model.arrays.get(int(model.acc_array[r])) is not None
+                and model.arrays[int(model.acc_array[r])].size == 1
+            ]
+            if reads_loss and scalars:
+                where = model.event_location(ev)
+                return (
+                    f"backward {recording.backward} is seeded on {model.array_label(recording.loss_array)}, "
+                    f"but the untaped launch at {where.file}:{where.line} turns it into "
+                    f"{model.array_label(scalars[0])} (objective off the tape)"
+                )
+    return None
 
 
 def measurement(model: Model, at: int | None = None, labels: list[str] | None = None) -> Measurement:
@@ -144,43 +189,56 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
         return Measurement(
             [], [], None, notes, undecided="every backward of the run is recorded into a captured graph"
         )
-    windows = [window for _, _, window in spans]
+    windows = [window for _, _, window, _ in spans]
     replays = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
     # a graph replayed between the window's start and the read adds its captured backward to the gradient
-    replayed = [bool(np.any((replays > start) & (replays < end))) for start, end, _ in spans]
+    replayed = [bool(np.any((replays > start) & (replays < end))) for start, end, _, _ in spans]
     if at is None:
         plain = [i for i, flag in enumerate(replayed) if not flag]
         at = plain[0] + 1 if plain else 1
         if at > 1:
             notes.append(f"gradient reads 1-{at - 1} follow graph replays; measuring read {at}")
+        if at < len(spans) and spans[at][3] and not replayed[at]:
+            at += 1
+            notes.append(
+                f"the gradient is not cleared between reads {at - 1} and {at}: read {at} holds both "
+                f"backward passes, so that is the one measured (--at {at - 1} for the first alone)"
+            )
     if at < 1 or at > len(windows):
         raise UsageError(f"--at {at}: the recorded run has {len(windows)} gradient read(s) after a backward")
     window = windows[at - 1]
     read_seq = next((r for r in reads if r > window[-1].backward_seq), None)
     params = []
     for array_id in chosen:
-        for recording in window:
-            found = [leaf for leaf in leaves(model, recording.events) if leaf.array_id == array_id]
-            if found:
-                leaf = found[0]
-                params.append(
-                    Param(
-                        label=leaf.label,
-                        array_id=array_id,
-                        allocation=leaf.allocation,
-                        size=leaf.size,
-                        dtype=leaf.dtype,
-                        backward=recording.backward,
-                        tape_ordinal=recording.tape_ordinal,
-                        epoch=recording.epoch,
-                        position=leaf.first_position,
-                        arg=leaf.arg,
-                        field=leaf.field,
-                        read_location=model.event_location(recording.events[leaf.first_position], "read"),
-                    )
-                )
-                break
+        # the first read in time: tapes may record in one order and backpropagate in another
+        reads_here = [
+            (int(model.seq[recording.events[leaf.first_position]]), recording, leaf)
+            for recording in window
+            for leaf in leaves(model, recording.events)
+            if leaf.array_id == array_id
+        ]
+        if not reads_here:
+            continue
+        first_seq, recording, leaf = min(reads_here, key=lambda item: item[0])
+        params.append(
+            Param(
+                label=leaf.label,
+                array_id=array_id,
+                allocation=leaf.allocation,
+                size=leaf.size,
+                dtype=leaf.dtype,
+                backward=recording.backward,
+                tape_ordinal=recording.tape_ordinal,
+                epoch=recording.epoch,
+                position=leaf.first_position,
+                arg=leaf.arg,
+                field=leaf.field,
+                read_location=model.event_location(recording.events[leaf.first_position], "read"),
+                first_read_seq=first_seq,
+            )
+        )
     result = Measurement(window, params, read_seq, notes)
+    result.objective_off_tape = _off_tape_objective(model, window)
     if not params:
         result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
     elif replayed[at - 1] or not windows:

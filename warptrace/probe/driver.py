@@ -148,9 +148,9 @@ class Driver:
             result.reason = chosen.undecided
             return result
 
-        cut_recording = min(chosen.window, key=lambda r: r.backward)
-        first_read = min(p.backward for p in chosen.params)
-        cut_recording = next(r for r in chosen.window if r.backward == first_read)
+        # cut the recording that reads a parameter first: its surrogates see every perturbation
+        first_read = min(chosen.params, key=lambda p: p.first_read_seq)
+        cut_recording = next(r for r in chosen.window if r.backward == first_read.backward)
         cuts: list[Cut] = []
         if options.cuts:
             result.plan = make_plan(model, cut_recording, report.findings)
@@ -338,6 +338,13 @@ def _conclude(result: Result) -> None:
     assert e2e is not None
     result.verdict = e2e.verdict
     result.reason = e2e.reason
+    off_tape = result.measurement.objective_off_tape if result.measurement else None
+    if off_tape and e2e.verdict == "agree":
+        result.verdict = "undecided"
+        result.reason = (
+            f"{off_tape}: the gradient agrees with finite differences of the seeded value, which is not "
+            "the value the program computes as its objective"
+        )
     if not result.cuts:
         return
     disagreeing = [c for c in result.cuts if c.comparison.verdict == "disagree"]

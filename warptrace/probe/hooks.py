@@ -302,7 +302,9 @@ class Probe:
         def copy(dest: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
             if probe.copy_args:  # the nested grad copy: not a tape position of its own
                 return original(dest, src, *args, **kwargs)
-            if probe.params and len(probe.param_arrays) < len(probe.params):
+            # Warp records a copy on the tape only when both sides have a gradient
+            recorded = getattr(src, "grad", None) is not None and getattr(dest, "grad", None) is not None
+            if recorded and probe.params and len(probe.param_arrays) < len(probe.params):
                 probe._before_operation([dest, src])
             probe.copy_args.append([dest, src])
             try:
