@@ -149,6 +149,29 @@ def _off_tape_objective(model: Model, window: list[Recording]) -> str | None:
     return None
 
 
+def _stale_read(
+    model: Model, all_recordings: list[Recording], params: list[Param], read_seq: int | None
+) -> str | None:
+    """The gradient is read while a newer forward that reads the parameters waits for its
+    backward: the value read belongs to the previous forward (a one-step delay)."""
+    if read_seq is None:
+        return None
+    ids = {p.array_id for p in params}
+    for recording in all_recordings:
+        if not recording.events or recording.backward_seq < read_seq:
+            continue
+        if int(model.seq[recording.events[0]]) > read_seq:
+            continue
+        if any(leaf.array_id in ids for leaf in leaves(model, recording.events)):
+            where = model.event_location(model.ev_of_seq(read_seq))
+            return (
+                f"the gradient is read at {where.file}:{where.line} after the forward of backward "
+                f"{recording.backward} was recorded and before that backward ran: the value read belongs "
+                "to the previous forward (a stale read)"
+            )
+    return None
+
+
 def measurement(model: Model, at: int | None = None, labels: list[str] | None = None) -> Measurement:
     """The window and the parameters of the ``at``-th gradient the program reads (default:
     the first one whose backward calls are executed, not captured into a graph)."""
@@ -186,9 +209,15 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
     clears = sorted({seq for a in chosen for seq in grad_events[a][1]})
     spans = _windows(all_recordings, reads, clears)
     if not spans:
-        return Measurement(
-            [], [], None, notes, undecided="every backward of the run is recorded into a captured graph"
-        )
+        if not any(r.executed for r in all_recordings):
+            reason = "every backward of the run is recorded into a captured graph"
+        else:
+            where = model.event_location(model.ev_of_seq(reads[0]))
+            reason = (
+                "the program clears the gradient between each backward and its read (first read at "
+                f"{where.file}:{where.line}): the value it reads is zero whatever the tape computes"
+            )
+        return Measurement([], [], None, notes, undecided=reason)
     windows = [window for _, _, window, _ in spans]
     replays = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
     # a graph replayed between the window's start and the read adds its captured backward to the gradient
@@ -238,7 +267,9 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
             )
         )
     result = Measurement(window, params, read_seq, notes)
-    result.objective_off_tape = _off_tape_objective(model, window)
+    result.objective_off_tape = _off_tape_objective(model, window) or _stale_read(
+        model, all_recordings, params, read_seq
+    )
     if not params:
         result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
     elif replayed[at - 1] or not windows:

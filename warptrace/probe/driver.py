@@ -342,8 +342,8 @@ def _conclude(result: Result) -> None:
     if off_tape and e2e.verdict == "agree":
         result.verdict = "undecided"
         result.reason = (
-            f"{off_tape}: the gradient agrees with finite differences of the seeded value, which is not "
-            "the value the program computes as its objective"
+            f"{off_tape}; the gradient agrees with finite differences of the objective it was computed "
+            "for, but that is not the one the program uses it with"
         )
     if not result.cuts:
         return
