@@ -130,8 +130,6 @@ def test_gradcheck_projectile_pair():
     assert all(run["wall_s"] > 0 for run in fixed["runs"])
 
 
-
-
 UNSEEDED = """
 import numpy as np
 import warp as wp
@@ -213,3 +211,17 @@ def test_usage_errors_exit_2(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("warptrace: error:") and len(err.strip().splitlines()) == 1
+
+
+def test_bisect_refines_inside_the_bracket_when_one_round_cannot_measure_every_cut(monkeypatch):
+    import warptrace.probe.driver as driver
+
+    monkeypatch.setattr(driver, "MAX_CUTS", 4)
+    options = driver.Options(str(EXAMPLES / "projectile.py"), [], eps=(1e-2, 1e-3), cuts=True)
+    result = driver.Driver(options).run()
+    measured = [c.cut.k for c in result.cuts]
+    assert measured == [1, 2, 4, 6, 8]  # round 1: 8, 4, 2, 6; round 2: 1, inside (0, 2)
+    assert result.first_disagreeing is not None
+    assert (result.first_disagreeing["last_agreeing_cut"], result.first_disagreeing["cut"]) == (1, 2)
+    assert [run.name for run in result.runs].count("round2-unperturbed") == 1
+    assert len(result.runs) == 7 + 1 + 2 * 2
