@@ -596,7 +596,7 @@ def test_help_is_generated_from_the_commands(capsys):
     out = capsys.readouterr().out
     for command in COMMANDS:
         assert f"python -m warptrace {command.name} " in out and command.help in out
-    assert "not implemented" not in out and " diff " not in out and " bisect " not in out
+    assert "not implemented" not in out and " diff " not in out
     assert main(["analyze", "--help"]) == 0
     out = capsys.readouterr().out
     assert "{" + ",".join(FORMATS) + "}" in out

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location
 from warptrace.analysis.model import K, Model
 from warptrace.errors import WarptraceError
@@ -338,7 +339,7 @@ def leaves(model: Model, events: list[int]) -> list[Leaf]:
             continue
         if info.alloc_id in written or not _reads(model, row):
             continue
-        if not model.dataflow.has_grad(array_id, int(model.seq[ev])):
+        if not dataflow_of(model).has_grad(array_id, int(model.seq[ev])):
             continue
         found[array_id] = Leaf(
             array_id=array_id,

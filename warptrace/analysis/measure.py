@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warptrace.analysis.bisect import Recording, leaves, recordings
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Location
 from warptrace.analysis.model import K, Model
 from warptrace.errors import UsageError
@@ -62,7 +63,7 @@ class Measurement:
 
 def _grad_ids(model: Model, array_id: int) -> set[int]:
     ids = {a for a, info in model.arrays.items() if info.grad_of == array_id}
-    ids |= {ref for ref, owner in model.dataflow.grad_owner.items() if owner == array_id}
+    ids |= {ref for ref, owner in dataflow_of(model).grad_owner.items() if owner == array_id}
     views = {a for a, info in model.arrays.items() if info.base_id in ids}
     return ids | views
 

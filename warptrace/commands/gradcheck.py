@@ -92,7 +92,7 @@ def run_probe(
 
 class GradcheckCommand(Command):
     name = "gradcheck"
-    help = "is the gradient wrong? the program's own gradient against finite differences of its objective"
+    help = "is the gradient wrong? the program's gradient against finite differences of its objective"
     exit_status = (PROBE_EXIT_STATUS,)
 
     def prepare_parser(self, parser: CommandParser) -> None:
