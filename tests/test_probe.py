@@ -116,8 +116,8 @@ def test_truncated_horizon_fixed_twin_agrees():
 
 
 def test_gradcheck_projectile_pair():
-    status, buggy = measure("gradcheck", EXAMPLES / "projectile.py")
-    assert status == 1
+    # the buggy one's end-to-end numbers come from its bisect run (same measurement)
+    _, buggy = measure("bisect", EXAMPLES / "projectile.py")
     assert [p["label"] for p in buggy["parameters"]] == ["v0"]
     assert buggy["deterministic"] is True
     sweep = buggy["end_to_end"]["sweep"]
@@ -125,7 +125,8 @@ def test_gradcheck_projectile_pair():
     assert all(point["resolved"] and point["rel_error"] > 0.3 for point in sweep)
     status, fixed = measure("gradcheck", EXAMPLES / "projectile_fixed.py")
     assert status == 0
-    assert fixed["verdict"] == "agree"
+    assert fixed["verdict"] == "agree" and fixed["command"] == "gradcheck"
+    assert "cuts" not in fixed
     assert len(fixed["runs"]) == 1 + 2 + 2 * 2
     assert all(run["wall_s"] > 0 for run in fixed["runs"])
 
