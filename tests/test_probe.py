@@ -219,7 +219,11 @@ def test_bisect_refines_inside_the_bracket_when_one_round_cannot_measure_every_c
 
     monkeypatch.setattr(driver, "MAX_CUTS", 4)
     options = driver.Options(str(EXAMPLES / "projectile.py"), [], eps=(1e-2, 1e-3), cuts=True)
-    result = driver.Driver(options).run()
+    probe = driver.Driver(options)
+    try:
+        result = probe.run()
+    finally:
+        probe.cleanup()
     measured = [c.cut.k for c in result.cuts]
     assert measured == [1, 2, 4, 6, 8]  # round 1: 8, 4, 2, 6; round 2: 1, inside (0, 2)
     assert result.first_disagreeing is not None

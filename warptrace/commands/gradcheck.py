@@ -79,8 +79,10 @@ def run_probe(
     driver = Driver(options, progress)
     try:
         result = driver.run()
-    except ProbeFailed as exc:
+    except ProbeFailed as exc:  # its message names the log, which stays on disk
         result = Result("undecided", reason=str(exc), runs=driver.runs, cwd=os.getcwd())
+    else:
+        driver.cleanup()
     if args.format == "json":
         text = probe_report.render_json(result, command)
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,10 @@ class Driver:
         self.sweep: list[float] = []
         self.base: dict[str, Any] = {}
         self.failure: str | None = None
+
+    def cleanup(self) -> None:
+        """Remove the runs' folder (the recording, configs, results and logs)."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ runs
 
