@@ -54,7 +54,7 @@ class BisectCommand(Command):
                 parser.error(f"unrecognized arguments: {' '.join(args.args)}")
             used = [f"--{name}" for name in _PROBE_ONLY if getattr(args, name) is not None]
             if used:
-                raise UsageError(f"bisect: {', '.join(used)} only apply with --run")
+                raise UsageError(f"bisect: {', '.join(used)}: only with --run (a plan measures nothing)")
         elif args.tape is not None or args.all:
             raise UsageError(
                 "bisect --run cuts the tape of the measured backward; --tape and --all are for plans"
