@@ -44,7 +44,17 @@ def analyze_trace(trace: Trace, progress: Progress | None = None) -> Report:
     """Run every rule over ``trace``; ``progress`` (if given) is told the stage as it goes."""
     if progress is not None:
         progress.update("building the model")
-    model = Model(expand_captures(trace))
+    return analyze_model(build_model(trace), progress)
+
+
+def build_model(trace: Trace) -> Model:
+    """The model the rules read: the trace with graph captures replayed where they ran."""
+    return Model(expand_captures(trace))
+
+
+def analyze_model(model: Model, progress: Progress | None = None) -> Report:
+    """Run every rule over an already built model (``diff`` keeps the model for its own views)."""
+    trace = model.trace
     findings: list[Finding] = []
     for rule in ALL_RULES:
         if progress is not None:
