@@ -1,0 +1,101 @@
+"""``warptrace diff BEFORE AFTER``: what a fix changed, from two traces alone (no Warp).
+
+The two runs are aligned by role, never by address (``align``): files and call sites
+by their source text, arrays by allocation site and name, program steps by kernel and
+call site with repeated steps folded into loops. Then:
+
+- findings are resolved / introduced / unchanged (``findings``), robust to line shifts;
+- structural changes (``structure``) say what the edit did to the program's gradient
+  machinery: steps added, removed or moved (onto or off a tape, across a backward),
+  buffers that became distinct or merged, ``requires_grad``/``retain_grad`` flips,
+  tapes added, removed or merged, kernels whose gradient-relevant facts changed, and
+  parameter-to-loss gradient paths gained or lost;
+- numbers (``numbers``) when both traces carry numeric summaries.
+
+Each run is reduced to a :class:`~warptrace.analysis.diff.profile.Profile` first and
+its model dropped, so two large runs never sit in memory together.
+"""
+
+from __future__ import annotations
+
+from warptrace.analysis.diff.align import SiteMap, match_files, match_sites
+from warptrace.analysis.diff.changes import Change, MatchedFinding, TraceDiff
+from warptrace.analysis.diff.findings import match_findings
+from warptrace.analysis.diff.numbers import compare_numbers
+from warptrace.analysis.diff.profile import Profile, build_profile
+from warptrace.analysis.diff.structure import StructureDiff
+from warptrace.analysis.findings import Finding
+from warptrace.trace.reader import Trace
+
+__all__ = ["Change", "MatchedFinding", "TraceDiff", "diff_profiles", "diff_traces"]
+
+# below this share of aligned steps the runs are reported as different programs
+RELATED_SHARE = 0.3
+
+
+def diff_traces(before: Trace, after: Trace) -> TraceDiff:
+    """Compare two loaded traces (BEFORE is analyzed and reduced first, then AFTER)."""
+    profile_a = build_profile(before)
+    profile_b = build_profile(after)
+    return diff_profiles(profile_a, profile_b)
+
+
+def diff_profiles(a: Profile, b: Profile) -> TraceDiff:
+    kernel_files_a = {key: facts.file for key, facts in a.kernels.items()}
+    kernel_files_b = {key: facts.file for key, facts in b.kernels.items()}
+    files = match_files(a.sites.values(), b.sites.values(), kernel_files_a, kernel_files_b)
+    sites = match_sites(a.sites, b.sites, a.kernels_at, b.kernels_at, files)
+    resolved, introduced, unchanged = match_findings(a.report.findings, b.report.findings, sites)
+    structure = StructureDiff(a, b, sites)
+    changes = structure.run()
+
+    steps_a, steps_b = int(a.token_events.sum()), int(b.token_events.sum())
+    step_share = structure.matched_steps / max(steps_a, steps_b, 1)
+    site_share = sites.matched / max(sites.n_a, sites.n_b, 1)
+    # call sites share boilerplate (`tape = wp.Tape()`); the steps a program runs tell programs apart
+    related = (step_share if max(steps_a, steps_b) else site_share) >= RELATED_SHARE
+    _mark_explanations(changes, resolved, introduced, sites)
+    changes.sort(key=lambda c: (not c.explains, c.rank))
+    return TraceDiff(
+        before_path=a.path,
+        after_path=b.path,
+        before_meta=a.meta,
+        after_meta=b.meta,
+        resolved=resolved,
+        introduced=introduced,
+        unchanged=unchanged,
+        changes=changes,
+        numbers=compare_numbers(a.numbers, b.numbers),
+        alignment={
+            "related": related,
+            "steps_before": steps_a,
+            "steps_after": steps_b,
+            "steps_matched": min(structure.matched_steps, steps_a, steps_b),
+            "sites_before": sites.n_a,
+            "sites_after": sites.n_b,
+            "sites_matched": sites.matched,
+        },
+    )
+
+
+def _mark_explanations(
+    changes: list[Change], resolved: list[Finding], introduced: list[Finding], sites: SiteMap
+) -> None:
+    """A change explains a finding when it touches one of the finding's lines (in either run,
+    through the matched call sites) or names one of its kernels."""
+    b_to_a = {(b.file, b.line): (a.file, a.line) for a, b in sites.pairs}
+    a_to_b = {place_a: place_b for place_b, place_a in b_to_a.items()}
+    for findings, side in ((resolved, "before"), (introduced, "after")):
+        for finding in findings:
+            lines = {(loc.file, loc.line) for loc in [finding.location, *finding.related]}
+            for change in changes:
+                own, other = (
+                    (change.before, change.after) if side == "before" else (change.after, change.before)
+                )
+                mapping = b_to_a if side == "before" else a_to_b
+                places = {(loc.file, loc.line) for loc in own}
+                places |= {mapping[(loc.file, loc.line)] for loc in other if (loc.file, loc.line) in mapping}
+                kernels = [loc.function for loc in own + other if loc.line == 0 and loc.function]
+                touches = places & lines or any(f"`{name}`" in finding.message for name in kernels)
+                if touches and finding.code not in change.explains:
+                    change.explains.append(finding.code)
