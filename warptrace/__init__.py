@@ -19,10 +19,11 @@ import warptrace.trace  # noqa: F401  (pyarrow is not imported by this)
 if TYPE_CHECKING:
     from os import PathLike
 
+    from warptrace.analysis.diff import TraceDiff
     from warptrace.analysis.report import Report
     from warptrace.trace.reader import Trace
 
-__all__ = ["__version__", "analyze", "load", "start", "stop", "trace"]
+__all__ = ["__version__", "analyze", "diff", "load", "start", "stop", "trace"]
 
 
 def start(path: str | PathLike[str] = "warptrace.wtrace", *, numerics: bool = False, **meta: Any) -> None:
@@ -77,3 +78,11 @@ def analyze(path: str | PathLike[str]) -> Report:
     from warptrace.analysis.report import analyze_trace
 
     return analyze_trace(load(path))
+
+
+def diff(before: str | PathLike[str], after: str | PathLike[str]) -> TraceDiff:
+    """Compare two trace directories (no Warp needed): findings resolved / introduced / unchanged
+    and the structural changes between the runs; ``.exit_code()`` is the CI gate."""
+    from warptrace.analysis.diff import diff_traces
+
+    return diff_traces(load(before), load(after))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from warptrace.commands.analyze import AnalyzeCommand
 from warptrace.commands.base import Command
 from warptrace.commands.bisect import BisectCommand
+from warptrace.commands.diff import DiffCommand
 from warptrace.commands.export import ExportCommand
 from warptrace.commands.gradcheck import GradcheckCommand
 from warptrace.commands.run import RunCommand
@@ -21,6 +22,7 @@ COMMANDS: tuple[type[Command], ...] = (
     ExportCommand,
     GradcheckCommand,
     BisectCommand,
+    DiffCommand,
 )
 
 __all__ = ["COMMANDS", "DEFAULT_COMMAND", "Command"]
