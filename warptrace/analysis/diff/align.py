@@ -173,13 +173,16 @@ def match_sites(
         return file_b_to_a.get(site.file, site.file)
 
     pairs: dict[int, int] = {}  # site_b -> site_a
-    # 1. identical code text, in line order
-    by_text_a: dict[tuple[str, str, str], list[Site]] = defaultdict(list)
+    # 1. identical code text (and kernels launched), in line order
+    # (the kernels a line launches are part of its identity: `wp.launch(kernel, ...)` in a helper)
+    empty: frozenset[str] = frozenset()
+    by_text_a: dict[tuple[str, str, str, frozenset[str]], list[Site]] = defaultdict(list)
     for site in sorted(sites_a.values(), key=lambda s: (s.file, s.line, s.site_id)):
-        by_text_a[(site.file, site.scope, site.code)].append(site)
-    by_text_b: dict[tuple[str, str, str], list[Site]] = defaultdict(list)
+        by_text_a[(site.file, site.scope, site.code, kernels_at_a.get(site.site_id, empty))].append(site)
+    by_text_b: dict[tuple[str, str, str, frozenset[str]], list[Site]] = defaultdict(list)
     for site in sorted(sites_b.values(), key=lambda s: (s.file, s.line, s.site_id)):
-        by_text_b[(file_of_b(site), site.scope, site.code)].append(site)
+        key = (file_of_b(site), site.scope, site.code, kernels_at_b.get(site.site_id, empty))
+        by_text_b[key].append(site)
     for key, group_b in by_text_b.items():
         for site_a, site_b in zip(by_text_a.get(key, ()), group_b):
             pairs[site_b.site_id] = site_a.site_id

@@ -36,6 +36,11 @@ _NOUN = {
 }
 
 
+# how far from a moved step to look for the step it jumped over
+_CROSS_WINDOW = 8
+_WRITES = frozenset({S.LAUNCH, S.CMD_LAUNCH, S.COPY, S.MEMSET, S.NATIVE})
+
+
 class StepDiff(Comparison):
     """Aligns the step sequences; ``matched_steps`` counts the events both runs share."""
 
@@ -225,27 +230,32 @@ class StepDiff(Comparison):
         self._compare_token(ea.token, eb.token, eb.times)
 
     def _crossed(self, ea: Entry, eb: Entry) -> tuple[str, int, int] | None:
-        """The step the moved one jumped over: ("after" | "before", its position in BEFORE and AFTER),
-        a backward call when one was crossed, else the nearest neighbour."""
-        flat_b = self.b.flat
+        """The step the moved one jumped over: ("after" | "before", its position in BEFORE and AFTER).
+        A backward call when one was crossed, else the nearest step that writes memory (a launch,
+        copy or memset), else the nearest neighbour."""
+        found: list[tuple[str, int, int]] = []
         for step, direction in ((-1, "after"), (1, "before")):
-            pos_b = eb.pos + step
-            if not 0 <= pos_b < len(flat_b):
-                continue
-            positions = self.a.positions(self.b.base(flat_b[pos_b]))
-            jumped = [p for p in positions if (p > ea.pos if direction == "after" else p < ea.pos)]
-            if not jumped:
-                continue
-            pos_a = min(jumped, key=lambda p: abs(p - ea.pos))
-            lo, hi = sorted((ea.pos, pos_a))
-            backward = [p for p in range(lo + 1, hi) if self.a.is_anchor(p)]
-            if backward:
-                target = backward[0] if direction == "after" else backward[-1]
-                matches = self.b.positions(self.a.base(self.a.flat[target]))
-                if matches:
-                    return direction, target, min(matches, key=lambda p: abs(p - eb.pos))
-            return direction, pos_a, pos_b
-        return None
+            for distance in range(1, _CROSS_WINDOW + 1):
+                pos_b = eb.pos + step * distance
+                if not 0 <= pos_b < len(self.b.flat):
+                    break
+                positions = self.a.positions(self.b.base(self.b.flat[pos_b]))
+                jumped = [p for p in positions if (p > ea.pos if direction == "after" else p < ea.pos)]
+                if not jumped:
+                    break  # this neighbour stayed on the same side: nothing further was jumped over
+                pos_a = min(jumped, key=lambda p: abs(p - ea.pos))
+                lo, hi = sorted((ea.pos, pos_a))
+                backward = [p for p in range(lo, hi + 1) if p != ea.pos and self.a.is_anchor(p)]
+                if backward:
+                    target = backward[0] if direction == "after" else backward[-1]
+                    matches = self.b.positions(self.a.base(self.a.flat[target]))
+                    if matches:
+                        return direction, target, min(matches, key=lambda p: abs(p - eb.pos))
+                found.append((direction, pos_a, pos_b))
+        for direction, pos_a, pos_b in found:
+            if self.b.profile.tokens[self.b.flat[pos_b]].kind in _WRITES:
+                return direction, pos_a, pos_b
+        return found[0] if found else None
 
     def _added_or_removed(self, side: Side, entries: list[Entry], what: str) -> None:
         token = side.profile.tokens[entries[0].token]

@@ -226,7 +226,7 @@ class StructureDiff(Comparison):
         names_b = {(self.b.group(p), self.b.group(loss)): (p, loss) for p, loss in self.b.profile.grad_paths}
         # only losses both runs differentiate (a renamed loss is a backward_loss change) and
         # parameters both runs have (a renamed array is an allocation change, not a lost path)
-        losses = {loss for _, loss in paths_a} & {loss for _, loss in paths_b}
+        losses = _losses(self.a) & _losses(self.b)
         groups_a = {self.a.group(key) for key, g in self.a.profile.groups.items() if g.arrays}
         groups_b = {self.b.group(key) for key, g in self.b.profile.groups.items() if g.arrays}
         both = groups_a & groups_b
@@ -248,6 +248,11 @@ class StructureDiff(Comparison):
                     [],
                     [self.loc(self.b, param[0])],
                 )
+
+
+def _losses(side: Side) -> set[GroupKey | None]:
+    """The arrays the run's backward calls differentiate (canonical group keys)."""
+    return {side.group(t.loss) for t in side.profile.tokens if t.kind == S.BACKWARD_BEGIN and t.loss}
 
 
 def _identity(side: Side, key: GroupKey) -> str:
