@@ -15,13 +15,13 @@ import os
 
 import pytest
 
-from tests.zoo import Program, discover, expected_locations, load
+from tests.zoo import Program, discover, expected_locations
 from warptrace.analysis.findings import Finding, Severity
 
 PROGRAMS = discover()
 
 
-def _recorder_available() -> str | None:
+def recorder_available() -> str | None:
     try:
         import warp  # noqa: F401
     except ImportError:
@@ -42,24 +42,15 @@ def _describe(finding: Finding) -> str:
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
-def test_findings_match_markers(program: Program, tmp_path):
-    missing_recorder = _recorder_available()
+def test_findings_match_markers(program: Program, zoo_traces):
+    missing_recorder = recorder_available()
     if missing_recorder:
         pytest.skip(missing_recorder)
     if program.skip_reason():
         pytest.skip(program.skip_reason())
     import warptrace
 
-    module = load(program, module_name="zoo_traced_" + program.name.replace("/", "_"))
-    trace_path = tmp_path / "run.wtrace"
-    # warptrace.start/stop rather than `with warptrace.trace(...)`: once any test imported the
-    # `warptrace.trace` subpackage, that attribute is the subpackage, not the function
-    warptrace.start(trace_path, numerics=program.numerics)
-    try:
-        module.run()
-    finally:
-        warptrace.stop()
-    report = warptrace.analyze(trace_path)
+    report = warptrace.analyze(zoo_traces(program))
 
     expected = {(code, os.path.realpath(file), line) for code, file, line in expected_locations(program)}
     found = {_where(f) for f in report.findings}

@@ -104,6 +104,37 @@ def expected_locations(program: Program) -> set[tuple[str, str, int]]:
     return {(code, str(path.resolve()), line) for code, path, line in marks}
 
 
+def record(program: Program, path: Path, module_name: str | None = None) -> Path:
+    """Run ``program`` under the recorder into the trace directory ``path``."""
+    import warptrace
+
+    module = load(program, module_name=module_name or "zoo_traced_" + program.name.replace("/", "_"))
+    # warptrace.start/stop rather than `with warptrace.trace(...)`: once any test imported the
+    # `warptrace.trace` subpackage, that attribute is the subpackage, not the function
+    warptrace.start(path, numerics=program.numerics)
+    try:
+        module.run()
+    finally:
+        warptrace.stop()
+    return path
+
+
+class TraceCache:
+    """Each zoo program recorded at most once per test session (``zoo_traces`` fixture): the
+    findings tests and the diff tests read the same traces."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._paths: dict[str, Path] = {}
+
+    def __call__(self, program: Program) -> Path:
+        path = self._paths.get(program.name)
+        if path is None:
+            path = record(program, self.folder / (program.name.replace("/", "_") + ".wtrace"))
+            self._paths[program.name] = path
+        return path
+
+
 def load(program: Program, module_name: str | None = None):
     """Import a program file as a fresh module (its folder first on sys.path, like python would)."""
     name = module_name or "zoo_" + program.name.replace("/", "_")
