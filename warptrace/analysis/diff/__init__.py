@@ -50,7 +50,8 @@ def diff_profiles(a: Profile, b: Profile) -> TraceDiff:
     changes = structure.run()
 
     steps_a, steps_b = int(a.token_events.sum()), int(b.token_events.sum())
-    step_share = structure.matched_steps / max(steps_a, steps_b, 1)
+    matched_steps = structure.aligned_steps()
+    step_share = matched_steps / max(steps_a, steps_b, 1)
     site_share = sites.matched / max(sites.n_a, sites.n_b, 1)
     # call sites share boilerplate (`tape = wp.Tape()`); the steps a program runs tell programs apart
     related = (step_share if max(steps_a, steps_b) else site_share) >= RELATED_SHARE
@@ -70,7 +71,7 @@ def diff_profiles(a: Profile, b: Profile) -> TraceDiff:
             "related": related,
             "steps_before": steps_a,
             "steps_after": steps_b,
-            "steps_matched": min(structure.matched_steps, steps_a, steps_b),
+            "steps_matched": matched_steps,
             "sites_before": sites.n_a,
             "sites_after": sites.n_b,
             "sites_matched": sites.matched,

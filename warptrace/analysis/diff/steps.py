@@ -42,12 +42,11 @@ _WRITES = frozenset({S.LAUNCH, S.CMD_LAUNCH, S.COPY, S.MEMSET, S.NATIVE})
 
 
 class StepDiff(Comparison):
-    """Aligns the step sequences; ``matched_steps`` counts the events both runs share."""
+    """Aligns the step sequences."""
 
     def run(self) -> None:
         self._removed: list[Entry] = []
         self._added: list[Entry] = []
-        self.matched_steps = 0
         self._align(list(self.a.profile.steps), list(self.b.profile.steps), 1, 0, 0, (-1, -1), (-1, -1))
         self._moves()
 
@@ -113,7 +112,6 @@ class StepDiff(Comparison):
             )  # fmt: skip
             return
         assert not isinstance(item_a, Loop) and not isinstance(item_b, Loop)
-        self.matched_steps += times
         self._compare_token(item_a, item_b, times)
 
     def _compare_token(self, token_a: int, token_b: int, times: int) -> None:
@@ -170,28 +168,68 @@ class StepDiff(Comparison):
         return out
 
     def _region(self, region_a: list[Entry], region_b: list[Entry]) -> None:
+        """Align two expanded regions step by step. A step only one side has is added or removed
+        (or moved, when the other side has it elsewhere). A step both sides have but folded
+        differently (a loop body regrouped, an optimizer step now every 4th iteration) is
+        compared by how often it runs in the region; only an occurrence that runs as often
+        on both sides but sits elsewhere is a move."""
         if len(region_a) > REGION_LIMIT or len(region_b) > REGION_LIMIT:
             self._removed.extend(region_a)
             self._added.extend(region_b)
             return
         keys_a = [self.a.base(e.token) for e in region_a]
         keys_b = [self.b.base(e.token) for e in region_b]
+        unmatched_a: list[Entry] = []
+        unmatched_b: list[Entry] = []
         matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag != "equal":
-                self._removed.extend(region_a[i1:i2])
-                self._added.extend(region_b[j1:j2])
+                unmatched_a.extend(region_a[i1:i2])
+                unmatched_b.extend(region_b[j1:j2])
                 continue
             for ea, eb in zip(region_a[i1:i2], region_b[j1:j2]):
-                self.matched_steps += min(ea.times, eb.times)
                 self._compare_token(ea.token, eb.token, min(ea.times, eb.times))
-                if ea.times != eb.times:
-                    self.add(
-                        "repeat_count",
-                        f"{self.step_name(self.b, eb.token)} runs {ea.times} → {eb.times} times",
-                        [self.loc(self.a, self.a.profile.tokens[ea.token].site)],
-                        [self.loc(self.b, self.b.profile.tokens[eb.token].site)],
-                    )
+        both = set(keys_a) & set(keys_b)
+        partners: dict[Hashable, list[Entry]] = defaultdict(list)
+        for eb in unmatched_b:
+            key = self.b.base(eb.token)
+            if key in both:
+                partners[key].append(eb)
+            else:
+                self._added.append(eb)
+        for ea in unmatched_a:
+            key = self.a.base(ea.token)
+            if key not in both:
+                self._removed.append(ea)
+                continue
+            same = next((eb for eb in partners[key] if eb.times == ea.times), None)
+            if same is not None:
+                partners[key].remove(same)
+                self._removed.append(ea)
+                self._added.append(same)
+        totals_a: dict[Hashable, int] = defaultdict(int)
+        totals_b: dict[Hashable, int] = defaultdict(int)
+        first: dict[Hashable, Entry] = {}
+        for key, entry in zip(keys_a, region_a):
+            totals_a[key] += entry.times
+            first.setdefault(key, entry)
+        for key, entry in zip(keys_b, region_b):
+            totals_b[key] += entry.times
+        # steps whose counts changed the same way (a loop body that runs more often) are one change
+        changed: dict[tuple[int, int], list[Hashable]] = defaultdict(list)
+        for key in first:
+            if key in both and totals_a[key] != totals_b[key]:
+                changed[(totals_a[key], totals_b[key])].append(key)
+        for (total_a, total_b), keys in changed.items():
+            tokens_b = [next(e.token for k, e in zip(keys_b, region_b) if k == key) for key in keys]
+            names = [self.step_name(self.b, token) for token in tokens_b]
+            listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            self.add(
+                "repeat_count",
+                f"{listed} {'runs' if len(names) == 1 else 'run'} {total_a} → {total_b} times",
+                [self.loc(self.a, self.a.profile.tokens[first[key].token].site) for key in keys[:3]],
+                [self.loc(self.b, self.b.profile.tokens[token].site) for token in tokens_b[:3]],
+            )
 
     def _moves(self) -> None:
         """Pair steps removed in one place with the same step added in another: moves."""

@@ -33,13 +33,22 @@ class StructureDiff(Comparison):
     def run(self) -> list[Change]:
         steps = StepDiff(self.a.profile, self.b.profile, self.sites, self.changes)
         steps.run()
-        self.matched_steps = steps.matched_steps
         self._slots()
         self._groups()
         self._tapes()
         self._kernels()
         self._paths()
         return self.changes
+
+    def aligned_steps(self) -> int:
+        """Events both runs have: per step kind (kind, kernel, call site), the smaller count."""
+        counts_a: dict[Hashable, int] = defaultdict(int)
+        counts_b: dict[Hashable, int] = defaultdict(int)
+        for token_id, events in enumerate(self.a.profile.token_events.tolist()):
+            counts_a[self.a.base(token_id)] += events
+        for token_id, events in enumerate(self.b.profile.token_events.tolist()):
+            counts_b[self.b.base(token_id)] += events
+        return sum(min(n, counts_b.get(key, 0)) for key, n in counts_a.items())
 
     def _slots(self) -> None:
         """Arguments of matched steps whose memory changed: buffers became distinct or merged,
@@ -57,10 +66,13 @@ class StructureDiff(Comparison):
                 same_names = {_identity(self.a, g) for g in slot_a.groups} == {
                     _identity(self.b, g) for g in slot_b.groups
                 }
-                if slot_a.buffers == slot_b.buffers and same_names:
-                    continue
-                key = (tuple(names_a[:1]), slot_a.buffers, slot_b.buffers)
-                grouped.setdefault(key, []).append((token_a, token_b, arg, slot_a, names_a, names_b))
+                one_per_use = slot_a.buffers == slot_a.occurrences and slot_b.buffers == slot_b.occurrences
+                if same_names and (slot_a.buffers == slot_b.buffers or one_per_use):
+                    continue  # same arrays, or a fresh buffer per use on both sides (only the count differs)
+                # one change per buffer (its name in BEFORE) and direction, however many arguments see it
+                trend = (slot_b.buffers > slot_a.buffers) - (slot_b.buffers < slot_a.buffers)
+                key = (tuple(names_a[:1]), trend)
+                grouped.setdefault(key, []).append((token_a, token_b, arg, slot_a, names_a, names_b, slot_b))
             only_a = sorted(arg for arg in args_a.keys() - args_b.keys() if args_a[arg][1].written)
             only_b = sorted(arg for arg in args_b.keys() - args_a.keys() if args_b[arg][1].written)
             if only_a or only_b:
@@ -80,19 +92,21 @@ class StructureDiff(Comparison):
                     [self.loc(self.a, self.a.profile.tokens[token_a].site)],
                     [self.loc(self.b, self.b.profile.tokens[token_b].site)],
                 )
-        for (_, buffers_a, buffers_b), entries in grouped.items():
-            users = ", ".join(self._user(self.a, token_a, arg) for token_a, _, arg, _, _, _ in entries[:3])
+        for (_, trend), entries in grouped.items():
+            users = ", ".join(self._user(self.a, entry[0], entry[2]) for entry in entries[:3])
             name_a = (entries[0][4] or [f"`{entries[0][2]}`"])[0]
             now_names = ", ".join(entries[0][5][:2]) or f"`{entries[0][2]}`"
             where = (
-                [self.loc(self.a, self.a.profile.tokens[t].site) for t, _, _, _, _, _ in entries[:3]],
-                [self.loc(self.b, self.b.profile.tokens[t].site) for _, t, _, _, _, _ in entries[:3]],
+                [self.loc(self.a, self.a.profile.tokens[entry[0]].site) for entry in entries[:3]],
+                [self.loc(self.b, self.b.profile.tokens[entry[1]].site) for entry in entries[:3]],
             )
-            if buffers_a == buffers_b:
+            if trend == 0:
                 self.add("memory_changed", f"{users} now uses {now_names} instead of {name_a}", *where)
                 continue
-            steps = max(slot.occurrences for _, _, _, slot, _, _ in entries)
-            kind = "buffers_distinct" if buffers_b > buffers_a else "buffers_merged"
+            buffers_a = max(entry[3].buffers for entry in entries)
+            buffers_b = max(entry[6].buffers for entry in entries)
+            steps = max(entry[3].occurrences for entry in entries)
+            kind = "buffers_distinct" if trend > 0 else "buffers_merged"
             shared = "shared" if buffers_a < steps else "distinct"
             self.add(
                 kind,
