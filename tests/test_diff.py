@@ -234,3 +234,13 @@ def test_diff_needs_no_warp(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "steps" in result.stdout
+
+
+def test_empty_and_incomplete_traces(tmp_path):
+    empty = TraceBuilder().write(tmp_path / "empty.wtrace")
+    loop = _loop_program(10).write(tmp_path / "loop.wtrace")
+    partial = _loop_program(10).write(tmp_path / "partial.wtrace", complete=False)
+    assert diff_traces(read_trace(empty), read_trace(empty)).changes == []
+    grown = diff_traces(read_trace(empty), read_trace(loop))
+    assert not grown.related and grown.changes and "changes:" in render(grown)
+    assert diff_traces(read_trace(loop), read_trace(partial)).changes == []

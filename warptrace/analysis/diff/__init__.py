@@ -54,7 +54,10 @@ def diff_profiles(a: Profile, b: Profile) -> TraceDiff:
     step_share = matched_steps / max(steps_a, steps_b, 1)
     site_share = sites.matched / max(sites.n_a, sites.n_b, 1)
     # call sites share boilerplate (`tape = wp.Tape()`); the steps a program runs tell programs apart
-    related = (step_share if max(steps_a, steps_b) else site_share) >= RELATED_SHARE
+    if max(steps_a, steps_b):
+        related = step_share >= RELATED_SHARE
+    else:
+        related = site_share >= RELATED_SHARE or max(sites.n_a, sites.n_b) == 0
     _mark_explanations(changes, resolved, introduced, sites)
     changes.sort(key=lambda c: (not c.explains, c.rank))
     return TraceDiff(

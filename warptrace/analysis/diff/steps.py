@@ -327,8 +327,10 @@ class StepDiff(Comparison):
 
 
 def _starts(side: Side, items: list[Item], pos: int) -> list[int]:
+    """Once-expanded start position of each item, and one past the last (a region may start there)."""
     starts = []
     for item in items:
         starts.append(pos)
         pos += side.width(item)
+    starts.append(pos)
     return starts
