@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from warptrace.analysis.dataflow import combine_codes
 from warptrace.analysis.diff.align import Item, Site, fold
@@ -163,46 +165,115 @@ class _Builder:
 
     # ------------------------------------------------------------ arrays
     def _array_groups(self) -> np.ndarray:
-        """Group code per array id (dense, -1 for none); fills ``self.groups``/``self.group_keys``."""
+        """Group code per array id (dense, -1 for none); fills ``self.groups``/``self.group_keys``.
+
+        Vectorized over the arrays table (a run allocating per step has a million arrays):
+        the root of each view chain, the owner of each gradient, the allocation site
+        (``Model.allocation_site``), then one group per (site, name)."""
         m, df = self.m, self.df
-        size = max(m.arrays, default=-1) + 2
-        codes = np.full(size, -1, dtype=np.int64)
-        self.alloc_site = np.full(size, -1, dtype=np.int64)
+        table = m.trace.tables["arrays"]
+        ids = _ints(table, "array_id")
+        size = int(ids.max()) + 2 if len(ids) else 1
         self.groups: dict[GroupKey, Group] = {}
         self.group_keys: list[GroupKey] = []
-        index: dict[GroupKey, int] = {}
-        user: list[int] = []
-        for array_id in m.arrays:
-            root = df.root_array(array_id)
-            owner = df.owner_of(root) if m.is_grad_array(root) else -1
-            if owner >= 0:
-                owner = df.root_array(owner)
-                key: GroupKey = (m.allocation_site(owner), _name(m, owner) + ".grad")
-            else:
-                key = (m.allocation_site(root), _name(m, root))
-            code = index.get(key)
-            if code is None:
-                code = index[key] = len(self.group_keys)
-                self.group_keys.append(key)
-                self.groups[key] = Group(key=key, name=key[1])
-            codes[array_id] = code
-            self.alloc_site[array_id] = key[0]
-            info = m.arrays[array_id]
-            if array_id == root and owner < 0 and info.kind in _USER_ARRAY_KINDS:
-                user.append(array_id)
+        codes = np.full(size, -1, dtype=np.int64)
+        self.alloc_site = np.full(size, -1, dtype=np.int64)
+        if len(ids) == 0:
+            return codes
+        present = np.zeros(size, dtype=bool)
+        present[ids] = True
+
+        def dense(column: str) -> np.ndarray:
+            out = np.full(size, -1, dtype=np.int64)
+            out[ids] = _ints(table, column)
+            return out
+
+        base, grad_of, site, alloc = dense("base_id"), dense("grad_of"), dense("site"), dense("alloc_id")
+        kinds = table.column("kind").fill_null("").to_numpy(zero_copy_only=False)
+        kind = np.full(size, "", dtype=object)
+        kind[ids] = kinds
+        label_codes = pc.dictionary_encode(table.column("label").fill_null("")).combine_chunks()
+        labels = label_codes.dictionary.to_pylist()
+        label = np.full(size, -1, dtype=np.int64)
+        label[ids] = label_codes.indices.to_numpy(zero_copy_only=False)
+        # root of each view chain
+        root = np.arange(size, dtype=np.int64)
+        for _ in range(64):
+            up = base[root]
+            step = (up >= 0) & (up < size)
+            step[step] = present[up[step]]
+            if not np.any(step):
+                break
+            root = np.where(step, up, root)
+        # owner of each gradient root (grad_of at registration, or a later `.grad =`)
+        owner = np.where(grad_of >= 0, grad_of, -1)
+        for grad_id, owner_id in df.grad_owner.items():
+            if 0 <= grad_id < size and owner[grad_id] < 0:
+                owner[grad_id] = owner_id
+        is_grad = (kind == S.ARRAY_GRAD) | (owner >= 0)
+        target = np.where(is_grad[root] & (owner[root] >= 0), owner[root], root)
+        target = np.where((target >= 0) & (target < size), root[np.clip(target, 0, size - 1)], target)
+        grad_group = is_grad[root] & (owner[root] >= 0)
+        # allocation site of the target: its own when owned, else an owned array of its memory,
+        # else the allocation's, else its own
+        owned = (kind == S.ARRAY_OWNED) & (site >= 0) & present
+        max_alloc = int(max(alloc.max(), 0)) + 1
+        owned_site = np.full(max_alloc + 1, -1, dtype=np.int64)
+        owned_ids = ids[owned[ids]]
+        if len(owned_ids):
+            allocs_of, first = np.unique(alloc[owned_ids], return_index=True)
+            keep = allocs_of >= 0
+            owned_site[allocs_of[keep]] = site[owned_ids[first[keep]]]
+        alloc_table_site = np.full(max_alloc + 1, -1, dtype=np.int64)
+        allocs = m.trace.tables["allocs"]
+        if allocs.num_rows:
+            alloc_ids = _ints(allocs, "alloc_id")
+            inside = (alloc_ids >= 0) & (alloc_ids <= max_alloc)
+            alloc_table_site[alloc_ids[inside]] = _ints(allocs, "site")[inside]
+        t_alloc = np.clip(alloc[target], 0, max_alloc)
+        has_alloc = alloc[target] >= 0
+        where = np.where(owned[target], site[target], -1)
+        where = np.where((where < 0) & has_alloc, owned_site[t_alloc], where)
+        where = np.where((where < 0) & has_alloc, alloc_table_site[t_alloc], where)
+        where = np.where(where < 0, site[target], where)
+        # one group per (site, name, gradient or not)
+        key_codes = combine_codes([where[ids], label[target[ids]] + 1, grad_group[ids].astype(np.int64)])
+        _, first_of, group_of = np.unique(key_codes, return_index=True, return_inverse=True)
+        for index in first_of.tolist():
+            array_id = int(ids[index])
+            name = labels[label[target[array_id]]] if label[target[array_id]] >= 0 else ""
+            key: GroupKey = (int(where[array_id]), name + (".grad" if grad_group[array_id] else ""))
+            self.group_keys.append(key)
+            self.groups.setdefault(key, Group(key=key, name=key[1]))
+        codes[ids] = group_of.reshape(-1)
+        self.alloc_site[ids] = where[ids]
+        user_kind = np.isin(kind[ids].astype(str), list(_USER_ARRAY_KINDS))
+        user = ids[(root[ids] == ids) & ~grad_group[ids] & ~is_grad[ids] & user_kind].tolist()
         if user:
-            ids = np.asarray(user, dtype=np.int64)
-            first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+            users = np.asarray(user, dtype=np.int64)
+            first_use = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
             valid = (m.acc_array >= 0) & (m.acc_array < size)
-            np.minimum.at(first, m.acc_array[valid], m.acc_seq[valid])
+            np.minimum.at(first_use, m.acc_array[valid], m.acc_seq[valid])
             last = int(m.seq[-1]) + 1 if m.n_events else 0
-            when = np.where(first[ids] == np.iinfo(np.int64).max, last, first[ids])
-            has_grad = df.has_grad_many(ids, when)
-            for array_id, seq, grad in zip(user, when.tolist(), has_grad.tolist()):
-                group = self.groups[self.group_keys[codes[array_id]]]
-                group.arrays += 1
-                group.requires_grad += int(grad)
-                group.retain_grad += int(df.retains_grad(array_id, seq))
+            when = np.where(first_use[users] == np.iinfo(np.int64).max, last, first_use[users])
+            has_grad = df.has_grad_many(users, when)
+            # retain_grad: the registered flag, corrected by the arrays a set_retain_grad event names
+            retain_flag = np.zeros(size, dtype=bool)
+            retain_flag[ids] = table.column("retain_grad").fill_null(False).to_numpy(zero_copy_only=False)
+            retain = retain_flag[users]
+            changed = set(m.array_id[m.kind == K[S.SET_RETAIN_GRAD]].tolist())
+            for i in [i for i, a in enumerate(user) if a in changed]:
+                retain[i] = df.retains_grad(user[i], int(when[i]))
+            n = len(self.group_keys)
+            groups_of = codes[users]
+            arrays = np.bincount(groups_of, minlength=n)
+            with_grad = np.bincount(groups_of, weights=has_grad, minlength=n)
+            retained = np.bincount(groups_of, weights=retain, minlength=n)
+            for code in np.nonzero(arrays)[0].tolist():
+                group = self.groups[self.group_keys[code]]
+                group.arrays += int(arrays[code])
+                group.requires_grad += int(with_grad[code])
+                group.retain_grad += int(retained[code])
         return codes
 
     # ------------------------------------------------------------ tokens
@@ -428,6 +499,5 @@ class _Builder:
 _USER_ARRAY_KINDS = frozenset({S.ARRAY_OWNED, S.ARRAY_PTR_ALIAS, S.ARRAY_PREEXISTING})
 
 
-def _name(model: Model, array_id: int) -> str:
-    info = model.arrays.get(int(array_id))
-    return info.label if info is not None else ""
+def _ints(table: pa.Table, column: str) -> np.ndarray:
+    return table.column(column).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
