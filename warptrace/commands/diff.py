@@ -10,7 +10,7 @@ from warptrace.commands.base import Command, CommandParser, load_trace, write_st
 
 class DiffCommand(Command):
     name = "diff"
-    help = "compare two runs (before and after a fix): findings resolved or introduced, what changed"
+    help = "compare two runs (before and after a fix): findings resolved, what changed"
     exit_status = (
         "0 no new error, 1 AFTER has error findings BEFORE did not, 2 usage error or unreadable trace",
     )
