@@ -146,6 +146,7 @@ def test_fix_resolves_the_finding_and_names_the_change(buggy: str, fixed: str, z
     assert matching, f"no {kind} change with {text!r}; changes:\n{listing}"
     assert any(f.code in matching[0].explains for f in diff.resolved), listing
     assert diff.exit_code() == 0
+    assert len(render(diff).splitlines()) <= 20  # one screen
 
     # the other way round: the bug comes back, the CI gate trips on its errors
     back = diff_profiles(_profile(after, zoo_traces), _profile(before, zoo_traces))
