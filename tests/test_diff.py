@@ -244,3 +244,24 @@ def test_empty_and_incomplete_traces(tmp_path):
     grown = diff_traces(read_trace(empty), read_trace(loop))
     assert not grown.related and grown.changes and "changes:" in render(grown)
     assert diff_traces(read_trace(loop), read_trace(partial)).changes == []
+
+
+def _irregular(seed: int, launches: int) -> TraceBuilder:
+    """Launches of 6 kernels in a random order (nothing folds), on one tape."""
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    x = tb.array("x", requires_grad=True, line=1)
+    kernels = [tb.kernel(f"k{i}", x="r", y="w") for i in range(6)]
+    ys = [tb.array(f"y{i}", requires_grad=True, line=2 + i) for i in range(6)]
+    tape = tb.tape(line=10)
+    with tb.recording(tape, line=11):
+        for i in rng.integers(0, 6, size=launches).tolist():
+            tb.launch(kernels[i], x=x, y=ys[i], line=20 + i)
+    return tb
+
+
+def test_long_irregular_runs_are_compared_by_counts(tmp_path):
+    diff = _diff(tmp_path, _irregular(1, 25_000), _irregular(2, 25_000))
+    kinds = {c.kind for c in diff.changes}
+    assert kinds <= {"repeat_count"}, kinds
+    assert diff.related

@@ -8,10 +8,12 @@ holding both sides and naming steps, tapes and arrays in the user's terms.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cached_property
 
 from warptrace.analysis.diff.align import Item, Loop, SiteMap
 from warptrace.analysis.diff.changes import Change
@@ -93,28 +95,28 @@ class Side:
     def is_anchor(self, pos: int) -> bool:
         return 0 <= pos < len(self.flat) and self.profile.tokens[self.flat[pos]].kind == S.BACKWARD_BEGIN
 
+    @cached_property
+    def anchor_positions(self) -> list[int]:
+        """Sorted once-expanded positions of the backward calls."""
+        return [
+            pos for pos, token in enumerate(self.flat) if self.profile.tokens[token].kind == S.BACKWARD_BEGIN
+        ]
+
+    def anchors_between(self, lo: int, hi: int) -> list[int]:
+        """Positions of backward calls in [lo, hi]."""
+        found = self.anchor_positions
+        return found[bisect.bisect_left(found, lo) : bisect.bisect_right(found, hi)]
+
     def anchors(self, entry: Entry) -> tuple[Hashable | None, Hashable | None]:
         """Base keys of the backward calls just before and just after the entry (wrapping around
         its loop body, the way the loop runs)."""
         lo, hi = entry.loop if entry.loop[0] >= 0 else (0, len(self.flat))
-        before = after = None
-        for pos in range(entry.pos - 1, lo - 1, -1):
-            if self.is_anchor(pos):
-                before = self.base(self.flat[pos])
-                break
-        for pos in range(entry.pos + 1, hi):
-            if self.is_anchor(pos):
-                after = self.base(self.flat[pos])
-                break
-        if entry.loop[0] >= 0:
-            if after is None:
-                after = next(
-                    (self.base(self.flat[p]) for p in range(lo, entry.pos) if self.is_anchor(p)), None
-                )
-            if before is None:
-                before = next(
-                    (self.base(self.flat[p]) for p in range(hi - 1, entry.pos, -1) if self.is_anchor(p)), None
-                )
+        earlier = self.anchors_between(lo, entry.pos - 1)
+        later = self.anchors_between(entry.pos + 1, hi - 1)
+        if entry.loop[0] >= 0:  # the loop comes round: the body's start follows its end
+            earlier, later = earlier or later, later or earlier
+        before = self.base(self.flat[earlier[-1]]) if earlier else None
+        after = self.base(self.flat[later[0]]) if later else None
         return before, after
 
 

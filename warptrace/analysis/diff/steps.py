@@ -20,8 +20,10 @@ from warptrace.analysis.diff.profile import UNTAPED
 from warptrace.analysis.diff.sides import Comparison, Entry, Side, site_of_key
 from warptrace.trace import schema as S
 
-# longest expanded region aligned step by step; beyond it, steps are compared as counts
-REGION_LIMIT = 4000
+# longest expanded region aligned step by step, and longest sequence of folded items aligned
+# as a sequence; beyond them, steps are compared as counts per step kind (linear time)
+REGION_LIMIT = 2000
+ALIGN_LIMIT = 2000
 
 _NOUN = {
     S.LAUNCH: "launch",
@@ -60,10 +62,13 @@ class StepDiff(Comparison):
         loop_a: tuple[int, int],
         loop_b: tuple[int, int],
     ) -> None:
-        keys_a = [self.a.key(i) for i in items_a]
-        keys_b = [self.b.key(i) for i in items_b]
         starts_a = _starts(self.a, items_a, pos_a)
         starts_b = _starts(self.b, items_b, pos_b)
+        if max(len(items_a), len(items_b)) > ALIGN_LIMIT:
+            self._coarse(items_a, items_b, times, pos_a, pos_b)
+            return
+        keys_a = [self.a.key(i) for i in items_a]
+        keys_b = [self.b.key(i) for i in items_b]
         matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
@@ -77,6 +82,9 @@ class StepDiff(Comparison):
                         loop_a,
                         loop_b,
                     )
+                continue
+            if starts_a[i2] - starts_a[i1] > REGION_LIMIT or starts_b[j2] - starts_b[j1] > REGION_LIMIT:
+                self._coarse(items_a[i1:i2], items_b[j1:j2], times, starts_a[i1], starts_b[j1])
                 continue
             region_a = self._expand(self.a, items_a[i1:i2], times, starts_a[i1], loop_a)
             region_b = self._expand(self.b, items_b[j1:j2], times, starts_b[j1], loop_b)
@@ -173,10 +181,6 @@ class StepDiff(Comparison):
         differently (a loop body regrouped, an optimizer step now every 4th iteration) is
         compared by how often it runs in the region; only an occurrence that runs as often
         on both sides but sits elsewhere is a move."""
-        if len(region_a) > REGION_LIMIT or len(region_b) > REGION_LIMIT:
-            self._removed.extend(region_a)
-            self._added.extend(region_b)
-            return
         keys_a = [self.a.base(e.token) for e in region_a]
         keys_b = [self.b.base(e.token) for e in region_b]
         unmatched_a: list[Entry] = []
@@ -209,27 +213,76 @@ class StepDiff(Comparison):
                 self._added.append(same)
         totals_a: dict[Hashable, int] = defaultdict(int)
         totals_b: dict[Hashable, int] = defaultdict(int)
-        first: dict[Hashable, Entry] = {}
+        first_a: dict[Hashable, Entry] = {}
+        first_b: dict[Hashable, Entry] = {}
         for key, entry in zip(keys_a, region_a):
             totals_a[key] += entry.times
-            first.setdefault(key, entry)
+            first_a.setdefault(key, entry)
         for key, entry in zip(keys_b, region_b):
             totals_b[key] += entry.times
-        # steps whose counts changed the same way (a loop body that runs more often) are one change
+            first_b.setdefault(key, entry)
+        self._repeats(totals_a, totals_b, first_a, first_b)
+
+    def _repeats(
+        self,
+        totals_a: dict[Hashable, int],
+        totals_b: dict[Hashable, int],
+        first_a: dict[Hashable, Entry],
+        first_b: dict[Hashable, Entry],
+    ) -> None:
+        """Steps both sides have that run a different number of times; steps whose counts
+        changed the same way (a loop body that runs more often) are one change."""
         changed: dict[tuple[int, int], list[Hashable]] = defaultdict(list)
-        for key in first:
-            if key in both and totals_a[key] != totals_b[key]:
+        for key in first_a:
+            if key in first_b and totals_a[key] != totals_b[key]:
                 changed[(totals_a[key], totals_b[key])].append(key)
         for (total_a, total_b), keys in changed.items():
-            tokens_b = [next(e.token for k, e in zip(keys_b, region_b) if k == key) for key in keys]
-            names = [self.step_name(self.b, token) for token in tokens_b]
+            names = [self.step_name(self.b, first_b[key].token) for key in keys]
             listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             self.add(
                 "repeat_count",
                 f"{listed} {'runs' if len(names) == 1 else 'run'} {total_a} → {total_b} times",
-                [self.loc(self.a, self.a.profile.tokens[first[key].token].site) for key in keys[:3]],
-                [self.loc(self.b, self.b.profile.tokens[token].site) for token in tokens_b[:3]],
+                [self.loc(self.a, self.a.profile.tokens[first_a[key].token].site) for key in keys[:3]],
+                [self.loc(self.b, self.b.profile.tokens[first_b[key].token].site) for key in keys[:3]],
             )
+
+    def _coarse(self, items_a: list[Item], items_b: list[Item], times: int, pos_a: int, pos_b: int) -> None:
+        """Two long stretches that do not fold (unrelated programs, irregular runs): compared as
+        counts per step kind, in linear time. A step kind only one side has is added or removed
+        once (with its total count); no moves are looked for inside."""
+        totals_a, first_a = self._totals(self.a, items_a, times, pos_a)
+        totals_b, first_b = self._totals(self.b, items_b, times, pos_b)
+        for key, entry in first_a.items():
+            if key not in first_b:
+                self._removed.append(Entry(entry.token, totals_a[key], entry.pos, entry.loop))
+        for key, entry in first_b.items():
+            if key not in first_a:
+                self._added.append(Entry(entry.token, totals_b[key], entry.pos, entry.loop))
+        self._repeats(totals_a, totals_b, first_a, first_b)
+
+    def _totals(
+        self, side: Side, items: list[Item], times: int, pos: int
+    ) -> tuple[dict[Hashable, int], dict[Hashable, Entry]]:
+        """Events per step kind in ``items`` and the first occurrence of each."""
+        totals: dict[Hashable, int] = defaultdict(int)
+        first: dict[Hashable, Entry] = {}
+        stack: list[tuple[tuple[Item, ...] | list[Item], int, int, tuple[int, int]]] = [
+            (items, times, pos, (-1, -1))
+        ]
+        while stack:
+            seq, mult, at, rng = stack.pop()
+            for item in seq:
+                if isinstance(item, Loop):
+                    width = side.width(item)
+                    stack.append((item.body, mult * item.count, at, (at, at + width)))
+                    at += width
+                    continue
+                key = side.base(item)
+                totals[key] += mult
+                if key not in first or at < first[key].pos:
+                    first[key] = Entry(item, mult, at, rng)
+                at += 1
+        return totals, first
 
     def _moves(self) -> None:
         """Pair steps removed in one place with the same step added in another: moves."""
@@ -283,7 +336,7 @@ class StepDiff(Comparison):
                     break  # this neighbour stayed on the same side: nothing further was jumped over
                 pos_a = min(jumped, key=lambda p: abs(p - ea.pos))
                 lo, hi = sorted((ea.pos, pos_a))
-                backward = [p for p in range(lo, hi + 1) if p != ea.pos and self.a.is_anchor(p)]
+                backward = [p for p in self.a.anchors_between(lo, hi) if p != ea.pos]
                 if backward:
                     target = backward[0] if direction == "after" else backward[-1]
                     matches = self.b.positions(self.a.base(self.a.flat[target]))
