@@ -26,7 +26,7 @@ from typing import Union
 import numpy as np
 
 # functions Python gives comprehensions their own frame for (3.11 and older): not a user function
-_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 # the longest loop body (in items, after inner loops are folded) that ``fold`` looks for
 MAX_PERIOD = 96
 # similarity of two edited lines of the same function for them to count as one call site
@@ -53,7 +53,7 @@ class Site:
 
     @property
     def scope(self) -> str:
-        return "<comp>" if self.function in _COMPREHENSIONS else self.function
+        return "<comp>" if self.function in COMPREHENSIONS else self.function
 
 
 def normalize_text(text: str) -> str:

@@ -4,15 +4,17 @@ Two findings are the same root cause when they have the same rule code and point
 same user line, the line being recognised by its file (mapped between runs), function
 and source text, not its number: lines inserted above a finding move it, they do not
 resolve it. When several lines have that text, the one closest to where the shift
-around it predicts wins; a finding whose line text changed still matches the finding
-of the same rule at the predicted line.
+around it predicts wins (then the one whose message, numbers aside, is the same); a
+finding whose line text changed still matches the finding of the same rule at the
+predicted line.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
-from warptrace.analysis.diff.align import SiteMap, normalize_text
+from warptrace.analysis.diff.align import COMPREHENSIONS, SiteMap, normalize_text
 from warptrace.analysis.diff.changes import MatchedFinding
 from warptrace.analysis.findings import Finding, Location
 
@@ -45,7 +47,11 @@ def match_findings(
         if not candidates:
             resolved.append(finding)
             continue
-        best = min(candidates, key=lambda i: (abs(after[i].location.line - predicted), i))
+        gist = _gist(finding.message)
+        best = min(
+            candidates,
+            key=lambda i: (abs(after[i].location.line - predicted), _gist(after[i].message) != gist, i),
+        )
         used.add(best)
         unchanged.append(MatchedFinding(before=finding, after=after[best]))
     introduced = [f for i, f in enumerate(after) if i not in used]
@@ -53,4 +59,9 @@ def match_findings(
 
 
 def _scope(loc: Location) -> str:
-    return loc.function
+    return "<comp>" if loc.function in COMPREHENSIONS else loc.function
+
+
+def _gist(message: str) -> str:
+    """A message without its numbers (line numbers move with the edit)."""
+    return re.sub(r"\d+", "#", message)
