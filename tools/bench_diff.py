@@ -11,7 +11,9 @@ the diff has real work: the loop bodies differ, steps move. The diff runs in its
 process: read both traces, ``diff_traces`` (analysis of each run, reduced to a profile
 one after the other, then the comparison) and the text report. Reported: wall and CPU
 seconds per phase and in total, peak RSS (``ru_maxrss``, imports included), and the
-report's first lines. Target (checked from 1M launches on): the analysis budget, 1M
+report's first lines; then, for scale, load + analyze of BEFORE alone in another
+process at the same moment (the diff analyzes both runs, so it costs about two of
+these plus the comparison). Target (checked from 1M launches on): the analysis budget, 1M
 launches in under 30 CPU s and 4 GiB; exit status 1 when missed.
 """
 
@@ -68,6 +70,34 @@ def _child(before: str, after: str) -> None:
     )
 
 
+def _child_analyze(path: str) -> None:
+    import resource
+
+    from warptrace.analysis.report import analyze_trace
+    from warptrace.trace.reader import read_trace
+
+    start, cpu = time.perf_counter(), time.process_time()
+    analyze_trace(read_trace(path))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        json.dumps(
+            {
+                "wall": time.perf_counter() - start,
+                "cpu": time.process_time() - cpu,
+                "rss_kib": usage.ru_maxrss,
+            }
+        )
+    )
+
+
+def _run_child(*args: str) -> dict | None:
+    result = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        print(result.stderr, file=sys.stderr)
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def _parse_size(text: str) -> int:
     text = text.strip().lower().replace("_", "")
     for suffix, scale in (("k", 1_000), ("m", 1_000_000)):
@@ -84,9 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         "--keep", metavar="DIR", help="write the traces here and keep them (reused when present)"
     )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child-analyze", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _child(*args.child)
+        return 0
+    if args.child_analyze:
+        _child_analyze(args.child_analyze)
         return 0
 
     from synth_trace import generate
@@ -107,16 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             paths[name] = path
-        result = subprocess.run(
-            [sys.executable, __file__, "--child", str(paths["before"]), str(paths["after"])],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            print(result.stderr, file=sys.stderr)
+        data = _run_child("--child", str(paths["before"]), str(paths["after"]))
+        # the same machine, the same moment: load + analyze of BEFORE alone, for scale
+        alone = _run_child("--child-analyze", str(paths["before"]))
+        if data is None or alone is None:
             return 2
-        data = json.loads(result.stdout.strip().splitlines()[-1])
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -124,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:36s} {wall:7.2f} s wall {cpu:7.2f} s CPU")
     print(
         f"  {'total (process)':36s} {'':16s}{data['cpu']:7.2f} s CPU, peak RSS {data['rss_kib'] / 2**20:.2f} GiB"
+    )
+    print(
+        f"  {'analyze BEFORE alone (separate process)':36s} {alone['wall']:7.2f} s wall {alone['cpu']:7.2f} s CPU, "
+        f"peak RSS {alone['rss_kib'] / 2**20:.2f} GiB"
     )
     print(f"  {data['changes']} structural changes; report:")
     for line in data["report"]:
