@@ -19,7 +19,7 @@ Vocabulary:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -108,7 +108,6 @@ class Profile:
     kernels_at: dict[int, frozenset[str]]  # site -> kernel keys launched there
     grad_paths: set[tuple[GroupKey, GroupKey]]  # (parameter group, loss group)
     numbers: NumericSummary | None = None
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 def build_profile(trace: Trace) -> Profile:
@@ -160,7 +159,6 @@ class _Builder:
             kernels_at={site: frozenset(keys) for site, keys in kernels_at.items()},
             grad_paths=self._grad_paths(ev_token),
             numbers=numeric_summary(m.trace),
-            counts=dict(self.report.counts),
         )
 
     # ------------------------------------------------------------ arrays
