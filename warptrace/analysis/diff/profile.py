@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warptrace.analysis.dataflow import combine_codes
+from warptrace.analysis.dataflow import combine_codes, dataflow_of
 from warptrace.analysis.diff.align import Item, Site, fold
 from warptrace.analysis.diff.numbers import NumericSummary, numeric_summary
 from warptrace.analysis.model import K, Model
@@ -121,7 +121,7 @@ class _Builder:
     def __init__(self, model: Model, report: Report) -> None:
         self.m = model
         self.report = report
-        self.df = model.dataflow
+        self.df = dataflow_of(model)
 
     def profile(self) -> Profile:
         m = self.m
