@@ -207,3 +207,13 @@ def test_json_carries_everything(zoo_traces):
     kinds = [c["kind"] for c in data["structure"]]
     assert kinds[0] == "requires_grad" and "grad_path_gained" in kinds
     assert data["exit_code"] == 0 and data["summary"]["resolved"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_run_against_itself_changes_nothing(name: str, zoo_traces):
+    program = PROGRAMS[name]
+    _skip_without_recorder(program)
+    profile = _profile(program, zoo_traces)
+    diff = diff_profiles(profile, profile)
+    assert diff.changes == [] and diff.resolved == [] and diff.introduced == []
+    assert len(diff.unchanged) == len(profile.report.findings)

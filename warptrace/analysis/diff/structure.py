@@ -152,15 +152,11 @@ class StructureDiff(Comparison):
         # which AFTER tape each BEFORE tape's launches went to (matched launches only)
         moved_to: dict[int, set[int]] = defaultdict(set)
         moved_from: dict[int, set[int]] = defaultdict(set)
-        tokens_b = {
-            self.b.base(t): self.b.attrs(t)[0] for t, tok in enumerate(self.b.profile.tokens) if tok.recorded
-        }
-        for t, token in enumerate(self.a.profile.tokens):
-            if not token.recorded or token.kind != S.LAUNCH:
-                continue
-            tape_b = tokens_b.get(self.a.base(t))
-            tape_a = self.a.attrs(t)[0]
-            if tape_b is not None and tape_b not in (UNTAPED,) and tape_a != UNTAPED:
+        # (a launch recorded on several tapes in one run, a helper used with two tapes, says nothing)
+        on_a, on_b = _recorded_tapes(self.a), _recorded_tapes(self.b)
+        for key, tapes in on_a.items():
+            if len(tapes) == 1 and len(on_b.get(key, ())) == 1:
+                (tape_a,), (tape_b,) = tapes, on_b[key]
                 moved_to[tape_a].add(tape_b)
                 moved_from[tape_b].add(tape_a)
         site_a = {self.a.site(s): s for s in self.a.profile.tapes if s >= 0}
@@ -262,6 +258,16 @@ class StructureDiff(Comparison):
                     [],
                     [self.loc(self.b, param[0])],
                 )
+
+
+def _recorded_tapes(side: Side) -> dict[Hashable, set[int]]:
+    """Per launch (base key), the tapes (canonical creation sites) it was recorded on."""
+    tapes: dict[Hashable, set[int]] = defaultdict(set)
+    for token_id, token in enumerate(side.profile.tokens):
+        tape = side.attrs(token_id)[0]
+        if token.recorded and token.kind == S.LAUNCH and tape != UNTAPED:
+            tapes[side.base(token_id)].add(tape)
+    return tapes
 
 
 def _losses(side: Side) -> set[GroupKey | None]:
