@@ -19,7 +19,7 @@ then a few more, then everything else folded into counts. JSON carries everythin
      "summary": {"resolved": 1, "introduced": 0, "unchanged": 0, "changes": 3, "new_errors": 0},
      "alignment": {"related": true, "steps_before": ..., "steps_matched": ..., ...},
      "findings": {"resolved": [finding], "introduced": [finding], "unchanged": [finding]},
-     "structure": [{"kind", "message", "before": [loc], "after": [loc], "times", "explains"}],
+     "structure": [{"kind", "message", "before": [loc], "after": [loc], "times", "subjects", "explains"}],
      "numbers": [{"name", "before", "after", "message"}],
      "exit_code": 0}
 

@@ -86,7 +86,7 @@ def _mark_explanations(
     changes: list[Change], resolved: list[Finding], introduced: list[Finding], sites: SiteMap
 ) -> None:
     """A change explains a finding when it touches one of the finding's lines (in either run,
-    through the matched call sites) or names one of its kernels."""
+    through the matched call sites) or is about a kernel or array the finding names."""
     b_to_a = {(b.file, b.line): (a.file, a.line) for a, b in sites.pairs}
     a_to_b = {place_a: place_b for place_b, place_a in b_to_a.items()}
     for findings, side in ((resolved, "before"), (introduced, "after")):
@@ -99,7 +99,6 @@ def _mark_explanations(
                 mapping = b_to_a if side == "before" else a_to_b
                 places = {(loc.file, loc.line) for loc in own}
                 places |= {mapping[(loc.file, loc.line)] for loc in other if (loc.file, loc.line) in mapping}
-                kernels = [loc.function for loc in own + other if loc.line == 0 and loc.function]
-                touches = places & lines or any(f"`{name}`" in finding.message for name in kernels)
+                touches = places & lines or any(f"`{name}`" in finding.message for name in change.subjects)
                 if touches and finding.code not in change.explains:
                     change.explains.append(finding.code)

@@ -65,6 +65,7 @@ class Change:
     before: list[Location] = field(default_factory=list)  # where in BEFORE
     after: list[Location] = field(default_factory=list)  # where in AFTER
     times: int = 1  # events it stands for (a change inside a 200-step loop body: 200)
+    subjects: list[str] = field(default_factory=list)  # kernel and array names it is about
     explains: list[str] = field(default_factory=list)  # resolved/introduced finding codes it touches
 
     @property
@@ -78,6 +79,7 @@ class Change:
             "before": [_loc(loc) for loc in self.before],
             "after": [_loc(loc) for loc in self.after],
             "times": self.times,
+            "subjects": list(self.subjects),
             "explains": list(self.explains),
         }
 

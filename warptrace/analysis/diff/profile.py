@@ -82,6 +82,7 @@ class Group:
 class KernelFacts:
     key: str
     file: str
+    line: int  # the `def` line
     enable_backward: bool
     custom_grad: tuple[str, ...]
     custom_replay: tuple[str, ...]
@@ -407,6 +408,7 @@ class _Builder:
             facts[kernel.key] = KernelFacts(
                 key=kernel.key,
                 file=kernel.file,
+                line=kernel.line,
                 enable_backward=kernel.enable_backward,
                 custom_grad=tuple(kernel.custom_grad),
                 custom_replay=tuple(kernel.custom_replay),

@@ -173,9 +173,19 @@ class Comparison:
         return f"`{short(site.text, 40)}` ({self.place(side, key[0])})"
 
     def add(
-        self, kind: str, message: str, before: list[Location], after: list[Location], times: int = 1
+        self,
+        kind: str,
+        message: str,
+        before: list[Location],
+        after: list[Location],
+        times: int = 1,
+        subjects: list[str] | None = None,
     ) -> None:
-        self.changes.append(Change(kind=kind, message=message, before=before, after=after, times=times))
+        self.changes.append(
+            Change(
+                kind=kind, message=message, before=before, after=after, times=times, subjects=subjects or []
+            )
+        )
 
     # ------------------------------------------------------------ steps
 

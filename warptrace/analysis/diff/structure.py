@@ -140,6 +140,7 @@ class StructureDiff(Comparison):
                         flag,
                         f"{name}: {flag} {_flag(was, group_a.arrays)} → {_flag(now, group_b.arrays)}",
                         *where,
+                        subjects=[key[1]] if key[1] else [],
                     )
             if group_a.arrays != group_b.arrays:
                 self.add(
@@ -220,13 +221,13 @@ class StructureDiff(Comparison):
             if ka.signature != kb.signature:
                 notes.append(f"arguments ({', '.join(ka.signature)}) → ({', '.join(kb.signature)})")
             where = (
-                [Location(file=ka.file, line=0, function=key)],
-                [Location(file=kb.file, line=0, function=key)],
+                [Location(file=ka.file, line=ka.line, function=key)],
+                [Location(file=kb.file, line=kb.line, function=key)],
             )
             if notes:
-                self.add("kernel_changed", f"kernel `{key}`: " + "; ".join(notes), *where)
+                self.add("kernel_changed", f"kernel `{key}`: " + "; ".join(notes), *where, subjects=[key])
             elif ka.source != kb.source:
-                self.add("kernel_source", f"kernel `{key}`: source changed", *where)
+                self.add("kernel_source", f"kernel `{key}`: source changed", *where, subjects=[key])
 
     # ------------------------------------------------------------ gradient paths
     def _paths(self) -> None:
@@ -248,6 +249,7 @@ class StructureDiff(Comparison):
                     f"gradient path {self.group_name(self.a, param)} → {self.group_name(self.a, loss)} lost",
                     [self.loc(self.a, param[0])],
                     [],
+                    subjects=[param[1]] if param[1] else [],
                 )
         for pair in sorted(paths_b - paths_a, key=str):
             if pair[1] in losses and pair[0] in both:
@@ -257,6 +259,7 @@ class StructureDiff(Comparison):
                     f"gradient path {self.group_name(self.b, param)} → {self.group_name(self.b, loss)} gained",
                     [],
                     [self.loc(self.b, param[0])],
+                    subjects=[param[1]] if param[1] else [],
                 )
 
 
