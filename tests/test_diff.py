@@ -265,3 +265,48 @@ def test_long_irregular_runs_are_compared_by_counts(tmp_path):
     kinds = {c.kind for c in diff.changes}
     assert kinds <= {"repeat_count"}, kinds
     assert diff.related
+
+
+def _site(
+    site_id: int, line: int, text: str, file: str = "/p/train.py", function: str = "run", label: str = ""
+):
+    from warptrace.analysis.diff.align import Site
+
+    return Site(site_id=site_id, file=file, line=line, function=function, text=text, label=label)
+
+
+def test_sites_match_by_text_then_kernels_then_similarity():
+    from warptrace.analysis.diff.align import match_files, match_sites
+
+    before = {
+        0: _site(0, 10, "x = wp.zeros(n, dtype=float)", label="x"),
+        1: _site(1, 11, "wp.launch(step, dim=n, inputs=[x], outputs=[y])  # expect: WT101"),
+        2: _site(2, 12, "tape.backward(loss)"),
+        3: _site(3, 13, "tape.backward(loss)"),
+    }
+    after = {  # renamed file, 3 lines inserted above, one allocation edited, a launch rewritten
+        0: _site(
+            0, 13, "x = wp.zeros(n, dtype=float, requires_grad=True)", file="/q/train_fixed.py", label="x"
+        ),
+        1: _site(1, 14, "wp.launch(step, dim=n, inputs=[xs[t]], outputs=[ys[t]])", file="/q/train_fixed.py"),
+        2: _site(2, 15, "tape.backward(loss)", file="/q/train_fixed.py"),
+        3: _site(3, 16, "tape.backward(loss)", file="/q/train_fixed.py"),
+    }
+    kernels = {1: frozenset({"step"})}
+    files = match_files(before.values(), after.values(), {}, {})
+    assert files == {"/q/train_fixed.py": "/p/train.py"}
+    sites = match_sites(before, after, kernels, kernels, files)
+    assert sites.canon_b == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert sites.line_shift("/p/train.py", 12) == 3
+
+
+def test_files_with_little_in_common_are_not_paired():
+    from warptrace.analysis.diff.align import match_files
+
+    before = [_site(i, i, f"a{i} = f()") for i in range(10)] + [_site(10, 20, "tape = wp.Tape()")]
+    after = [_site(i, i, f"b{i} = g()", file="/q/other.py") for i in range(10)]
+    after.append(_site(10, 20, "tape = wp.Tape()", file="/q/other.py"))
+    after.append(_site(11, 5, "def helper():", file="/q/helpers.py"))
+    assert match_files(before, after, {}, {}) == {}
+    # one script on each side (saved under a new name) pairs on any common line
+    assert match_files(before, after[:-1], {}, {}) == {"/q/other.py": "/p/train.py"}

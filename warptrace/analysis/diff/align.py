@@ -145,16 +145,22 @@ def match_files(
                 score += 1_000_000
             elif os.path.basename(file_a) == os.path.basename(file_b):
                 score += 1_000
-            elif score < max(2, _SAME_FILE_SHARE * min(len(shared_a), len(shared_b))):
-                continue  # a few common lines (`tape = wp.Tape()`) do not make two files one
             if score > 0:
                 scored.append((-score, file_b, file_a))
     mapping: dict[str, str] = {}
     taken: set[str] = set()
-    for _, file_b, file_a in sorted(scored):
+    for negative, file_b, file_a in sorted(scored):
+        score = -negative
+        if score < 1_000 and score < max(2, _SAME_FILE_SHARE * min(len(keys_a[file_a]), len(keys_b[file_b]))):
+            continue  # a few common lines (`tape = wp.Tape()`) do not make two files one
         if file_b not in mapping and file_a not in taken:
             mapping[file_b] = file_a
             taken.add(file_a)
+    # the one file left on each side (a single script saved under a new name) pairs on any common line
+    rest_a = [f for f in keys_a if f not in taken]
+    rest_b = [f for f in keys_b if f not in mapping]
+    if len(rest_a) == 1 and len(rest_b) == 1 and keys_a[rest_a[0]] & keys_b[rest_b[0]]:
+        mapping[rest_b[0]] = rest_a[0]
     return mapping
 
 
