@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_zoo_findings import recorder_available
 from tests.zoo import PROGRAMS as PROGRAMS_DIR
-from tests.zoo import Program, discover, expected_locations, record
+from tests.zoo import Program, discover, expected_locations, record, recorder_available
 from warptrace.analysis.diff import TraceDiff, diff_profiles
 from warptrace.analysis.diff.profile import Profile, build_profile
 from warptrace.analysis.findings import Severity

@@ -15,22 +15,10 @@ import os
 
 import pytest
 
-from tests.zoo import Program, discover, expected_locations
+from tests.zoo import Program, discover, expected_locations, recorder_available
 from warptrace.analysis.findings import Finding, Severity
 
 PROGRAMS = discover()
-
-
-def recorder_available() -> str | None:
-    try:
-        import warp  # noqa: F401
-    except ImportError:
-        return "warp is not installed"
-    try:
-        from warptrace.record import recorder  # noqa: F401
-    except ImportError as exc:
-        return f"the recorder is not importable yet ({exc})"
-    return None
 
 
 def _where(finding: Finding) -> tuple[str, str, int]:

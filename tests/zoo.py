@@ -104,6 +104,19 @@ def expected_locations(program: Program) -> set[tuple[str, str, int]]:
     return {(code, str(path.resolve()), line) for code, path, line in marks}
 
 
+def recorder_available() -> str | None:
+    """Why zoo programs cannot be recorded here (no Warp, recorder broken), or None."""
+    try:
+        import warp  # noqa: F401
+    except ImportError:
+        return "warp is not installed"
+    try:
+        from warptrace.record import recorder  # noqa: F401
+    except ImportError as exc:
+        return f"the recorder is not importable yet ({exc})"
+    return None
+
+
 def record(program: Program, path: Path, module_name: str | None = None) -> Path:
     """Run ``program`` under the recorder into the trace directory ``path``."""
     import warptrace
