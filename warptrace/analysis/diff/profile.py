@@ -468,31 +468,53 @@ class _Builder:
             for reader in readers:
                 writers_of[reader].add(writer)
         done: set[tuple[int, frozenset[int]]] = set()
-        for call in df.backward_calls:
-            targets = [call.loss] if call.loss >= 0 else list(call.grads)
-            for target in targets:
-                if target < 0 or target >= len(self.array_group):
-                    continue
-                starts = frozenset(
-                    int(ev_token[acc_ev[row]])
-                    for row in df.writers_of_memory(target, call.begin_seq)
-                    if epoch[acc_ev[row]] == call.epoch
-                )
-                loss_group = int(self.array_group[target])
-                if (loss_group, starts) in done:
-                    continue
-                done.add((loss_group, starts))
-                seen = set(starts)
-                work = list(starts)
-                while work:
-                    token = work.pop()
-                    for group in leaves_of.get(token, ()):
-                        paths.add((self.group_keys[group], self.group_keys[loss_group]))
-                    for writer in writers_of.get(token, ()):
-                        if writer not in seen:
-                            seen.add(writer)
-                            work.append(writer)
+        for loss_group, starts in self._loss_writers(ev_token):
+            if (loss_group, starts) in done:
+                continue
+            done.add((loss_group, starts))
+            seen = set(starts)
+            work = list(starts)
+            while work:
+                token = work.pop()
+                for group in leaves_of.get(token, ()):
+                    paths.add((self.group_keys[group], self.group_keys[loss_group]))
+                for writer in writers_of.get(token, ()):
+                    if writer not in seen:
+                        seen.add(writer)
+                        work.append(writer)
         return paths
+
+    def _loss_writers(self, ev_token: np.ndarray) -> list[tuple[int, frozenset[int]]]:
+        """Per backward call: the group of what it differentiates (the loss, or each ``grads=``
+        key) and the steps of its recording that wrote that memory. One vectorized pass over
+        the write rows, not one search per call (a training run makes thousands of calls)."""
+        m, df = self.m, self.df
+        targets: list[tuple[int, int, int]] = []  # (epoch, array id, loss group)
+        for call in df.backward_calls:
+            for array_id in [call.loss] if call.loss >= 0 else list(call.grads):
+                info = m.arrays.get(int(array_id))
+                if info is not None and info.alloc_id >= 0 and 0 <= array_id < len(self.array_group):
+                    targets.append((call.epoch, int(array_id), int(self.array_group[array_id])))
+        if not targets:
+            return []
+        epoch_of_row = df.ev_epoch[df.acc_ev]
+        rows = np.nonzero(df.is_write & (epoch_of_row >= 0) & (m.acc_alloc >= 0))[0]
+        span = int(m.acc_alloc.max()) + 2 if len(m.acc_alloc) else 2
+        row_keys = epoch_of_row[rows] * span + m.acc_alloc[rows]
+        wanted = {epoch * span + m.arrays[array_id].alloc_id for epoch, array_id, _ in targets}
+        rows = rows[np.isin(row_keys, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))]
+        by_key: dict[int, set[int]] = defaultdict(set)
+        for key, token in zip(
+            (epoch_of_row[rows] * span + m.acc_alloc[rows]).tolist(), ev_token[df.acc_ev[rows]].tolist()
+        ):
+            if token >= 0:
+                by_key[key].add(token)
+        result = []
+        for epoch, array_id, group in targets:
+            starts = by_key.get(epoch * span + m.arrays[array_id].alloc_id)
+            if starts:
+                result.append((group, frozenset(starts)))
+        return result
 
 
 # arrays a user allocates (not grads, views, or the numpy source of a wp.array(data) copy)
