@@ -188,6 +188,10 @@ class Model:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
+        # Views other layers derive from this model (the dataflow, views rules share), kept
+        # here so they are freed with it. (A module-level WeakKeyDictionary keyed by the
+        # model cannot do that: its values refer to the model and keep it alive forever.)
+        self.derived: dict[str, Any] = {}
         self.meta: dict[str, Any] = trace.meta
         self.warp_version: tuple[int, ...] = _version_tuple(trace.warp_version or "0")
         ev = trace.tables["events"]

@@ -26,8 +26,6 @@ Everything is computed from the model's numpy columns; nothing imports Warp.
 
 from __future__ import annotations
 
-import weakref
-
 from warptrace.analysis.dataflow.base import combine_codes
 from warptrace.analysis.dataflow.host import HostLinks
 from warptrace.analysis.dataflow.seeds import FillGroups
@@ -51,12 +49,10 @@ class Dataflow(HostLinks):
         self._build_grad_state()
 
 
-_BY_MODEL: weakref.WeakKeyDictionary[Model, Dataflow] = weakref.WeakKeyDictionary()
-
-
 def dataflow_of(model: Model) -> Dataflow:
-    """The dataflow of ``model``, built on first use and shared by every rule."""
-    dataflow = _BY_MODEL.get(model)
+    """The dataflow of ``model``, built on first use and shared by every rule (kept in
+    ``model.derived``, so it goes when the model goes)."""
+    dataflow = model.derived.get("dataflow")
     if dataflow is None:
-        dataflow = _BY_MODEL[model] = Dataflow(model)
+        dataflow = model.derived["dataflow"] = Dataflow(model)
     return dataflow

@@ -7,7 +7,6 @@ rule's module.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -61,13 +60,12 @@ class Rule:
 
 
 T = TypeVar("T")
-_SHARED: weakref.WeakKeyDictionary[Model, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def shared(model: Model, key: str, build: Callable[[Model], T]) -> T:
     """``build(model)``, computed once per model: a derived view two rules use (the launches
     after the loss, the overwrite windows), whichever of them runs first builds it."""
-    views = _SHARED.setdefault(model, {})
+    views = model.derived.setdefault("shared", {})
     if key not in views:
         views[key] = build(model)
     return views[key]  # type: ignore[no-any-return,unused-ignore]
