@@ -310,3 +310,20 @@ def test_files_with_little_in_common_are_not_paired():
     assert match_files(before, after, {}, {}) == {}
     # one script on each side (saved under a new name) pairs on any common line
     assert match_files(before, after[:-1], {}, {}) == {"/q/other.py": "/p/train.py"}
+
+
+def test_a_model_is_freed_after_its_profile(tmp_path):
+    """diff keeps one run's model at a time: nothing global may keep an analyzed model alive."""
+    import gc
+    import weakref
+
+    from warptrace.analysis.diff.profile import _Builder
+    from warptrace.analysis.report import analyze_model, build_model
+
+    model = build_model(read_trace(_loop_program(20, distinct=False).write(tmp_path / "a.wtrace")))
+    profile = _Builder(model, analyze_model(model)).profile()
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None
+    assert profile.report.findings

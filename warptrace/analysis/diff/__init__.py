@@ -18,6 +18,8 @@ its model dropped, so two large runs never sit in memory together.
 
 from __future__ import annotations
 
+import gc
+
 from warptrace.analysis.diff.align import SiteMap, match_files, match_sites
 from warptrace.analysis.diff.changes import Change, MatchedFinding, TraceDiff
 from warptrace.analysis.diff.findings import match_findings
@@ -36,6 +38,7 @@ RELATED_SHARE = 0.3
 def diff_traces(before: Trace, after: Trace) -> TraceDiff:
     """Compare two loaded traces (BEFORE is analyzed and reduced first, then AFTER)."""
     profile_a = build_profile(before)
+    gc.collect()  # BEFORE's model and dataflow refer to each other: free them before AFTER's
     profile_b = build_profile(after)
     return diff_profiles(profile_a, profile_b)
 
