@@ -5,11 +5,12 @@ by their source text, arrays by allocation site and name, program steps by kerne
 call site with repeated steps folded into loops. Then:
 
 - findings are resolved / introduced / unchanged (``findings``), robust to line shifts;
-- structural changes (``structure``) say what the edit did to the program's gradient
-  machinery: steps added, removed or moved (onto or off a tape, across a backward),
-  buffers that became distinct or merged, ``requires_grad``/``retain_grad`` flips,
-  tapes added, removed or merged, kernels whose gradient-relevant facts changed, and
-  parameter-to-loss gradient paths gained or lost;
+- structural changes (``structure``; program steps in ``steps``; both see the runs
+  through ``sides``) say what the edit did to the program's gradient machinery: steps
+  added, removed or moved (onto or off a tape, across a backward), buffers that became
+  distinct or merged, ``requires_grad``/``retain_grad`` flips, tapes added, removed or
+  merged, kernels whose gradient-relevant facts changed, and parameter-to-loss
+  gradient paths gained or lost;
 - numbers (``numbers``) when both traces carry numeric summaries.
 
 Each run is reduced to a :class:`~warptrace.analysis.diff.profile.Profile` first and
@@ -44,6 +45,7 @@ def diff_traces(before: Trace, after: Trace) -> TraceDiff:
 
 
 def diff_profiles(a: Profile, b: Profile) -> TraceDiff:
+    """Compare two reduced runs (a profile can be compared with several others)."""
     kernel_files_a = {key: facts.file for key, facts in a.kernels.items()}
     kernel_files_b = {key: facts.file for key, facts in b.kernels.items()}
     files = match_files(a.sites.values(), b.sites.values(), kernel_files_a, kernel_files_b)
