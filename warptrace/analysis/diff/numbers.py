@@ -1,25 +1,26 @@
 """Numbers of a run for ``diff``: loss and gradient norms, when the trace carries them.
 
-Traces recorded with ``--check-numerics`` hold numeric summaries; plain traces hold no
-values at all, and ``diff`` then skips this section. The summary format is being
-settled (see the numeric-check work); this module is the one place that reads it,
-:func:`numeric_summary` accepts:
-
-- a ``numerics`` table in the trace (rows with ``name``, ``kind`` in ``loss`` /
-  ``grad``, ``norm``/``value``, ``zero_fraction``, ``nonfinite``), or
-- a ``numerics`` object in ``meta.json``:
-  ``{"loss": 0.25, "grads": {"w": {"norm": 1.2, "zero_fraction": 0.0}}, "first_nonfinite": null}``.
-
-Plugging the final format in means changing :func:`numeric_summary` only; the
-comparison (:func:`compare_numbers`) works on :class:`NumericSummary`.
+Traces recorded with ``--check-numerics`` hold value summaries (the ``numerics`` table,
+schema 3); plain traces hold no values at all, and ``diff`` then skips this section.
+This module is the one place ``diff`` reads them: :func:`numeric_summary` takes the
+loss and each leaf's gradient (L2 norm, fraction of exact zeros) at the last backward,
+and the first write that produced a non-finite value. It also accepts a ready summary
+in ``meta.json`` (``{"loss": 0.25, "grads": {"w": {"norm": 1.2, "zero_fraction": 0.0}}}``),
+which tests and other producers use. The comparison (:func:`compare_numbers`) works on
+:class:`NumericSummary`.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
 
 
@@ -52,12 +53,42 @@ class NumberChange:
 def numeric_summary(trace: Trace) -> NumericSummary | None:
     """The numeric summary a trace carries, or None (plain traces carry none)."""
     table = trace.tables.get("numerics")
-    if table is not None:
-        return _from_rows(table.to_pylist())
+    if table is not None and table.num_rows:
+        return _from_table(trace, table)
     raw = trace.meta.get("numerics")
-    if isinstance(raw, dict):
+    if isinstance(raw, dict) and ("loss" in raw or "grads" in raw):
         return _from_meta(raw)
     return None
+
+
+def _from_table(trace: Trace, table: pa.Table) -> NumericSummary:
+    """From the ``numerics`` table (``--check-numerics``): the loss and each leaf's gradient at
+    the last backward, and the first write that produced a non-finite value."""
+    rows = table.select(
+        ["seq", "array_id", "owner", "what", "arg", "count", "nonfinite", "zeros", "min", "l2"]
+    )
+    rows = rows.sort_by("seq").to_pylist()
+    summary = NumericSummary()
+    last_grad: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        if row["what"] == S.NUM_LOSS:
+            summary.loss = row["min"] if row["count"] == 1 else row["l2"]
+        elif row["what"] == S.NUM_LEAF_GRAD and row["owner"] is not None:
+            last_grad[int(row["owner"])] = row
+    labels = _labels(trace, set(last_grad) | {int(r["array_id"]) for r in rows if r["nonfinite"]})
+    for owner, row in last_grad.items():
+        name = labels.get(owner) or f"array#{owner}"
+        count = row["count"] or 0
+        summary.grads[name] = GradStats(
+            norm=float(row["l2"] or 0.0), zero_fraction=(row["zeros"] / count) if count else None
+        )
+    bad = next((r for r in rows if r["nonfinite"] and r["what"] == S.NUM_WRITE), None)
+    if bad is not None:
+        name = labels.get(int(bad["array_id"])) or bad["arg"] or f"array#{bad['array_id']}"
+        summary.first_nonfinite = f"`{name}` ({bad['nonfinite']} of {bad['count']} values)" + _written_by(
+            trace, int(bad["seq"])
+        )
+    return summary
 
 
 def _from_meta(raw: dict[str, Any]) -> NumericSummary:
@@ -72,17 +103,30 @@ def _from_meta(raw: dict[str, Any]) -> NumericSummary:
     return summary
 
 
-def _from_rows(rows: list[dict[str, Any]]) -> NumericSummary:
-    summary = NumericSummary()
-    for row in rows:
-        kind, name = row.get("kind"), str(row.get("name") or "")
-        if kind == "loss":
-            summary.loss = _float(row.get("value", row.get("norm")))
-        elif kind == "grad" and _float(row.get("norm")) is not None:
-            summary.grads[name] = GradStats(float(row["norm"]), _float(row.get("zero_fraction")))
-        if row.get("nonfinite") and summary.first_nonfinite is None:
-            summary.first_nonfinite = str(row["nonfinite"])
-    return summary
+def _labels(trace: Trace, array_ids: set[int]) -> dict[int, str]:
+    arrays = trace.tables["arrays"]
+    if not array_ids:
+        return {}
+    picked = arrays.filter(pc.is_in(arrays.column("array_id"), pa.array(sorted(array_ids), pa.int64())))
+    return {
+        int(a): str(label or "")
+        for a, label in zip(picked.column("array_id").to_pylist(), picked.column("label").to_pylist())
+    }
+
+
+def _written_by(trace: Trace, seq: int) -> str:
+    """`` by kernel `k` at file.py:12`` for the event ``seq`` (file name only: runs may live apart)."""
+    events = trace.tables["events"]
+    found = events.filter(pc.equal(events.column("seq"), seq)).to_pylist()
+    if not found:
+        return ""
+    event = found[0]
+    kernel = next(
+        (k["key"] for k in trace.tables["kernels"].to_pylist() if k["kernel_id"] == event["kernel"]), None
+    )
+    site = next((r for r in trace.tables["sites"].to_pylist() if r["site_id"] == event["site"]), None)
+    where = f" at {os.path.basename(site['file'] or '')}:{site['line']}" if site else ""
+    return (f" by kernel `{kernel}`" if kernel else "") + where
 
 
 def compare_numbers(before: NumericSummary | None, after: NumericSummary | None) -> list[NumberChange]:
