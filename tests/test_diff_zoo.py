@@ -85,6 +85,14 @@ EXPLANATIONS: dict[str, tuple[str, str]] = {
     "wt307_module/wt307_module_main": ("kernel_changed", "`soft_clip`: enable_backward False → True"),
     "wt307_no_backward": ("kernel_changed", "`smooth`: enable_backward False → True"),
     "wt308_atomic_slot": ("kernel_changed", "`emit`: replay functions none → (claim_contact_slot)"),
+    "wt102_sin_inplace": ("kernel_changed", "`wrap_phase`: arguments read and stored in place (x) → none"),
+    "wt501_sqrt_zero": ("kernel_source", "kernel `radius`: source changed"),
+    "wt501_where_branch": ("kernel_source", "kernel `soft_root`: source changed"),
+    "wt503_copy_severed": ("requires_grad", "`staged`: requires_grad False → True"),
+    "wt504_jacobi": ("repeat_count", "launch of `jacobi`: 6 → 60 steps"),
+    # the fix is inside a custom adjoint (@wp.func_grad): no structural change, the numbers show it
+    "wt502_assign_adjoint": ("number", "grad norm of `v`"),
+    "wt502_taylor_adjoint": ("number", "grad norm of `phase`"),
 }
 
 
@@ -98,8 +106,11 @@ def _twin(name: str) -> str | None:
     return twin if twin in PROGRAMS else None
 
 
+# buggy programs with a fixed twin (a few buggy programs exist only to show a finding)
 PAIRS = sorted(
-    (name, _twin(name)) for name in PROGRAMS if not name.startswith("ok_") and "_fixed" not in name
+    (name, twin)
+    for name in PROGRAMS
+    if not name.startswith("ok_") and "_fixed" not in name and (twin := _twin(name)) is not None
 )
 
 _profiles: dict[str, Profile] = {}
@@ -124,8 +135,7 @@ def _where(finding) -> tuple[str, str, int]:
     return (finding.code, os.path.realpath(finding.location.file), finding.location.line)
 
 
-def test_every_buggy_program_has_a_twin_and_an_explanation():
-    assert [name for name, twin in PAIRS if twin is None] == []
+def test_every_fix_has_an_explanation():
     assert sorted(EXPLANATIONS) == [name for name, _ in PAIRS]
 
 
@@ -140,10 +150,14 @@ def test_fix_resolves_the_finding_and_names_the_change(buggy: str, fixed: str, z
     assert [f for f in diff.introduced if f.severity >= Severity.WARNING] == []
     assert diff.related
     kind, text = EXPLANATIONS[buggy]
-    matching = [c for c in diff.changes if c.kind == kind and text in c.message]
     listing = "\n".join(f"  {c.kind}: {c.message} {c.explains}" for c in diff.changes)
-    assert matching, f"no {kind} change with {text!r}; changes:\n{listing}"
-    assert any(f.code in matching[0].explains for f in diff.resolved), listing
+    if kind == "number":
+        numbers = [n for n in diff.numbers if n.message.startswith(text) and n.before != n.after]
+        assert numbers, [n.message for n in diff.numbers]
+    else:
+        matching = [c for c in diff.changes if c.kind == kind and text in c.message]
+        assert matching, f"no {kind} change with {text!r}; changes:\n{listing}"
+        assert any(f.code in matching[0].explains for f in diff.resolved), listing
     assert diff.exit_code() == 0
     assert len(render(diff).splitlines()) <= 20  # one screen
 

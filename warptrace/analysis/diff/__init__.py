@@ -32,8 +32,9 @@ from warptrace.trace.reader import Trace
 
 __all__ = ["Change", "MatchedFinding", "TraceDiff", "diff_profiles", "diff_traces"]
 
-# below this share of aligned steps the runs are reported as different programs
+# below this share of aligned steps, and of step kinds, the runs are reported as different programs
 RELATED_SHARE = 0.3
+KINDS_SHARE = 0.5
 
 
 def diff_traces(before: Trace, after: Trace) -> TraceDiff:
@@ -60,7 +61,8 @@ def diff_profiles(a: Profile, b: Profile) -> TraceDiff:
     site_share = sites.matched / max(sites.n_a, sites.n_b, 1)
     # call sites share boilerplate (`tape = wp.Tape()`); the steps a program runs tell programs apart
     if max(steps_a, steps_b):
-        related = step_share >= RELATED_SHARE
+        # most events in common, or most kinds of step (a loop that now runs 10x longer)
+        related = step_share >= RELATED_SHARE or structure.kinds_share >= KINDS_SHARE
     else:
         related = site_share >= RELATED_SHARE or max(sites.n_a, sites.n_b) == 0
     _mark_explanations(changes, resolved, introduced, sites)

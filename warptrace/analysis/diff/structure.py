@@ -41,13 +41,17 @@ class StructureDiff(Comparison):
         return self.changes
 
     def aligned_steps(self) -> int:
-        """Events both runs have: per step kind (kind, kernel, call site), the smaller count."""
+        """Events both runs have: per step kind (kind, kernel, call site), the smaller count.
+        Sets ``kinds_share``: the share of step kinds both runs have."""
         counts_a: dict[Hashable, int] = defaultdict(int)
         counts_b: dict[Hashable, int] = defaultdict(int)
         for token_id, events in enumerate(self.a.profile.token_events.tolist()):
             counts_a[self.a.base(token_id)] += events
         for token_id, events in enumerate(self.b.profile.token_events.tolist()):
             counts_b[self.b.base(token_id)] += events
+        self.kinds_share = len(counts_a.keys() & counts_b.keys()) / max(
+            len(counts_a.keys() | counts_b.keys()), 1
+        )
         return sum(min(n, counts_b.get(key, 0)) for key, n in counts_a.items())
 
     def _slots(self) -> None:
