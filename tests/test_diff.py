@@ -317,11 +317,16 @@ def test_a_model_is_freed_after_its_profile(tmp_path):
     import gc
     import weakref
 
-    from warptrace.analysis.diff.profile import _Builder
+    from warptrace.analysis.diff.profile import build_profile
     from warptrace.analysis.report import analyze_model, build_model
 
-    model = build_model(read_trace(_loop_program(20, distinct=False).write(tmp_path / "a.wtrace")))
-    profile = _Builder(model, analyze_model(model)).profile()
+    profile = build_profile(read_trace(_loop_program(20, distinct=False).write(tmp_path / "a.wtrace")))
+    model = profile.report.model
+    assert model is None
+    # and nothing global keeps an analyzed model alive
+    model = build_model(read_trace(tmp_path / "a.wtrace"))
+    report = analyze_model(model)
+    report.model = None
     alive = weakref.ref(model)
     del model
     gc.collect()

@@ -115,7 +115,9 @@ def build_profile(trace: Trace) -> Profile:
     """Analyze ``trace`` and reduce it to a :class:`Profile`."""
     model = build_model(trace)
     report = analyze_model(model)
-    return _Builder(model, report).profile()
+    profile = _Builder(model, report).profile()
+    report.model = None  # the profile keeps the findings, not the run's model
+    return profile
 
 
 class _Builder:
