@@ -1,8 +1,6 @@
 """One-line activation for scripts whose launch command cannot change::
 
-    import warptrace.auto  # first import of the script
-    import warp as wp
-    ...
+    import warptrace.auto  # first import of the script, before Warp's
 
 records the whole run to ``<script>.wtrace`` in the current directory and, when the
 interpreter exits, prints the summary and the findings to stderr exactly as
