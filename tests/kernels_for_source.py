@@ -62,6 +62,22 @@ def k_components(out: wp.array(dtype=wp.vec3), m_out: wp.array(dtype=wp.mat22), 
 
 
 @wp.kernel
+def k_array_views(
+    y: wp.array2d(dtype=float), g: wp.array(dtype=float, ndim=2), p: wp.array(dtype=wp.vec3), s: float
+):
+    i = wp.tid()
+    top = y[0:1, :]
+    top[0, i] = s  # @view_store
+    row = g[1]
+    row[i] *= s  # @subarray_mul
+    alias = row
+    alias[i] = s  # @alias_store
+    v = p[i]
+    v[0] = s  # @element_component
+    p[i] = v
+
+
+@wp.kernel
 def k_selects(z: wp.array(dtype=float), out: wp.array(dtype=float)):
     i = wp.tid()
     a = wp.where(z[i] > 0.0, wp.exp(z[i]), 0.0)  # @where

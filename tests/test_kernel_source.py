@@ -3,7 +3,9 @@ kernel-source rules (WT401-WT408) build on, the JSON round trip, and the recorde
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from tests import kernels_for_source as K
 from tests.kernels_for_source import line_of
 from warptrace.kernel_source import FUNC, FUNC_GRAD, KernelSource, parse_function
+from warptrace.kernel_source.local_flow import array_annotation_ndim
 from warptrace.record.kernels import kernel_facts
 
 FILE = K.__file__
@@ -67,6 +70,48 @@ def test_component_assignments_of_local_vectors_and_matrices():
     ]
     # array element stores are not local components
     assert all(c.local not in ("out", "m_out") for c in model(K.k_components).kernel.component_assigns)
+
+
+def test_stores_into_array_views_are_array_stores_not_components():
+    kernel = model(K.k_array_views).kernel
+    # a slice, a sub-array (fewer indices than dimensions) and an alias of one are arrays;
+    # an element of a 1-d array of vectors is a local vector
+    found = [(c.line, c.local, c.component) for c in kernel.component_assigns]
+    assert found == [(line_of("element_component"), "v", "[0]")]
+    aug = [(a.line, a.target, a.target_kind, a.root) for a in kernel.aug_assigns]
+    assert aug == [(line_of("subarray_mul"), "row[i]", "array", "row")]
+    assert kernel.array_params == ("g", "p", "y")
+
+
+def test_version_2_model_is_upgraded_to_array_aliases():
+    # what version 2 stored for k_array_views: the view stores as components of locals
+    current = model(K.k_array_views)
+    data = json.loads(current.to_json())
+    data["version"] = 2
+    kernel = data["kernel"]
+    kernel["array_params"] = ["g", "p"]
+    kernel["component_assigns"].insert(
+        0, {"line": line_of("view_store"), "local": "top", "component": "[0, i]", "op": "=", "loop": -1}
+    )
+    kernel["aug_assigns"][0]["target_kind"] = "component"
+    assert KernelSource.from_json(json.dumps(data)) == current
+
+
+@pytest.mark.parametrize(
+    ("annotation", "ndim"),
+    [
+        ("wp.array(dtype=float)", 1),
+        ("wp.array(dtype=float, ndim=3)", 3),
+        ("wp.array2d(dtype=float)", 2),
+        ("wp.array3d[float]", 3),
+        ("wp.array[float]", 0),
+        ("wp.indexedarray2d(dtype=float)", 2),
+        ("wp.vec3", None),
+        ("float", None),
+    ],
+)
+def test_array_annotation_dimensions(annotation, ndim):
+    assert array_annotation_ndim(ast.parse(annotation, mode="eval").body) == ndim
 
 
 def test_where_select_and_conditional_expression_operands():

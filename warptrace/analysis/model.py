@@ -159,7 +159,8 @@ class KernelInfo:
     @cached_property
     def source_model(self) -> KernelSource:
         """The kernel-source model: stored by the recorder, or rebuilt from ``source`` for
-        traces written before the model was stored (schema version 1)."""
+        traces written before the model was stored (schema version 1) or in an older model
+        layout (see ``MODEL_VERSION``)."""
         stored = KernelSource.from_json(self.source_json)
         if stored is not None:
             return stored

@@ -239,7 +239,6 @@ class FunctionFacts:
     deps: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-_ARRAY_ANNOTATIONS = ("array", "indexedarray", "fabricarray", "indexedfabricarray")
 _OPS = {
     ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=",
     ast.Pow: "**=", ast.BitAnd: "&=", ast.BitOr: "|=", ast.BitXor: "^=", ast.LShift: "<<=",
@@ -296,10 +295,7 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
 
 
 def _is_array_annotation(node: ast.expr | None) -> bool:
-    if node is None:
-        return False
-    target = node.func if isinstance(node, ast.Call) else node
-    return call_name(target) in _ARRAY_ANNOTATIONS
+    return local_flow.array_annotation_ndim(node) is not None
 
 
 def _range_bounds(node: ast.expr, constants: dict[str, int]) -> tuple[tuple[str, ...], int | None]:
@@ -358,6 +354,8 @@ class _Collector:
         self.guard_stack: list[set[str]] = []
         self.params = {a.arg for a in tree.args.args}
         self.array_params = {a.arg for a in tree.args.args if _is_array_annotation(a.annotation)}
+        # locals bound to an array view: `y_slice[0, i] = v` stores into the array
+        self.array_locals = local_flow.array_locals(tree)
         self.statements: list[Statement] = []
         self.loops: list[Loop] = []
         self.aug_assigns: list[AugAssign] = []
@@ -467,7 +465,7 @@ class _Collector:
             return "local"
         if root is None:
             return "other"
-        if root in self.params:
+        if root in self.params or root in self.array_locals:
             return "array" if self.reaches_array(target) else "other"
         return "component"
 
@@ -502,7 +500,7 @@ class _Collector:
             return
         if isinstance(target, (ast.Subscript, ast.Attribute)) and isinstance(target.value, ast.Name):
             local = target.value.id
-            if local not in self.params:
+            if local not in self.params and local not in self.array_locals:
                 if isinstance(target, ast.Subscript):
                     component = "[" + text_of(target.slice).strip("()") + "]"
                 else:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from warptrace.kernel_source.syntax import call_name, names_in, root_name
 
-__all__ = ["carried_state", "component_history", "local_deps"]
+__all__ = ["array_annotation_ndim", "array_locals", "carried_state", "component_history", "local_deps"]
 
 _ADDITIVE_ATOMICS = ("atomic_add", "atomic_sub")
 
@@ -54,6 +54,92 @@ def local_deps(tree: ast.FunctionDef) -> tuple[tuple[str, tuple[str, ...]], ...]
                 read = names_in(value) if isinstance(value, ast.expr) else set()
                 deps.setdefault(root, set()).update(read - {root})
     return tuple((name, tuple(sorted(read))) for name, read in sorted(deps.items()))
+
+
+# ---------------------------------------------------------------- array aliases
+
+_ARRAY_TYPES = ("array", "indexedarray", "fabricarray", "indexedfabricarray")
+
+
+def array_annotation_ndim(node: ast.expr | None) -> int | None:
+    """The dimension count of an array type (``wp.array(dtype=float, ndim=2)``,
+    ``wp.array2d(dtype=float)``, ``wp.array2d[float]``, a ``wp.array(ptr=..., shape=(n,
+    m))`` constructor): None when ``node`` is not an array type, 0 for an array whose
+    dimension count is not written."""
+    if node is None:
+        return None
+    head = (
+        node.func if isinstance(node, ast.Call) else node.value if isinstance(node, ast.Subscript) else node
+    )
+    name = call_name(head)
+    base = name[:-2] if len(name) > 2 and name[-2].isdigit() and name[-1] == "d" else name
+    if base not in _ARRAY_TYPES:
+        return None
+    if base != name:
+        return int(name[-2])
+    if isinstance(node, ast.Call):
+        for keyword in node.keywords:
+            if keyword.arg == "ndim" and isinstance(keyword.value, ast.Constant):
+                value = keyword.value.value
+                return value if isinstance(value, int) and not isinstance(value, bool) else 0
+            if keyword.arg == "shape" and isinstance(keyword.value, ast.Tuple):
+                return len(keyword.value.elts)
+        if any(k.arg in ("ndim", "shape") for k in node.keywords):
+            return 0
+        return 1  # Warp's default
+    return 0
+
+
+def _array_ndim(node: ast.expr, known: dict[str, int]) -> int | None:
+    """The dimension count of the array an expression evaluates to (0: unknown count),
+    None when it is not an array: a name of one, a slice of one (``a[0:1, :]``), an array
+    indexed by fewer indices than its dimensions (``a2d[i]``), an array constructor."""
+    if isinstance(node, ast.Name):
+        return known.get(node.id)
+    if isinstance(node, ast.Subscript):
+        ndim = _array_ndim(node.value, known)
+        if ndim is None:
+            return None
+        indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        slices = sum(isinstance(i, ast.Slice) for i in indices)
+        if ndim == 0:
+            return 0 if slices else None
+        left = ndim - len(indices) + slices
+        return left if left > 0 and (slices or len(indices) < ndim) else None
+    if isinstance(node, ast.Call):
+        return array_annotation_ndim(node)
+    return None
+
+
+def array_locals(tree: ast.FunctionDef) -> frozenset[str]:
+    """Locals bound to an array (a view of an array argument, ``y_slice = y[0:1, :]``; a
+    sub-array ``row = a2d[i]``; another array local; ``wp.array(ptr=...)``): a subscript
+    store into one writes array memory, it is not a component of a local value."""
+    known: dict[str, int] = {}
+    for arg in tree.args.args:
+        ndim = array_annotation_ndim(arg.annotation)
+        if ndim is not None:
+            known[arg.arg] = ndim
+    params = set(known)
+    binds: list[tuple[str, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            ndim = array_annotation_ndim(node.annotation)
+            if ndim is not None:
+                known[node.target.id] = ndim
+            elif node.value is not None:
+                binds.append((node.target.id, node.value))
+        elif isinstance(node, ast.Assign):
+            binds.extend((t.id, node.value) for t in node.targets if isinstance(t, ast.Name))
+    changed = True
+    while changed:
+        changed = False
+        for name, value in binds:
+            ndim = _array_ndim(value, known)
+            if ndim is not None and name not in known:
+                known[name] = ndim
+                changed = True
+    return frozenset(known) - params
 
 
 # ---------------------------------------------------------------- loop-carried state

@@ -3,19 +3,20 @@
 The recorder builds it once per kernel from the kernel and the ``@wp.func`` callees,
 ``@wp.func_grad`` and ``@wp.func_replay`` bodies it reaches, and stores it in the trace
 as JSON (``kernels.source_model``); the analyzer loads it back, or, for traces written
-before it existed (schema version 1), rebuilds it from the stored kernel source. Rules
-ask it questions; they never parse source themselves.
+before it existed (schema version 1) or with an older model layout (``MODEL_VERSION``),
+rebuilds it from the stored kernel source. Rules ask it questions; they never parse
+source themselves.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
 from warptrace.kernel_source import facts as F
-from warptrace.kernel_source import linearity, stores
+from warptrace.kernel_source import linearity, local_flow, stores
 from warptrace.kernel_source.facts import FunctionFacts, FunctionSource, function_facts
 from warptrace.kernel_source.syntax import parse_function
 
@@ -26,8 +27,13 @@ __all__ = ["MODEL_VERSION", "KernelSource", "build"]
 #      comparisons, adjoint assignments, atomics
 #   2  loops know whether Warp unrolls them (module max_unroll, integer constants) and the
 #      state they carry; component history; guards and hazards; def-use of locals.
-#      A version-1 model is rebuilt from the stored source.
-MODEL_VERSION = 2
+#   3  locals bound to an array (a slice or sub-array of an array argument, an array
+#      constructor) are array aliases: a subscript store into one is an array store
+#      (``aug_assigns`` target kind "array"), never a component assignment; array
+#      parameters include ``wp.array2d[float]``-style annotations. A version-2 model is
+#      upgraded from the stored source of each function (``_upgrade_v2``).
+#      A version-1 model is rebuilt from the stored kernel source.
+MODEL_VERSION = 3
 
 _NESTED: dict[str, type] = {
     "statements": F.Statement,
@@ -74,9 +80,11 @@ class KernelSource:
             return None
         try:
             data = json.loads(text)
-            if data.get("version") != MODEL_VERSION:
+            version = data.get("version")
+            if version not in (2, MODEL_VERSION):
                 return None
-            return KernelSource(_function(data["kernel"]), tuple(_function(f) for f in data["functions"]))
+            read = _function if version == MODEL_VERSION else _upgrade_v2
+            return KernelSource(read(data["kernel"]), tuple(read(f) for f in data["functions"]))
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -315,6 +323,30 @@ def _function(data: dict[str, Any]) -> FunctionFacts:
             value = _tuples(value)
         values[spec.name] = value
     return FunctionFacts(**values)
+
+
+def _upgrade_v2(data: dict[str, Any]) -> FunctionFacts:
+    """A version-2 function model with the array aliases of version 3 applied: subscript
+    stores into a local bound to an array view are array stores, not components."""
+    function = _function(data)
+    tree = parse_function(function.source) if function.parsed else None
+    if tree is None:
+        return function
+    aliases = local_flow.array_locals(tree)
+    params = tuple(
+        sorted(a.arg for a in tree.args.args if local_flow.array_annotation_ndim(a.annotation) is not None)
+    )
+    return replace(
+        function,
+        array_params=params,
+        component_assigns=tuple(c for c in function.component_assigns if c.local not in aliases),
+        aug_assigns=tuple(
+            replace(a, target_kind="array" if "[" in a.target else "other")
+            if a.target_kind == "component" and a.root in aliases
+            else a
+            for a in function.aug_assigns
+        ),
+    )
 
 
 def _tuples(value: Any) -> Any:
