@@ -289,6 +289,13 @@ class KernelSource:
                         return True
         return False
 
+    def has_custom_adjoint(self, function: FunctionFacts) -> bool:
+        """Whether a ``@wp.func_grad`` belongs to ``function``: Warp differentiates its calls
+        with that body, never with the built-in adjoints of what ``function`` calls."""
+        return function.role == F.FUNC and any(
+            f.role == F.FUNC_GRAD and f.of == function.name for f in self.functions
+        )
+
     def has_replay(self, function: FunctionFacts) -> bool:
         """Whether a ``@wp.func_replay`` belongs to ``function``."""
         return any(f.role == F.FUNC_REPLAY and f.of == function.name for f in self.functions)

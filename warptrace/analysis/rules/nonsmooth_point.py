@@ -12,8 +12,11 @@ with a positive constant or an epsilon parameter (``d2 + eps``), not inside an `
 (or after an early ``return``/``continue``) whose condition tests the argument or a
 value it is computed from, not a conditional expression testing it. ``wp.length``,
 ``wp.normalize``, ``wp.acos`` and ``wp.asin`` are not reported: Warp's own adjoints
-return zero at their singular points (``adj_length`` tests ``ret > kEps``). A division
-by zero is not reported here: its forward value is already inf/NaN.
+return zero at their singular points (``adj_length`` tests ``ret > kEps``), and neither is
+a call inside a ``@wp.func`` that has a ``@wp.func_grad``: Warp runs the custom adjoint
+instead of the built-in derivatives of its body (Warp's ``test_func.py`` ``safe_sqrt``,
+whose custom adjoint skips ``x = 0``). A division by zero is not reported here: its
+forward value is already inf/NaN.
 
 Severity: ``warning`` when the argument depends on a kernel argument that carries a
 gradient on a backpropagated tape (the zero is a run-time event); silent otherwise.
@@ -52,8 +55,8 @@ def check(model: Model) -> list[Finding]:
             continue
         source = use.source
         for function in source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY):
-                continue
+            if function.role in (FUNC_GRAD, FUNC_REPLAY) or source.has_custom_adjoint(function):
+                continue  # a function with a @wp.func_grad is differentiated by that body
             for call in function.calls:
                 if not _singular(call) or call.arg_guarded or not call.arg_names:
                     continue
