@@ -55,7 +55,7 @@ def check(model: Model) -> list[Finding]:
         if not use.taped:
             continue
         for function in use.source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY):
+            if function.role in (FUNC_GRAD, FUNC_REPLAY) or use.source.has_custom_adjoint(function):
                 continue
             for loop in function.loops:
                 if loop.unrolled or not loop.carried:

@@ -44,7 +44,7 @@ def check(model: Model) -> list[Finding]:
         if not use.taped:
             continue
         for function in use.source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY):
+            if function.role in (FUNC_GRAD, FUNC_REPLAY) or use.source.has_custom_adjoint(function):
                 continue
             for aug in function.aug_assigns:
                 if aug.target_kind != "array" or aug.op in ADDITIVE:

@@ -176,6 +176,11 @@ def strongest(findings: list[Finding]) -> list[Finding]:
 def evidence_phrase(model: Model, use: KernelUse, args: frozenset[str] | set[str]) -> str:
     """ "`x` carries the gradient (launch line N, backward line M)" for a message."""
     launch_line = model.event_location(use.launch).line
+    if use.call is not None and not args:
+        return (
+            f"`{use.kernel.key}` is backpropagated (launch line {launch_line}, backward line "
+            f"{model.location(use.call.site).line}) but no argument there carries a gradient"
+        )
     if use.call is None or not args:
         if use.taped:
             return f"`{use.kernel.key}` is recorded on a tape (launch line {launch_line}) that is never backpropagated"

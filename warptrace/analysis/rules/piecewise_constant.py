@@ -44,7 +44,7 @@ def check(model: Model) -> list[Finding]:
         if not use.backpropagated:
             continue
         for function in use.source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY):
+            if function.role in (FUNC_GRAD, FUNC_REPLAY) or use.source.has_custom_adjoint(function):
                 continue
             for call in function.calls:
                 if call.name not in STEPS + CASTS or not call.arg_names or not call.result_used:
