@@ -75,6 +75,20 @@ def test_transfers_above_the_cap_get_no_digest(trace_path, monkeypatch):
     assert _facts(read) == {"view": True, "host": "read", "nbytes": 16, "digest": None}
 
 
+@pytest.mark.parametrize("cap", [16 << 20, 4])
+def test_host_detail_text_is_json_dumps_of_its_facts(monkeypatch, cap):
+    """The directly formatted details are the text json.dumps gives (key order included)."""
+    monkeypatch.setattr(hostdata, "DIGEST_MAX_BYTES", cap)
+    arrays = [np.ones(16, np.float32), np.zeros(0), np.arange(12).reshape(3, 4)[:, ::2], np.float64(3.0)]
+    extras = [None, {"view": True}, {"view": False}, {}, {"view": 1}, {"view": True, "k": 2}]
+    for values in arrays:
+        for direction in ("read", "write"):
+            for extra in extras:
+                nbytes, digest = hostdata.digest_of(values)
+                facts = {**(extra or {}), "host": direction, "nbytes": nbytes, "digest": digest}
+                assert hostdata.host_detail(direction, values, extra) == json.dumps(facts)
+
+
 def test_dlpack_and_array_interface_exports_are_bridge_events(trace_path):
     warptrace.start(trace_path)
     x = wp.array([1.0, 2.0, 3.0], dtype=float, device=DEVICE, requires_grad=True)

@@ -22,6 +22,8 @@ import numpy as np
 # Largest transfer that gets a digest: 16 MiB (about 10 ms of BLAKE2b on one core).
 DIGEST_MAX_BYTES = 16 << 20
 
+_VIEW_TEXT = '"view": true, '
+
 
 def digest_of(values: Any) -> tuple[int, str | None]:
     """(nbytes, hex digest or None above the cap) of an ndarray-like's bytes in C order."""
@@ -35,8 +37,17 @@ def digest_of(values: Any) -> tuple[int, str | None]:
 
 
 def host_detail(direction: str, values: Any, extra: dict[str, Any] | None = None) -> str:
-    """The ``detail`` JSON of a host transfer event."""
+    """The ``detail`` JSON of a host transfer event.
+
+    The two details every ``numpy()`` and ``wp.array(data=ndarray)`` writes are formatted
+    directly, the same text ``json.dumps`` gives (it cost ~1.5 µs of a read's ~6 µs).
+    """
     nbytes, digest = digest_of(values)
+    view = extra is not None and len(extra) == 1 and extra.get("view") is True  # not 1, 1.0
+    if (extra is None or view) and (direction == "read" or direction == "write"):
+        head = _VIEW_TEXT if view else ""
+        quoted = "null" if digest is None else '"' + digest + '"'
+        return f'{{{head}"host": "{direction}", "nbytes": {nbytes}, "digest": {quoted}}}'
     facts: dict[str, Any] = dict(extra or {})
     facts.update(host=direction, nbytes=nbytes, digest=digest)
     return json.dumps(facts)
