@@ -34,8 +34,12 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
                 site = -1
             else:
                 site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE)
-            with rec.lock:
+            lock = rec.lock
+            lock.acquire()
+            try:
                 rec.ident.on_new(self, site, owner, labelled)
+            finally:
+                lock.release()
         except Exception as exc:
             rec.fail(exc)
         return result
