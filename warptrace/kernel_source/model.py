@@ -11,6 +11,7 @@ source themselves.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
 from typing import Any
@@ -288,6 +289,15 @@ class KernelSource:
                     ):
                         return True
         return False
+
+    def differentiated_functions(self) -> Iterator[FunctionFacts]:
+        """The functions whose own statements Warp differentiates with its built-in adjoints:
+        not the bodies of ``@wp.func_grad``/``@wp.func_replay``, and not a function that has a
+        ``@wp.func_grad`` (its calls are differentiated by that body only). The kernel-source
+        rules look for adjoint hazards here and nowhere else."""
+        for function in self.all_functions:
+            if function.role not in (F.FUNC_GRAD, F.FUNC_REPLAY) and not self.has_custom_adjoint(function):
+                yield function
 
     def has_custom_adjoint(self, function: FunctionFacts) -> bool:
         """Whether a ``@wp.func_grad`` belongs to ``function``: Warp differentiates its calls

@@ -28,7 +28,6 @@ from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_LIMITS, Rule
 from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
-from warptrace.kernel_source import FUNC_GRAD, FUNC_REPLAY
 
 WT402 = RuleInfo(
     code="WT402",
@@ -45,9 +44,7 @@ def check(model: Model) -> list[Finding]:
     for use in kernel_uses(model):
         if not use.taped:
             continue
-        for function in use.source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY) or use.source.has_custom_adjoint(function):
-                continue
+        for function in use.source.differentiated_functions():
             for item in function.component_assigns:
                 if item.op != "=" or not item.previous:
                     continue

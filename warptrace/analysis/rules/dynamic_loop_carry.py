@@ -37,7 +37,7 @@ from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_LIMITS, Rule
 from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
-from warptrace.kernel_source import FUNC_GRAD, FUNC_REPLAY, Loop
+from warptrace.kernel_source import Loop
 
 WT403 = RuleInfo(
     code="WT403",
@@ -54,9 +54,7 @@ def check(model: Model) -> list[Finding]:
     for use in kernel_uses(model):
         if not use.taped:
             continue
-        for function in use.source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY) or use.source.has_custom_adjoint(function):
-                continue
+        for function in use.source.differentiated_functions():
             for loop in function.loops:
                 if loop.unrolled or not loop.carried:
                     continue

@@ -34,7 +34,7 @@ from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_DEBUG, Rule
 from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
-from warptrace.kernel_source import FUNC_GRAD, FUNC_REPLAY, Call, FunctionFacts, KernelSource
+from warptrace.kernel_source import Call, FunctionFacts, KernelSource
 
 WT407 = RuleInfo(
     code="WT407",
@@ -54,9 +54,7 @@ def check(model: Model) -> list[Finding]:
         if not use.backpropagated:
             continue
         source = use.source
-        for function in source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY) or source.has_custom_adjoint(function):
-                continue  # a function with a @wp.func_grad is differentiated by that body
+        for function in source.differentiated_functions():
             for call in function.calls:
                 if not _singular(call) or call.arg_guarded or not call.arg_names:
                     continue

@@ -23,7 +23,6 @@ from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import Rule
 from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
-from warptrace.kernel_source import FUNC_GRAD, FUNC_REPLAY
 
 WT408 = RuleInfo(
     code="WT408",
@@ -43,9 +42,7 @@ def check(model: Model) -> list[Finding]:
     for use in kernel_uses(model):
         if not use.backpropagated:
             continue
-        for function in use.source.all_functions:
-            if function.role in (FUNC_GRAD, FUNC_REPLAY) or use.source.has_custom_adjoint(function):
-                continue
+        for function in use.source.differentiated_functions():
             for call in function.calls:
                 if call.name not in STEPS + CASTS or not call.arg_names or not call.result_used:
                     continue
