@@ -123,6 +123,46 @@ def test_loss_seed_and_tape_zero_memsets(trace_path):
     assert len(memsets) == 1 + len(zeroed) + 1
 
 
+def test_tape_zero_memsets_are_the_rows_of_zeroing_each_gradient(trace_path):
+    """Tape.zero() records its memsets as one batch when it returns: the same rows, in the
+    same order, as zeroing each gradient by hand, with zero()'s site, tape and parent."""
+    warptrace.start(trace_path)
+    xs = [wp.array([1.0, 2.0], dtype=float, device=DEVICE, requires_grad=True) for _ in range(3)]
+    loss = wp.zeros(1, dtype=float, device=DEVICE, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        for x in xs:
+            wp.launch(square_sum_kernel, dim=2, inputs=[x], outputs=[loss], device=DEVICE)
+    tape.backward(loss)
+    for grad in tape.gradients.values():
+        grad.zero_()  # site:by-hand
+    tape.zero()  # site:batch
+    tape.reset()  # site:reset
+    wp.launch(square_sum_kernel, dim=2, inputs=[xs[0]], outputs=[loss], device=DEVICE)  # site:after
+    warptrace.stop()
+
+    trace = Trace(trace_path)
+    memsets = trace.of_kind("memset")
+    by_hand = [m for m in memsets if trace.site_line(m) == _line("site:by-hand")]
+    (zero, nested) = trace.of_kind("tape_zero")
+    (reset,) = trace.of_kind("tape_reset")
+    batch = [m for m in memsets if m["parent"] == zero["seq"]]
+    assert len(by_hand) == len(batch) == 4
+    assert [e["seq"] for e in batch] == list(range(zero["seq"] + 1, zero["seq"] + 5))
+    assert all(trace.site_line(m) == _line("site:batch") for m in batch)
+    assert all(m["tape"] == zero["tape"] >= 0 and m["executed"] and m["value"] == 0.0 for m in batch)
+    rows = [[(r["array_id"], r["role"], r["flags"]) for r in trace.access_rows(m["seq"])] for m in batch]
+    assert rows == [[(r["array_id"], r["role"], r["flags"]) for r in trace.access_rows(m["seq"])] for m in by_hand]
+    # reset() zeroes through zero(): its memsets belong to the nested zero, at reset()'s line
+    assert nested["parent"] == reset["seq"] and trace.site_line(nested) == _line("site:reset")
+    in_reset = [m for m in memsets if m["parent"] == nested["seq"]]
+    assert len(in_reset) == 4 and all(trace.site_line(m) == _line("site:reset") for m in in_reset)
+    (after,) = [e for e in trace.of_kind("launch") if trace.site_line(e) == _line("site:after")]
+    assert after["seq"] == in_reset[-1]["seq"] + 1
+    seqs = [e["seq"] for e in trace.events]
+    assert seqs == sorted(seqs) == list(range(len(seqs)))
+
+
 def test_tape_events_and_backward_bracket(trace_path):
     warptrace.start(trace_path)
     x = wp.array([1.0, 2.0], dtype=float, device=DEVICE, requires_grad=True)

@@ -87,7 +87,7 @@ class ThreadState:
 
     __slots__ = (
         "bw_site", "bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_site", "scope_tape",
-        "thread",
+        "thread", "zeroed",
     )  # fmt: skip
 
     def __init__(self, thread: int) -> None:
@@ -102,6 +102,9 @@ class ThreadState:
         # [guard, seq, dest, src, recorded, site] of the copy in progress
         self.copy_ctx: list[Any] | None = None
         self.grad_owner: Any = None  # array whose .grad is being allocated
+        # inside Tape.zero()/reset(): the gradients its own frame zeroed, recorded as one
+        # batch of MEMSET rows when it returns (one per gradient, in call order)
+        self.zeroed: list[Any] | None = None
 
 
 class Recorder:

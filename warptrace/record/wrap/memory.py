@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from warptrace.record import state
 from warptrace.record.identity import NEW, STATE
-from warptrace.record.session import Recorder
+from warptrace.record.session import Recorder, ThreadState
 from warptrace.record.wrap.common import (
     WARP_ARRAY,
     access_row,
@@ -39,6 +40,7 @@ from warptrace.trace.schema import (
 _COPY = EVENT_KIND_CODES[COPY]
 _MEMSET = EVENT_KIND_CODES[MEMSET]
 _VALUE_READ = EVENT_KIND_CODES[VALUE_READ]
+perf_ns = time.perf_counter_ns
 
 
 def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -165,6 +167,17 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             ts = rec.thread_state()
         if ts.guard:
             return original(self, *args, **kwargs)
+        zeroed = ts.zeroed
+        if zeroed is not None and zero and getframe(1).f_code is state.tape_zero_code and not rec.captures:
+            # a gradient zeroed by Tape.zero() itself: the per-memset work is an append; its
+            # row is written with the others when zero() returns (record_zeroed)
+            ts.guard += 1
+            try:
+                result = original(self, *args, **kwargs)
+            finally:
+                ts.guard -= 1
+            zeroed.append(self)
+            return result
         try:
             skip = getattr(self, "size", 1) == 0 or _is_fresh(rec, self)
         except Exception as exc:
@@ -208,6 +221,38 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
         return result
 
     return mark(original, memset)
+
+
+def record_zeroed(rec: Recorder, ts: ThreadState, arrays: list[Any], tape_id: int, site: int) -> None:
+    """The MEMSET rows of the gradients one ``Tape.zero()`` zeroed (see :func:`make_memset`):
+    the rows the memset wrapper writes one by one elsewhere, in call order, under one lock
+    (parent: the zero/reset event in ``ts.parent``). No event happens inside ``zero()``'s
+    own frame, so "fresh" and the sequence numbers are what they were at each memset."""
+    tok = rec.tok
+    thread, phase, parent = ts.thread, ts.phase, ts.parent
+    if phase:
+        tape_id = ts.bw_tape
+    lock = rec.lock
+    lock.acquire()
+    try:
+        rows = [a for a in arrays if getattr(a, "size", 1) != 0 and not _is_fresh(rec, a)]
+        ev, acc, extra = rec.ev, rec.acc, rec.ev_extra
+        register = rec.ident.register
+        for arr in rows:
+            st = getattr(arr, STATE, None)
+            if st is None or st[0] is not tok:
+                st = register(arr)
+            seq = rec.seq
+            rec.seq = seq + 1
+            ev.extend(
+                (seq, _MEMSET, tape_id, False, phase, False, True, site, -1, thread, perf_ns(), parent, -1, -1, -1)
+            )  # fmt: skip
+            extra.append((seq, 0.0, None))
+            acc.extend((seq, st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0))
+        if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or perf_ns() >= rec.flush_deadline:
+            rec.flush()
+    finally:
+        lock.release()
 
 
 def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -319,4 +364,11 @@ def make_native(original: Callable[..., Any], name: str) -> Callable[..., Any]:
     return mark(original, native)
 
 
-__all__ = ["NATIVE_ROLES", "make_copy", "make_memset", "make_native", "make_value_read"]
+__all__ = [
+    "NATIVE_ROLES",
+    "make_copy",
+    "make_memset",
+    "make_native",
+    "make_value_read",
+    "record_zeroed",
+]

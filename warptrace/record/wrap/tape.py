@@ -16,6 +16,7 @@ from warptrace.record.wrap.common import (
     mark,
     tape_id_of,
 )
+from warptrace.record.wrap.memory import record_zeroed
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     BACKWARD_END,
@@ -118,12 +119,19 @@ def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., 
             except Exception as exc:
                 rec.fail(exc)
                 return original(self, *args, **kwargs)
-            saved = ts.parent, ts.scope_tape, ts.scope_site
-            ts.parent, ts.scope_tape, ts.scope_site = seq, tape_id, site
+            saved = ts.parent, ts.scope_tape, ts.scope_site, ts.zeroed
+            zeroed: list[Any] = []
+            ts.parent, ts.scope_tape, ts.scope_site, ts.zeroed = seq, tape_id, site, zeroed
             try:
                 return original(self, *args, **kwargs)
             finally:
-                ts.parent, ts.scope_tape, ts.scope_site = saved
+                ts.zeroed = saved[3]
+                if zeroed:
+                    try:
+                        record_zeroed(rec, ts, zeroed, tape_id, site)
+                    except Exception as exc:
+                        rec.fail(exc)
+                ts.parent, ts.scope_tape, ts.scope_site = saved[:3]
 
         return mark(original, method)
 
