@@ -194,6 +194,24 @@ def test_json_round_trip_is_exact():
     assert KernelSource.from_json('{"version": 999}') is None
 
 
+def test_the_recorder_stores_the_sources_and_the_analyzer_builds_the_same_model():
+    """Schema 5: ``kernels.source_model`` holds the sources (kernel, callees, custom
+    adjoints); building them gives the model the recorder used to store."""
+    from warptrace.kernel_source import FunctionSource, build
+
+    stored = json.loads(kernel_facts(K.k_custom_and_atomics).source_model)
+    assert stored["inputs"] == 1 and stored["kernel"]["role"] == "kernel"
+    assert {f["role"] for f in stored["functions"]} >= {FUNC, FUNC_GRAD}
+
+    def source(data):
+        return FunctionSource(**{**data, "constants": tuple(tuple(c) for c in data["constants"])})
+
+    built = build(source(stored["kernel"]), tuple(source(f) for f in stored["functions"]))
+    assert model(K.k_custom_and_atomics) == built
+    assert KernelSource.from_json(built.to_json()) == built  # a schema 2-4 trace: the built model
+    assert KernelSource.from_json(json.dumps({**stored, "inputs": 99})) is None  # unknown layout
+
+
 def test_unparseable_source_gives_empty_facts_and_conservative_answers():
     from warptrace.kernel_source import FunctionSource, build
 

@@ -1,10 +1,11 @@
 """``KernelSource``: everything warptrace knows about the source of one kernel.
 
-The recorder builds it once per kernel from the kernel and the ``@wp.func`` callees,
-``@wp.func_grad`` and ``@wp.func_replay`` bodies it reaches, and stores it in the trace
-as JSON (``kernels.source_model``); the analyzer loads it back, or, for traces written
-before it existed (schema version 1) or with an older model layout (``MODEL_VERSION``),
-rebuilds it from the stored kernel source. Rules ask it questions; they never parse
+The recorder gathers the sources of a kernel and of the ``@wp.func`` callees,
+``@wp.func_grad`` and ``@wp.func_replay`` bodies it reaches, and stores them in the trace
+as JSON (``kernels.source_model``, :func:`inputs_json`); the analyzer builds the model
+from them. Traces of schema 2-4 stored the built model, which is loaded back (or upgraded,
+see ``MODEL_VERSION``); for traces written before either existed (schema version 1) the
+model is rebuilt from the stored kernel source. Rules ask it questions; they never parse
 source themselves.
 """
 
@@ -21,7 +22,7 @@ from warptrace.kernel_source import linearity, local_flow, stores
 from warptrace.kernel_source.facts import FunctionFacts, FunctionSource, function_facts
 from warptrace.kernel_source.syntax import parse_function
 
-__all__ = ["MODEL_VERSION", "KernelSource", "build"]
+__all__ = ["MODEL_VERSION", "KernelSource", "build", "inputs_json"]
 
 # Version of the JSON layout inside the trace (independent of the trace schema version).
 #   1  statements, loops, in-place operators, components, selects, calls, divisions,
@@ -50,6 +51,28 @@ _NESTED: dict[str, type] = {
 }
 
 
+# The recorder stores what the model is built from rather than the model (schema 5): the
+# sources are gathered from Warp objects, which only the recorder can do, while building
+# (parsing and walking every function) is pure and costs 5-15 ms per kernel of a real
+# program, paid by the analyzer instead of the recorded program.
+INPUTS_KEY = "inputs"
+INPUTS_VERSION = 1
+
+
+def inputs_json(kernel: FunctionSource, functions: tuple[FunctionSource, ...] = ()) -> str:
+    """The sources :func:`build` takes, as the JSON :meth:`KernelSource.from_json` builds from."""
+    return json.dumps(
+        {INPUTS_KEY: INPUTS_VERSION, "kernel": asdict(kernel), "functions": [asdict(f) for f in functions]},
+        separators=(",", ":"),
+    )
+
+
+def _source(data: dict[str, Any]) -> FunctionSource:
+    return FunctionSource(
+        **{**data, "constants": tuple((str(name), int(value)) for name, value in data.get("constants", ()))}
+    )
+
+
 def build(kernel: FunctionSource, functions: tuple[FunctionSource, ...] = ()) -> KernelSource:
     """Parse ``kernel`` and every function of its call tree once."""
     seen: set[tuple[str, str, str, int]] = set()
@@ -76,11 +99,21 @@ class KernelSource:
 
     @staticmethod
     def from_json(text: str) -> KernelSource | None:
-        """The model stored in a trace; None when ``text`` is empty or of an unknown layout."""
+        """The model stored in a trace; None when ``text`` is empty or of an unknown layout.
+
+        ``text`` is either a built model (``to_json``: traces of schema 2-4) or the sources
+        it is built from (``inputs_json``: schema 5 on), which are built here."""
         if not text:
             return None
         try:
             data = json.loads(text)
+            if INPUTS_KEY in data:
+                if data[INPUTS_KEY] != INPUTS_VERSION:
+                    return None
+                try:
+                    return build(_source(data["kernel"]), tuple(_source(f) for f in data["functions"]))
+                except Exception:  # a source the builder cannot take: the kernel's alone is rebuilt
+                    return None
             version = data.get("version")
             if version not in (2, MODEL_VERSION):
                 return None

@@ -53,7 +53,7 @@ except ImportError:  # pragma: no cover - older layout
     from warp import types as _types  # type: ignore[no-redef]
 
 from warptrace.kernel_source import FUNC, FUNC_GRAD, FUNC_REPLAY, KERNEL, FunctionSource
-from warptrace.kernel_source import build as build_source_model
+from warptrace.kernel_source.model import inputs_json
 from warptrace.record.kernel_refs import (
     EFFECTS,
     EMPTY,
@@ -291,7 +291,8 @@ def _max_unroll(kernel: Any) -> int:
 
 
 def _source_model(kernel: Any, functions: set[Any]) -> str:
-    """The kernel-source model of ``kernel`` and the user functions its walk reached, as JSON."""
+    """The sources of the kernel-source model of ``kernel`` and the user functions its walk
+    reached, as JSON (the analyzer builds the model: ``KernelSource.from_json``)."""
     try:
         sources = []
         unroll = _max_unroll(kernel)
@@ -305,8 +306,7 @@ def _source_model(kernel: Any, functions: set[Any]) -> str:
             replay = getattr(func, "custom_replay_func", None)
             if getattr(replay, "adj", None) is not None:
                 sources.append(_function_source(replay, FUNC_REPLAY, str(func.key), unroll))
-        model = build_source_model(_function_source(kernel, KERNEL, max_unroll=unroll), tuple(sources))
-        return model.to_json()
+        return inputs_json(_function_source(kernel, KERNEL, max_unroll=unroll), tuple(sources))
     except Exception:  # the facts stay usable; the analyzer rebuilds the model from the source
         return ""
 

@@ -37,8 +37,12 @@ import pyarrow as pa
 #      Event kind "bridge": memory shared with another framework (torch, JAX, DLPack, the
 #      array interface protocols) from that event on.
 #      No new column: versions 1-3 read as traces without host digests or bridges.
-SCHEMA_VERSION = 4
-SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4)
+#   5  kernels.source_model holds the sources the kernel-source model is built from
+#      ({"inputs": 1, "kernel": ..., "functions": [...]}) instead of the built model: the
+#      analyzer builds it (KernelSource.from_json), the recorded program no longer pays
+#      for parsing. Versions 2-4 (a built model) read as before.
+SCHEMA_VERSION = 5
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 
 # ---------------------------------------------------------------- event kinds
 # events.kind values (strings, dictionary-encoded on disk).
