@@ -89,6 +89,29 @@ def test_host_detail_text_is_json_dumps_of_its_facts(monkeypatch, cap):
                 assert hostdata.host_detail(direction, values, extra) == json.dumps(facts)
 
 
+def test_small_and_large_transfers_get_the_digest_of_their_c_order_bytes(monkeypatch):
+    """Small ndarrays are hashed from a tobytes() copy, large ones from a contiguous view:
+    the same digest either way, for any strides and dtypes."""
+    import hashlib
+
+    def reference(values):
+        data = np.ascontiguousarray(np.asarray(values))
+        return hashlib.blake2b(data.reshape(-1).view(np.uint8).data, digest_size=8).hexdigest()
+
+    arrays = [
+        np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2],
+        np.arange(12, dtype=np.float64).reshape(3, 4).T,
+        np.ones((2, 3), np.int16),
+        np.zeros(0, np.float32),
+        np.float64(3.0),
+        np.arange(40000, dtype=np.float32)[::3],  # above the copy threshold
+    ]
+    for copy_max in (1 << 16, 0):
+        monkeypatch.setattr(hostdata, "_COPY_MAX_BYTES", copy_max)
+        for values in arrays:
+            assert hostdata.digest_of(values) == (np.asarray(values).nbytes, reference(values))
+
+
 def test_dlpack_and_array_interface_exports_are_bridge_events(trace_path):
     warptrace.start(trace_path)
     x = wp.array([1.0, 2.0, 3.0], dtype=float, device=DEVICE, requires_grad=True)

@@ -25,8 +25,18 @@ DIGEST_MAX_BYTES = 16 << 20
 _VIEW_TEXT = '"view": true, '
 
 
+# Up to this size the bytes are hashed from a ``tobytes()`` copy (C order whatever the
+# strides): cheaper than making a contiguous uint8 view for small transfers (0.37 vs 0.93 µs
+# for 64 bytes), and the same digest.
+_COPY_MAX_BYTES = 1 << 16
+
+
 def digest_of(values: Any) -> tuple[int, str | None]:
     """(nbytes, hex digest or None above the cap) of an ndarray-like's bytes in C order."""
+    if values.__class__ is np.ndarray:
+        nbytes = values.nbytes
+        if nbytes <= _COPY_MAX_BYTES and nbytes <= DIGEST_MAX_BYTES:
+            return nbytes, hashlib.blake2b(values.tobytes(), digest_size=8).hexdigest()
     data = np.asarray(values)
     nbytes = int(data.nbytes)
     if nbytes > DIGEST_MAX_BYTES:

@@ -286,7 +286,11 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
             if isinstance(result, np.ndarray):
                 try:
                     # on the CPU numpy() is a zero-copy view: the host may write the array through it
-                    view = result.size > 0 and result.ctypes.data == getattr(self, "ptr", None)
+                    # (an ndarray whose base is the array was made from its __array_interface__:
+                    # it starts at ptr; anything else is checked by address)
+                    view = result.size > 0 and (
+                        result.base is self or result.ctypes.data == getattr(self, "ptr", None)
+                    )
                     detail = host_detail("read", result, {"view": True} if view else None)
                 except Exception:
                     detail = None
