@@ -152,7 +152,9 @@ def test_tape_zero_memsets_are_the_rows_of_zeroing_each_gradient(trace_path):
     assert all(trace.site_line(m) == _line("site:batch") for m in batch)
     assert all(m["tape"] == zero["tape"] >= 0 and m["executed"] and m["value"] == 0.0 for m in batch)
     rows = [[(r["array_id"], r["role"], r["flags"]) for r in trace.access_rows(m["seq"])] for m in batch]
-    assert rows == [[(r["array_id"], r["role"], r["flags"]) for r in trace.access_rows(m["seq"])] for m in by_hand]
+    assert rows == [
+        [(r["array_id"], r["role"], r["flags"]) for r in trace.access_rows(m["seq"])] for m in by_hand
+    ]
     # reset() zeroes through zero(): its memsets belong to the nested zero, at reset()'s line
     assert nested["parent"] == reset["seq"] and trace.site_line(nested) == _line("site:reset")
     in_reset = [m for m in memsets if m["parent"] == nested["seq"]]
