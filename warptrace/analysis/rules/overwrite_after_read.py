@@ -55,8 +55,6 @@ kernel, view geometry).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
@@ -68,7 +66,7 @@ from warptrace.analysis.rules.overwrite_evidence import (
     adjoint_needs_value,
     append_loc,
     buffer_name,
-    grad_args_of,
+    grad_args_many,
     grad_mask,
     grouped_finding,
     in_place_rows,
@@ -189,8 +187,7 @@ def _overwrites(
     e_field = model.acc_field[rows].tolist()
     e_ev = evs.tolist()
     needs_value: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
-    grad_args: dict[int, frozenset[str] | None] = {}
-    grad_signatures: dict[tuple, Any] = {}  # access signature -> grad paths; ("known", ids) -> bool
+    grad_args: dict[int, frozenset[str] | None] | None = None  # reader event -> grad paths
     copy_windows: dict[int, tuple[int, int] | None] = {}
 
     overlap_cache: dict[tuple[int, int], bool] = {}
@@ -243,10 +240,9 @@ def _overwrites(
             # Does the reader's adjoint look at the values it read? Not when it uses them
             # only linearly against constants and grad-less arrays (a transpose, an FFT,
             # `y = x * mask[i]`): then the overwrite cannot change any gradient.
-            reader_ev = e_ev[r]
-            grads = grad_args.get(reader_ev)
-            if grads is None:
-                grads = grad_args[reader_ev] = grad_args_of(model, dataflow(), reader_ev, grad_signatures)
+            if grad_args is None:  # first need: every pending reader's at once
+                grad_args = grad_args_many(model, dataflow(), ev_rows[read_rows])
+            grads = grad_args[e_ev[r]]
             fact_key = (e_kernel[r], e_arg[r], e_field[r], grads)
             needed = needs_value.get(fact_key)
             if needed is None:

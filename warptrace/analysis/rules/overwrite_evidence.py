@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from warptrace.analysis.dataflow import Dataflow
+from warptrace.analysis.dataflow import Dataflow, combine_codes
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import arg_path, quote
@@ -194,6 +194,53 @@ def grad_args_of(
             paths.add(arg_path(model.acc_arg[row], model.acc_field[row]))
     result = cache[key] = frozenset(paths)
     return result
+
+
+def grad_args_many(model: Model, df: Dataflow, evs: np.ndarray) -> dict[int, frozenset[str] | None]:
+    """:func:`grad_args_of` of every event of ``evs`` at once (event -> argument paths, or None
+    when some access cannot be resolved): one :meth:`has_grad_many` over all their access rows,
+    and one set built per distinct (argument codes with a gradient) signature."""
+    evs = np.unique(np.asarray(evs, dtype=np.int64))
+    if not len(evs):
+        return {}
+    starts, stops = model.acc_start[evs], model.acc_stop[evs]
+    lengths = np.maximum(stops - starts, 0)
+    owner = np.repeat(np.arange(len(evs), dtype=np.int64), lengths)  # event slot of each row
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    rows = np.arange(int(bounds[-1]), dtype=np.int64) - np.repeat(bounds[:-1] - starts, lengths)
+    arrays = model.acc_array[rows]
+    known_ids = np.fromiter(model.arrays, dtype=np.int64, count=len(model.arrays))
+    unknown = np.bincount(owner[~np.isin(arrays, known_ids)], minlength=len(evs)) > 0
+    has = df.has_grad_many(arrays, model.seq[evs][owner])
+    has &= ~unknown[owner]
+    # per event, the (argument, field) codes of its rows with a gradient, in row order: events with
+    # equal sequences have equal path sets
+    hit = np.nonzero(has)[0]
+    pair = model.acc_arg_code[rows[hit]].astype(np.int64) * (int(model.acc_field_code.max(initial=0)) + 1)
+    pair += model.acc_field_code[rows[hit]]
+    hit_owner = owner[hit]
+    counts = np.bincount(hit_owner, minlength=len(evs))
+    slot_of = np.full(len(evs), -1, dtype=np.int64)  # signature index per event
+    signatures: list[frozenset[str]] = []
+    empty_slots = np.nonzero(counts == 0)[0]
+    if len(empty_slots):
+        slot_of[empty_slots] = len(signatures)
+        signatures.append(frozenset())
+    first_row = np.concatenate([[0], np.cumsum(counts)])  # hit rows are grouped by event, in row order
+    for length in np.unique(counts[counts > 0]).tolist():
+        slots = np.nonzero(counts == length)[0]
+        index = first_row[slots][:, None] + np.arange(length, dtype=np.int64)[None, :]
+        codes = combine_codes([pair[index[:, k]] for k in range(length)])
+        _, witness, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        base = len(signatures)
+        for w in index[witness, 0].tolist():
+            sig_rows = rows[hit[w : w + length]].tolist()
+            signatures.append(frozenset(arg_path(model.acc_arg[r], model.acc_field[r]) for r in sig_rows))
+        slot_of[slots] = base + inverse.reshape(-1)
+    return {
+        ev: (None if lost else signatures[slot])
+        for ev, lost, slot in zip(evs.tolist(), unknown.tolist(), slot_of.tolist())
+    }
 
 
 def adjoint_needs_value(
