@@ -286,25 +286,92 @@ class Seeds(GradState):
         along def-use edges inside the epoch (cached per call)."""
         cached = self._objective_cache.get(call.index)
         if cached is None:
-            cached = self._objective_cache[call.index] = self._slice(call)
+            self.objective_events_many([call])
+            cached = self._objective_cache[call.index]
         return cached
 
-    def _slice(self, call: BackwardCall) -> set[int]:
-        targets = [call.loss] if call.loss >= 0 else []
-        targets += [owner for _, _, owner, _ in self.seeds(call) if owner >= 0]
-        work: list[int] = []
-        for array_id in targets:
-            for row in self.writers_of_memory(array_id, call.begin_seq):
-                ev = int(self.acc_ev[row])
-                if self.ev_epoch[ev] == call.epoch:
-                    work.append(ev)
-        reached: set[int] = set()
-        while work:
-            ev = work.pop()
-            if ev in reached:
-                continue
-            reached.add(ev)
-            for writer in self.writer_events(ev):
-                if self.ev_epoch[writer] == call.epoch and writer not in reached:
-                    work.append(writer)
-        return reached
+    def objective_events_many(self, calls: list[BackwardCall]) -> list[set[int]]:
+        """:meth:`objective_events` of each call, the ones not cached yet sliced together."""
+        todo = {call.index: call for call in calls if call.index not in self._objective_cache}
+        if todo:
+            self._objective_cache.update(self._slices(list(todo.values())))
+        return [self._objective_cache[call.index] for call in calls]
+
+    def _slices(self, calls: list[BackwardCall]) -> dict[int, set[int]]:
+        """The backward slices of ``calls``, level by level in numpy: the calls go in rounds in
+        which no two replay the same epoch, so that an event (which belongs to one epoch) is
+        reached for one call of the round at most; ``stamp`` marks the events a round reached."""
+        m = self.model
+        result: dict[int, set[int]] = {}
+        # targets -> the memory queries of writers_of_memory, one per (call, target array)
+        q_call: list[int] = []
+        q_alloc: list[int] = []
+        q_lo: list[int] = []
+        q_hi: list[int] = []
+        q_seq: list[int] = []
+        for slot, call in enumerate(calls):
+            targets = [call.loss] if call.loss >= 0 else []
+            targets += [owner for _, _, owner, _ in self.seeds(call) if owner >= 0]
+            for array_id in targets:
+                info = m.arrays.get(int(array_id))
+                if info is None or info.alloc_id < 0:
+                    continue
+                lo, hi = info.hull
+                q_call.append(slot)
+                q_alloc.append(info.alloc_id)
+                q_lo.append(lo)
+                q_hi.append(hi)
+                q_seq.append(call.begin_seq)
+        epoch_of_call = np.array([call.epoch for call in calls], dtype=np.int64)
+        start_call = np.zeros(0, dtype=np.int64)
+        start_ev = np.zeros(0, dtype=np.int64)
+        if q_call:
+            queries, rows = self._writers_for(
+                np.asarray(q_alloc, dtype=np.int64),
+                np.asarray(q_lo, dtype=np.int64),
+                np.asarray(q_hi, dtype=np.int64),
+                np.asarray(q_seq, dtype=np.int64),
+            )
+            start_call = np.asarray(q_call, dtype=np.int64)[queries]
+            start_ev = self.acc_ev[rows]
+            keep = self.ev_epoch[start_ev] == epoch_of_call[start_call]
+            start_call, start_ev = start_call[keep], start_ev[keep]
+        # round of each call: how many earlier calls of the list replay the same epoch
+        rounds = np.zeros(len(calls), dtype=np.int64)
+        seen: dict[int, int] = {}
+        for slot, epoch in enumerate(epoch_of_call.tolist()):
+            rounds[slot] = seen.get(epoch, 0)
+            seen[epoch] = rounds[slot] + 1
+        stamp = np.full(m.n_events, -1, dtype=np.int64)
+        call_of_epoch = np.full(len(self.epochs) + 1, -1, dtype=np.int64)
+        acc_start, acc_stop, edge_start = m.acc_start, m.acc_stop, self._edge_start
+        for round_number in range(int(rounds.max(initial=-1)) + 1):
+            in_round = np.nonzero(rounds == round_number)[0]
+            call_of_epoch[epoch_of_call[in_round]] = in_round
+            pick = rounds[start_call] == round_number
+            frontier = np.unique(start_ev[pick])
+            reached = [frontier]
+            stamp[frontier] = round_number
+            while len(frontier):
+                # writer events of the frontier's reads, inside the frontier event's epoch
+                lo = edge_start[acc_start[frontier]]
+                hi = edge_start[acc_stop[frontier]]
+                counts = hi - lo
+                offsets = np.cumsum(counts) - counts
+                edges = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - offsets, counts)
+                writers = self.edge_writer_ev[edges]
+                origin_epoch = np.repeat(self.ev_epoch[frontier], counts)
+                writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != round_number)]
+                frontier = np.unique(writers)
+                stamp[frontier] = round_number
+                reached.append(frontier)
+            events = np.concatenate(reached)
+            owner = call_of_epoch[self.ev_epoch[events]]
+            order = np.argsort(owner, kind="stable")
+            events, owner = events[order], owner[order]
+            cuts = np.searchsorted(owner, in_round, side="left").tolist()
+            ends = np.searchsorted(owner, in_round, side="right").tolist()
+            for slot, a, b in zip(in_round.tolist(), cuts, ends):
+                result[calls[slot].index] = set(events[a:b].tolist())
+            call_of_epoch[epoch_of_call[in_round]] = -1
+        return result

@@ -52,7 +52,9 @@ def check(model: Model) -> list[Finding]:
     # the objective events (sorted) of each backpropagated epoch, and the reads they make of arrays
     # that may lack a gradient at the backward: rows that cannot (no such array, a gradient buffer,
     # an integer dtype, an array that has a gradient then) are dropped in numpy
-    work = [(epoch, call, sorted(df.objective_events(call))) for epoch, call in backpropagated(df)]
+    pairs = backpropagated(df)
+    slices = df.objective_events_many([call for _, call in pairs])
+    work = [(epoch, call, sorted(events)) for (epoch, call), events in zip(pairs, slices)]
     consumers = np.fromiter((ev for _, _, evs in work for ev in evs), dtype=np.int64)
     whens = np.repeat(
         np.array([call.begin_seq for _, call, _ in work], dtype=np.int64), [len(evs) for _, _, evs in work]
