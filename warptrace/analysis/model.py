@@ -355,18 +355,22 @@ class Model:
         codes = pc.index_in(column, value_set=values).fill_null(-1)
         return codes.to_numpy(zero_copy_only=False).astype(np.int64)
 
-    def acc_first_ev(self) -> np.ndarray:
-        """A new array ``np.searchsorted(seq, acc_seq)``: per access row, the number of events before
-        its seq (the index of its event when it has one), counted in linear time from ``acc_stop``."""
+    @cached_property
+    def acc_near_ev(self) -> np.ndarray:
+        """Per access row, ``min(np.searchsorted(seq, acc_seq), n_events - 1)``: the index of its event
+        when it has one (else of the next event, or the last), counted in linear time from
+        ``acc_stop``. Shared (the dataflow's ``acc_ev``): do not modify."""
         counts = np.bincount(self.acc_stop, minlength=len(self.acc_seq) + 1)[: len(self.acc_seq)]
-        return np.cumsum(counts, dtype=np.int64)
+        index = np.cumsum(counts, dtype=np.int64)
+        np.minimum(index, max(self.n_events - 1, 0), out=index)
+        return index
 
     @cached_property
     def acc_ev(self) -> np.ndarray:
         """Event index of every access row (-1 when its seq has no event row)."""
-        index = np.minimum(self.acc_first_ev(), max(self.n_events - 1, 0))
         if self.n_events == 0:
             return np.full(len(self.acc_seq), -1, dtype=np.int64)
+        index = self.acc_near_ev
         return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64)
 
     def backward_after_many(self, tape_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:

@@ -20,18 +20,23 @@ class DataflowBase:
         self.model = model
         m = model
         n_rows = len(m.acc_seq)
-        # event index of each access row
-        self.acc_ev = m.acc_first_ev()
-        np.minimum(self.acc_ev, max(m.n_events - 1, 0), out=self.acc_ev)
-        # byte hull of each access row within its allocation
+        # event index of each access row (the model's, shared)
+        self.acc_ev = m.acc_near_ev
+        # byte hull of each access row within its allocation (0, 0 for unknown arrays)
         max_id = max(m.arrays, default=-1)
         lo_of = np.zeros(max_id + 2, dtype=np.int64)
         hi_of = np.zeros(max_id + 2, dtype=np.int64)
         for info in m.arrays.values():
             lo_of[info.array_id], hi_of[info.array_id] = info.hull
-        ids = np.clip(m.acc_array, -1, max_id + 1)
-        self.acc_lo = np.where(ids >= 0, lo_of[ids], 0)
-        self.acc_hi = np.where(ids >= 0, hi_of[ids], 0)
+        ids = m.acc_array
+        if n_rows and (int(ids.min()) < -1 or int(ids.max()) > max_id + 1):
+            ids = np.clip(ids, -1, max_id + 1)
+        if min(m.arrays, default=0) >= 0:  # the last slot is 0
+            self.acc_lo = lo_of[ids]
+            self.acc_hi = hi_of[ids]
+        else:
+            self.acc_lo = np.where(ids >= 0, lo_of[ids], 0)
+            self.acc_hi = np.where(ids >= 0, hi_of[ids], 0)
         role = m.acc_role
         self.is_read = (role & S.ROLE_READ) != 0
         self.is_write = (role & S.ROLE_WRITE) != 0
