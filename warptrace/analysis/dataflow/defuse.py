@@ -76,21 +76,29 @@ class DefUse(DataflowBase):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         pos = np.searchsorted(self.w_key, alloc * self._big + seq, side="left") - 1
         count = np.zeros(n, dtype=np.int64)
+        # the first step looks at every query: no gathers through `active` (the costly one)
         active = np.arange(n)
-        for _ in range(_STEP_LIMIT):
+        p = pos
+        a_alloc, a_lo, a_hi = alloc, lo, hi
+        for step in range(_STEP_LIMIT):
+            if step:
+                if len(active) == 0:
+                    break
+                p = pos[active]
+                a_alloc = alloc[active]
+            ok = (p >= 0) & (self.w_alloc[np.maximum(p, 0)] == a_alloc)
+            if step or not ok.all():
+                active, p = active[ok], p[ok]
+                a_lo, a_hi = lo[active], hi[active]
             if len(active) == 0:
                 break
-            p = pos[active]
-            ok = p >= 0
-            ok[ok] = self.w_alloc[p[ok]] == alloc[active[ok]]
-            active, p = active[ok], p[ok]
-            if len(active) == 0:
-                break
-            overlap = (self.w_lo[p] < hi[active]) & (lo[active] < self.w_hi[p])
-            found_q.append(active[overlap])
+            w_lo, w_hi = self.w_lo[p], self.w_hi[p]
+            overlap = (w_lo < a_hi) & (a_lo < w_hi)
+            hit = active[overlap]
+            found_q.append(hit)
             found_w.append(self.w_rows[p[overlap]])
-            count[active[overlap]] += 1
-            covers = overlap & self.w_store[p] & (self.w_lo[p] <= lo[active]) & (self.w_hi[p] >= hi[active])
+            count[hit] += 1
+            covers = overlap & self.w_store[p] & (w_lo <= a_lo) & (w_hi >= a_hi)
             keep = ~covers & (count[active] < _PRODUCER_LIMIT)
             active = active[keep]
             pos[active] = p[keep] - 1
