@@ -206,6 +206,11 @@ class Seeds(GradState):
     def _objective_cache(self) -> dict[int, set[int]]:
         return {}
 
+    @cached_property
+    def _plain_grad_writes(self) -> np.ndarray:
+        """Access rows that write a gradient buffer without accumulating (seed candidates)."""
+        return self.is_write & self.grad_row_mask & ~self.is_accumulate
+
     def _find_seeds(self, call: BackwardCall) -> list[tuple[int, int, int, bool]]:
         """Hand seeds of a backward: (event, grad array id, owner array id, from_grad) for each
         gradient buffer given its final value by a copy/assign/fill/store between the previous
@@ -221,9 +226,7 @@ class Seeds(GradState):
         i = int(np.searchsorted(m.acc_seq, start, side="right"))
         j = int(np.searchsorted(m.acc_seq, stop, side="left"))
         latest: dict[tuple[int, int, int], tuple[int, int, bool]] = {}
-        for row in range(i, j):
-            if not (self.is_write[row] and self.grad_row_mask[row]) or self.is_accumulate[row]:
-                continue
+        for row in (i + np.nonzero(self._plain_grad_writes[i:j])[0]).tolist():
             ev = int(self.acc_ev[row])
             if m.adjoint[ev]:
                 continue
