@@ -153,22 +153,23 @@ class Seeds(GradState):
         if cached is not None:
             return cached
         lo, hi = info.hull
-        found: set[int] = set()
-        for (_alloc, key_lo, key_hi), indexes in self._fills_by_alloc.get(info.alloc_id, ()):
-            if key_lo < hi and lo < key_hi:
-                found.update(indexes)
-        calls = sorted(found)
-        ends = [self.backward_calls[i].end_seq for i in calls]
-        first_by_tape: dict[int, int] = {}
-        for i in calls:
-            call = self.backward_calls[i]
-            first_by_tape.setdefault(call.tape, call.begin_seq)
-        zeros: list[int] = []
-        for tape_id, first in first_by_tape.items():
-            tape = self.model.tapes.get(tape_id)
-            if tape is not None:
-                zeros += [seq for seq in tape.zeros + tape.resets if seq > first]
-        result = (calls, ends, sorted(zeros))
+        parts = [
+            calls
+            for key_lo, key_hi, calls in self._fills_by_alloc.get(info.alloc_id, ())
+            if key_lo < hi and lo < key_hi
+        ]
+        found = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        call_tape, call_begin, call_end = self._call_columns
+        # the first filling call of each tape (calls in index order), and the zero/reset events of
+        # that tape after it
+        tapes, first = np.unique(call_tape[found], return_index=True)
+        zero_tape, zero_seq = self._zero_events
+        slot = np.minimum(np.searchsorted(tapes, zero_tape), max(len(tapes) - 1, 0))
+        if len(tapes):
+            clears = (tapes[slot] == zero_tape) & (zero_seq > call_begin[found[first]][slot])
+        else:
+            clears = np.zeros(len(zero_tape), dtype=bool)
+        result = (found.tolist(), call_end[found].tolist(), np.sort(zero_seq[clears]).tolist())
         self._fill_cache[key] = result
         return result
 
@@ -177,11 +178,37 @@ class Seeds(GradState):
         return {}
 
     @cached_property
-    def _fills_by_alloc(self) -> dict[int, list[tuple[tuple[int, int, int], list[int]]]]:
-        table: dict[int, list[tuple[tuple[int, int, int], list[int]]]] = {}
-        for key, indexes in self.grad_fills.items():
-            table.setdefault(key[0], []).append((key, indexes))
+    def _fills_by_alloc(self) -> dict[int, list[tuple[int, int, np.ndarray]]]:
+        """alloc -> (lo, hi, filling call indexes) of each gradient memory in it (see :attr:`grad_fills`)."""
+        groups = self.fill_groups
+        cuts = groups.cuts.tolist()
+        table: dict[int, list[tuple[int, int, np.ndarray]]] = {}
+        for g, (alloc, lo, hi) in enumerate(
+            zip(groups.alloc.tolist(), groups.lo.tolist(), groups.hi.tolist())
+        ):
+            table.setdefault(alloc, []).append((lo, hi, groups.calls[cuts[g] : cuts[g + 1]]))
         return table
+
+    @cached_property
+    def _call_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Tape, begin seq and end seq of every backward call, by call index."""
+        calls = self.backward_calls
+        return (
+            np.array([call.tape for call in calls], dtype=np.int64),
+            np.array([call.begin_seq for call in calls], dtype=np.int64),
+            np.array([call.end_seq for call in calls], dtype=np.int64),
+        )
+
+    @cached_property
+    def _zero_events(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tape, seq) of every tape.zero() and tape.reset() event."""
+        tapes: list[int] = []
+        seqs: list[int] = []
+        for tape in self.model.tapes.values():
+            cleared = tape.zeros + tape.resets
+            tapes += [tape.tape_id] * len(cleared)
+            seqs += cleared
+        return np.array(tapes, dtype=np.int64), np.array(seqs, dtype=np.int64)
 
     # ------------------------------------------------------------ what a backward differentiates
     def first_adjoint_seq(self, call: BackwardCall) -> int:
