@@ -548,18 +548,36 @@ def _column(table: pa.Table, name: str, fill: Any, dtype: Any) -> np.ndarray:
     return out
 
 
-def _object_strings(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """Object array of the column's strings (null -> ""; repeated values share one str object),
-    and the code of each value in the smallest int type (equal codes <=> equal strings)."""
+class CodedStrings:
+    """A column of strings kept as codes into its distinct values: indexing it gives what an
+    object array of the strings would (a ``str`` for a row, an object array for an index
+    array or a slice), without a pointer per row."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self, values: np.ndarray, codes: np.ndarray) -> None:
+        self.values = values  # object array of the distinct strings
+        self.codes = codes
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.values[self.codes[key]]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def _object_strings(column: pa.ChunkedArray) -> tuple[CodedStrings, np.ndarray]:
+    """The column's strings (null -> ""; repeated values share one str object), and the code of
+    each value in the smallest int type (equal codes <=> equal strings)."""
     if column.null_count:
         column = column.fill_null("")
     values = pc.unique(column)
     codes = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
-    strings = np.array(values.to_pylist(), dtype=object)[codes]
     for dtype in (np.int8, np.int16):
         if len(values) <= np.iinfo(dtype).max:
-            return strings, codes.astype(dtype)
-    return strings, codes
+            codes = codes.astype(dtype)
+            break
+    return CodedStrings(np.array(values.to_pylist(), dtype=object), codes), codes
 
 
 def _json_list(text: str | None) -> list[str]:
