@@ -10,7 +10,8 @@
 (c) trace size: bytes per access row and per event on disk;
 (d) per-operation rows on 16-element arrays (``--ops N`` operations per block): a launch
     outside and inside a tape, backward per recorded launch, ``wp.zeros(n,
-    requires_grad=True)``, ``array.zero_()``, ``wp.copy``, ``array.numpy()``;
+    requires_grad=True)``, ``array.zero_()``, ``wp.copy``, ``array.numpy()``, one gradient
+    zeroed by ``tape.zero()`` (a tape holding 16);
 (e) an allocation-heavy training loop (``--loop-iters``): each iteration allocates its
     51 state arrays with ``requires_grad``, records 51 launches, runs backward, reads the
     gradient with ``numpy()``, builds a new parameter array and calls ``tape.zero()``.
@@ -146,6 +147,18 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
         for _ in range(ops):
             b16.numpy()
 
+    # a tape holding 16 gradients: one op is one gradient zeroed by tape.zero()
+    zero_chain = [wp.zeros(small, dtype=float, requires_grad=True, device=device) for _ in range(17)]
+    zero_tape = wp.Tape()
+    with zero_tape:
+        for i in range(16):
+            wp.launch(tiny, dim=small, inputs=[zero_chain[i]], outputs=[zero_chain[i + 1]], device=device)
+    zero_tape.backward(grads={zero_chain[16]: wp.ones(small, dtype=float, device=device)})
+
+    def op_tape_zero() -> None:
+        for _ in range(ops // 16):
+            zero_tape.zero()
+
     @wp.kernel
     def integrate(x: wp.array(dtype=float), p: wp.array(dtype=float), y: wp.array(dtype=float)):
         i = wp.tid()
@@ -173,7 +186,7 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
         for _ in range(loop_iters):
             loop_iteration()
 
-    for warm in (op_launch, op_launch_taped, op_backward, op_zeros, op_zero, op_copy, op_numpy):
+    for warm in (op_launch, op_launch_taped, op_backward, op_zeros, op_zero, op_copy, op_numpy, op_tape_zero):
         warm()
     loop_iteration()
 
@@ -239,6 +252,7 @@ OPS = (
     ("zero", "op_zero", "array.zero_()"),
     ("copy", "op_copy", "wp.copy(b, a)"),
     ("numpy", "op_numpy", "array.numpy()"),
+    ("tape_zero", "op_tape_zero", "a gradient zeroed by tape.zero()"),
 )
 
 
