@@ -32,8 +32,10 @@ def expand_captures(trace: Trace) -> Trace:
     kinds = events.column("kind")
     if not pc.any(pc.equal(kinds, S.CAPTURE_BEGIN)).as_py():
         return trace
+    events = events.combine_chunks()  # one chunk per column: the takes below are faster
     order = np.argsort(events.column("seq").to_numpy(), kind="stable")
-    events = events.take(order)
+    if np.any(order != np.arange(len(order))):
+        events = events.take(order)
     seq = events.column("seq").to_numpy().astype(np.int64)
     kind = np.array(events.column("kind").to_pylist(), dtype=object)
     thread = events.column("thread").fill_null(0).to_numpy()
@@ -85,13 +87,7 @@ def expand_captures(trace: Trace) -> Trace:
     new_seq = np.arange(len(index), dtype=np.int64)
     # parent links point at the most recent copy of the parent event
     parent = events.column("parent").fill_null(-1).to_numpy().astype(np.int64)
-    new_parent = parent[index].copy()
-    latest: dict[int, int] = {}
-    for position, origin in enumerate(index.tolist()):
-        latest[int(seq[origin])] = position
-        p = new_parent[position]
-        if p >= 0:
-            new_parent[position] = latest.get(int(p), -1)
+    new_parent = _latest_copies(seq[index], parent[index])
 
     new_events = events.take(pa.array(index))
     executed = events.column("executed").fill_null(True).to_numpy(zero_copy_only=False)[index] | is_replay
@@ -102,10 +98,9 @@ def expand_captures(trace: Trace) -> Trace:
     new_events = new_events.append_column("orig_seq", pa.array(seq[index], type=pa.int64()))
 
     # accesses follow their event, once per copy
-    accesses = trace.tables["accesses"]
+    accesses = trace.tables["accesses"].combine_chunks()
     acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
     acc_order = np.argsort(acc_seq, kind="stable")
-    accesses = accesses.take(acc_order)
     acc_seq = acc_seq[acc_order]
     origin_seq = seq[index]
     starts = np.searchsorted(acc_seq, origin_seq, side="left")
@@ -113,7 +108,7 @@ def expand_captures(trace: Trace) -> Trace:
     total = int(counts.sum())
     offsets = np.repeat(np.cumsum(counts) - counts, counts)
     rows = np.arange(total, dtype=np.int64) - offsets + np.repeat(starts, counts)
-    new_accesses = accesses.take(pa.array(rows))
+    new_accesses = accesses.take(pa.array(acc_order[rows]))  # rows of the seq-sorted accesses
     new_accesses = _set(new_accesses, "seq", pa.array(np.repeat(new_seq, counts), type=pa.int64()))
 
     # creation seqs of arrays and allocations: the first kept event at or after them
@@ -133,6 +128,27 @@ def expand_captures(trace: Trace) -> Trace:
     tables["arrays"] = remap(tables["arrays"])
     tables["allocs"] = remap(tables["allocs"])
     return replace(trace, tables=tables)
+
+
+def _latest_copies(origin_seq: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """For each position i with ``parent[i] >= 0``: the last position j <= i whose
+    ``origin_seq[j]`` is that parent (-1 when there is none); ``parent[i]`` where it is negative."""
+    n = len(origin_seq)
+    out = np.where(parent >= 0, -1, parent).astype(np.int64)
+    asks = np.nonzero(parent >= 0)[0]
+    if n == 0 or len(asks) == 0:
+        return out
+    width = n + 1  # key = origin seq * width + position: sorted by seq, then position
+    low = min(int(origin_seq.min()), int(parent[asks].min()))
+    keys = (origin_seq - low) * width + np.arange(n, dtype=np.int64)
+    order = np.argsort(keys)
+    keys = keys[order]
+    wanted = parent[asks] - low
+    at = np.searchsorted(keys, wanted * width + asks, side="right") - 1
+    hit = at >= 0
+    hit[hit] = keys[at[hit]] // width == wanted[hit]
+    out[asks[hit]] = order[at[hit]]
+    return out
 
 
 def _set(table: pa.Table, name: str, column: pa.Array) -> pa.Table:
