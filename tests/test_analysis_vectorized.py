@@ -8,11 +8,28 @@ checks one replacement against the previous formulation on random or synthetic i
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.tracebuilder import TraceBuilder
+from warptrace.analysis.dataflow import dataflow_of
+from warptrace.analysis.dataflow import defuse as defuse_module
+from warptrace.analysis.dataflow.defuse import _key_order, _stable_order
+from warptrace.analysis.model import Model
 from warptrace.analysis.replay import _latest_copies, expand_captures
 from warptrace.trace import schema as S
 from warptrace.trace.reader import read_trace
+
+
+@pytest.mark.parametrize("high", [3, 40_000, 2**40])
+def test_stable_orders_are_stable_argsorts(high):
+    rng = np.random.default_rng(high)
+    for n in (0, 1, 7, 5000):
+        alloc = rng.integers(-1, high, n)
+        in_order = np.sort(rng.integers(0, 50, n))
+        shuffled = rng.integers(0, 50, n)
+        assert np.array_equal(_stable_order(alloc), np.argsort(alloc, kind="stable"))
+        for seq in (in_order, shuffled):
+            assert np.array_equal(_key_order(alloc, seq), np.argsort(alloc * 100 + seq, kind="stable"))
 
 
 def _latest_copies_loop(origin_seq: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -67,3 +84,57 @@ def test_expand_captures_parents_point_at_their_replay(tmp_path):
     assert [events["parent"][m] for m in memsets] == [events["seq"][z] for z in zeros]
     assert all(events["executed"][m] for m in memsets)
     assert events["seq"] == list(range(len(events["seq"])))
+
+
+def _random_trace(seed: int) -> TraceBuilder:
+    """Launches, copies and memsets on views that overlap partly, stores and accumulations."""
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    bases = [tb.array(f"a{i}", shape=(16,), requires_grad=bool(i % 2)) for i in range(3)]
+    arrays = list(bases)
+    for base in bases:
+        for offset in (0, 4, 8):
+            arrays.append(tb.view(base, offset=offset, shape=(8,)))
+    kernels = [
+        tb.kernel("store", a="r", b="w"),
+        tb.kernel("accumulate", a="r", b="a"),
+        tb.kernel("update", a="rw", b="r"),
+    ]
+    tape = tb.tape()
+    with tb.recording(tape):
+        for _ in range(400):
+            a, b = (int(v) for v in rng.choice(arrays, 2, replace=False))
+            choice = int(rng.integers(0, 5))
+            if choice < 3:
+                tb.launch(kernels[choice], a=a, b=b)
+            elif choice == 3:
+                tb.copy(b, a)
+            else:
+                tb.memset(b)
+    return tb
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_def_use_edges_match_a_stable_sort_by_reader(tmp_path, seed):
+    model = Model(read_trace(_random_trace(seed).write(tmp_path / "random.wtrace")))
+    df = dataflow_of(model)
+    valid = (model.acc_alloc >= 0) & df._exec
+    reads = np.nonzero(df.is_read & valid)[0]
+    # the queries in row order, the pairs then grouped by reader row: how the edges were built
+    readers, writers, _ = df._writers_in_order(
+        model.acc_alloc[reads], df.acc_lo[reads], df.acc_hi[reads], model.acc_seq[reads]
+    )
+    order = np.argsort(reads[readers], kind="stable")
+    assert len(order) > 400
+    assert np.array_equal(df.edge_reader, reads[readers][order])
+    assert np.array_equal(df.edge_writer, writers[order])
+    # many queries at once are answered in (allocation, seq) order: same pairs per query
+    for sort_from in (1, 1 << 30):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(defuse_module, "_SORT_QUERIES", sort_from)
+            got_readers, got_writers = df._writers_for(
+                model.acc_alloc[reads], df.acc_lo[reads], df.acc_hi[reads], model.acc_seq[reads]
+            )
+        got = np.argsort(got_readers, kind="stable")
+        assert np.array_equal(got_readers[got], readers[order])
+        assert np.array_equal(got_writers[got], writers[order])

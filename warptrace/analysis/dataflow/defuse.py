@@ -19,6 +19,24 @@ _STEP_LIMIT = 24
 _SCAN_LIMIT = 4096
 # How many producers a read keeps (the nearest ones).
 _PRODUCER_LIMIT = 8
+# From how many queries on _writers_for sorts them by (allocation, seq) first.
+_SORT_QUERIES = 1 << 14
+
+
+def _stable_order(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` of small-range integers (ids): a radix sort on a
+    16-bit copy when the range allows (numpy sorts 16-bit keys stably by radix)."""
+    if len(values) and int(values.max()) - int(values.min()) <= np.iinfo(np.int16).max:
+        return np.argsort((values - int(values.min())).astype(np.int16), kind="stable")
+    return np.argsort(values, kind="stable")
+
+
+def _key_order(alloc: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """Stable order of queries by (allocation, seq): by allocation alone when the queries
+    already come in seq order, as access rows do."""
+    if len(seq) < 2 or bool(np.all(seq[1:] >= seq[:-1])):
+        return _stable_order(alloc)
+    return np.lexsort((seq, alloc))
 
 
 class DefUse(DataflowBase):
@@ -33,7 +51,7 @@ class DefUse(DataflowBase):
         big = int(m.seq.max()) + 2 if m.n_events else 2
         self._big = big
         wkey = m.acc_alloc[writes] * big + m.acc_seq[writes]
-        order = np.argsort(wkey, kind="stable")
+        order = _key_order(m.acc_alloc[writes], m.acc_seq[writes])  # = np.argsort(wkey, kind="stable")
         self.w_rows = writes[order]  # write rows sorted by (alloc, seq)
         self.w_key = wkey[order]
         self.w_alloc = m.acc_alloc[self.w_rows]
@@ -45,19 +63,24 @@ class DefUse(DataflowBase):
         self.s_key = self.w_key[stores]
         self.s_rows, self.s_lo, self.s_hi = self.w_rows[stores], self.w_lo[stores], self.w_hi[stores]
 
-        readers, writers = self._writers_for(
+        # the reads in (allocation, seq) order (rows come in seq order): see _writers_ranked
+        reads = reads[_stable_order(m.acc_alloc[reads])]
+        readers, writers, ranks = self._writers_in_order(
             m.acc_alloc[reads], self.acc_lo[reads], self.acc_hi[reads], m.acc_seq[reads]
         )
-        self.edge_reader = reads[readers]  # access row of the read
-        self.edge_writer = writers  # access row of the write
-        order = np.argsort(self.edge_reader, kind="stable")
-        self.edge_reader = self.edge_reader[order]
-        self.edge_writer = self.edge_writer[order]
-        self.edge_reader_ev = self.acc_ev[self.edge_reader]
-        self.edge_writer_ev = self.acc_ev[self.edge_writer]
+        reader_rows = reads[readers]  # access row of the read
         # edges of reader row r: _edge_start[r]:_edge_start[r + 1]
         self._edge_start = np.zeros(len(m.acc_seq) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.edge_reader, minlength=len(m.acc_seq)), out=self._edge_start[1:])
+        np.cumsum(np.bincount(reader_rows, minlength=len(m.acc_seq)), out=self._edge_start[1:])
+        # grouped by reader row, each read's producers nearest first: the rank is the position
+        # among its read's producers (a placement instead of a stable sort by reader row)
+        place = self._edge_start[reader_rows] + ranks
+        self.edge_reader = np.empty(len(place), dtype=np.int64)
+        self.edge_writer = np.empty(len(place), dtype=np.int64)  # access row of the write
+        self.edge_reader[place] = reader_rows
+        self.edge_writer[place] = writers
+        self.edge_reader_ev = self.acc_ev[self.edge_reader]
+        self.edge_writer_ev = self.acc_ev[self.edge_writer]
 
     def _writers_for(
         self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
@@ -70,12 +93,35 @@ class DefUse(DataflowBase):
         are kept per read: memory that is only ever accumulated into (a gradient, a
         running sum) would otherwise link every read to its whole history."""
         n = len(alloc)
-        found_q: list[np.ndarray] = []
-        found_w: list[np.ndarray] = []
         if n == 0 or len(self.w_key) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        readers, writers, _ = self._writers_ranked(alloc, lo, hi, seq)
+        return readers, writers
+
+    def _writers_ranked(
+        self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_writers_for`, with each pair's rank among the pairs of its query (0 for the
+        first): a query's pairs come in rank order."""
+        if len(alloc) >= _SORT_QUERIES:
+            # many queries: answer them in (allocation, seq) order, which keeps the binary
+            # searches and the steps back through the write index local in memory
+            order = _key_order(alloc, seq)
+            readers, writers, ranks = self._writers_in_order(alloc[order], lo[order], hi[order], seq[order])
+            return order[readers], writers, ranks
+        return self._writers_in_order(alloc, lo, hi, seq)
+
+    def _writers_in_order(
+        self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = len(alloc)
+        if n == 0 or len(self.w_key) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
+        found_q: list[np.ndarray] = []
+        found_w: list[np.ndarray] = []
+        found_r: list[np.ndarray] = []
         pos = np.searchsorted(self.w_key, alloc * self._big + seq, side="left") - 1
-        count = np.zeros(n, dtype=np.int64)
+        count = np.zeros(n, dtype=np.int16)  # producers found per query (<= _PRODUCER_LIMIT)
         # the first step looks at every query: no gathers through `active` (the costly one)
         active = np.arange(n)
         p = pos
@@ -97,6 +143,7 @@ class DefUse(DataflowBase):
             hit = active[overlap]
             found_q.append(hit)
             found_w.append(self.w_rows[p[overlap]])
+            found_r.append(count[hit])
             count[hit] += 1
             covers = overlap & self.w_store[p] & (w_lo <= a_lo) & (w_hi >= a_hi)
             keep = ~covers & (count[active] < _PRODUCER_LIMIT)
@@ -120,9 +167,14 @@ class DefUse(DataflowBase):
             idx = idx[max(0, len(idx) - (_PRODUCER_LIMIT - int(count[q]))) :]
             found_q.append(np.full(len(idx), q, dtype=np.int64))
             found_w.append(self.w_rows[start + idx])
+            found_r.append(int(count[q]) + np.arange(len(idx), dtype=np.int16))
         if not found_q:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        return np.concatenate(found_q).astype(np.int64), np.concatenate(found_w).astype(np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
+        return (
+            np.concatenate(found_q).astype(np.int64, copy=False),
+            np.concatenate(found_w).astype(np.int64, copy=False),
+            np.concatenate(found_r).astype(np.int16, copy=False),
+        )
 
     def writer_rows(self, row: int) -> np.ndarray:
         """Write rows that produced what access row ``row`` read (empty for writes or fresh memory)."""
@@ -291,17 +343,17 @@ class DefUse(DataflowBase):
         """alloc -> (read rows, their seqs, lo, hi), in time order."""
         m = self.model
         rows = np.nonzero(self.is_read & (m.acc_alloc >= 0))[0]
-        order = np.argsort(m.acc_alloc[rows], kind="stable")
-        rows = rows[order]
+        rows = rows[_stable_order(m.acc_alloc[rows])]
         allocs = m.acc_alloc[rows]
+        seqs, lows, highs = m.acc_seq[rows], self.acc_lo[rows], self.acc_hi[rows]
         table: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         if len(rows):
-            cuts = np.nonzero(np.diff(allocs))[0] + 1
-            for chunk in np.split(rows, cuts):
-                table[int(m.acc_alloc[chunk[0]])] = (
-                    chunk,
-                    m.acc_seq[chunk],
-                    self.acc_lo[chunk],
-                    self.acc_hi[chunk],
+            cuts = [0, *(np.nonzero(np.diff(allocs))[0] + 1).tolist(), len(rows)]
+            for start, stop in zip(cuts[:-1], cuts[1:]):
+                table[int(allocs[start])] = (
+                    rows[start:stop],
+                    seqs[start:stop],
+                    lows[start:stop],
+                    highs[start:stop],
                 )
         return table
