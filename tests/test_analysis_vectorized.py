@@ -138,3 +138,31 @@ def test_def_use_edges_match_a_stable_sort_by_reader(tmp_path, seed):
         got = np.argsort(got_readers, kind="stable")
         assert np.array_equal(got_readers[got], readers[order])
         assert np.array_equal(got_writers[got], writers[order])
+
+
+def test_replay_seqs_match_backward_of_event(tmp_path):
+    tb = TraceBuilder()
+    x = tb.array("x", requires_grad=True)
+    y = tb.array("y", requires_grad=True)
+    z = tb.array("z", requires_grad=True)
+    loss = tb.array("loss", shape=(1,), requires_grad=True)
+    step = tb.kernel("step", a="r", b="w")
+    total = tb.kernel("total", a="r", loss="a")
+    for _ in range(3):
+        tape = tb.tape()
+        with tb.recording(tape):
+            tb.launch(step, a=x, b=y)
+            tb.launch(step, a=y, b=z)
+            tb.launch(step, a=x, b=x)  # not on the way to the loss
+            tb.launch(total, a=z, loss=loss)
+        tb.backward(tape, loss)
+        tb.zero(tape)
+    model = Model(read_trace(tb.write(tmp_path / "replays.wtrace")))
+    df = dataflow_of(model)
+    assert len(df.backward_calls) == 3
+    evs = np.arange(model.n_events)
+    expected = []
+    for ev in evs.tolist():
+        call = df.backward_of_event(ev) if model.recorded[ev] else None
+        expected.append(call.begin_seq if call else int(model.seq[ev]))
+    assert df._replay_seqs(evs).tolist() == expected

@@ -47,20 +47,7 @@ class Provenance(Seeds):
         if len(scope_evs) == 0:
             return prov
         # when each event is replayed (the seq its leaves' gradients are looked up at)
-        when_of: dict[tuple[int, int], int] = {}
-        whens = np.empty(len(scope_evs), dtype=np.int64)
-        for i, ev in enumerate(scope_evs.tolist()):
-            seq = int(m.seq[ev])
-            if m.recorded[ev]:
-                uid = int(self.ev_epoch[ev])
-                cache_key = (uid, seq)
-                when = when_of.get(cache_key)
-                if when is None:
-                    call = self.backward_of_event(ev)
-                    when = when_of[cache_key] = call.begin_seq if call else seq
-            else:
-                when = seq
-            whens[i] = when
+        whens = self._replay_seqs(scope_evs)
         rows, index = self.rows_of_events(scope_evs)
         read = self.is_read[rows]
         rows, index = rows[read], index[read]
@@ -91,10 +78,17 @@ class Provenance(Seeds):
         writers_list = live_writer.tolist()
         leaves_list = leaf_array.tolist()
         unions: dict[tuple, frozenset[int]] = {}
+        own_unions: dict[tuple, frozenset[int]] = {}
         for i, ev in enumerate(scope_evs.tolist()):
             parts = {id(p): p for p in (prov[w] for w in writers_list[w_cut[i] : w_cut[i + 1]])}
             own = leaves_list[l_cut[i] : l_cut[i + 1]]
             if own:
+                # the same reads and producers (a replayed launch) give the same leaves
+                own_key = (tuple(own), tuple(sorted(parts)))  # parts: interned, alive in prov
+                cached = own_unions.get(own_key)
+                if cached is not None:
+                    prov[ev] = cached
+                    continue
                 own_set = set()
                 for array_id in own:
                     root = roots.get(array_id)
@@ -105,7 +99,7 @@ class Provenance(Seeds):
                 for part in parts.values():
                     leaves |= part
                 key = frozenset(leaves)
-                prov[ev] = interned.setdefault(key, key)
+                prov[ev] = own_unions[own_key] = interned.setdefault(key, key)
                 continue
             if not parts:
                 prov[ev] = empty
@@ -123,3 +117,28 @@ class Provenance(Seeds):
                 cached = unions[ukey] = interned.setdefault(key, key)
             prov[ev] = cached
         return prov
+
+    def _replay_seqs(self, evs: np.ndarray) -> np.ndarray:
+        """Per event: the begin seq of the backward call that replays it (:meth:`backward_of_event`)
+        for a recorded event, else (unrecorded, or never backpropagated) its own seq."""
+        m = self.model
+        seqs = m.seq[evs]
+        whens = seqs.copy()
+        uids = self.ev_epoch[evs]
+        ask = np.nonzero(m.recorded[evs] & (uids >= 0))[0]
+        calls = self.backward_calls
+        if not len(ask) or not calls:
+            return whens
+        # every (epoch, backward begin seq), sorted; per event the first one after it, same epoch
+        call_uid = np.array([call.epoch for call in calls], dtype=np.int64)
+        call_seq = np.array([call.begin_seq for call in calls], dtype=np.int64)
+        low = min(int(call_seq.min()), int(seqs[ask].min()))
+        span = max(int(call_seq.max()), int(seqs[ask].max())) - low + 2
+        keys = call_uid * span + (call_seq - low)
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        at = np.searchsorted(keys, uids[ask] * span + (seqs[ask] - low), side="right")
+        found = at < len(keys)
+        found[found] = call_uid[order[at[found]]] == uids[ask][found]
+        whens[ask[found]] = call_seq[order[at[found]]]
+        return whens
