@@ -13,11 +13,30 @@ import pytest
 from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.dataflow import defuse as defuse_module
+from warptrace.analysis.dataflow.base import unique_inverse
 from warptrace.analysis.dataflow.defuse import _key_order, _stable_order
 from warptrace.analysis.model import Model
 from warptrace.analysis.replay import _latest_copies, expand_captures
 from warptrace.trace import schema as S
 from warptrace.trace.reader import read_trace
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.zeros(0, dtype=np.int64),
+        np.array([5, 5, -3, 7, -3], dtype=np.int64),
+        np.array([4, 1, 4], dtype=np.int32),
+        np.random.default_rng(0).integers(-1, 4000, 50_000),
+        np.random.default_rng(1).integers(0, 2**40, 1000),  # wide range: the sort
+    ],
+)
+def test_unique_inverse_is_np_unique(values):
+    unique, inverse = unique_inverse(values)
+    expected_unique, expected_inverse = np.unique(values, return_inverse=True)
+    assert unique.dtype == expected_unique.dtype
+    assert np.array_equal(unique, expected_unique)
+    assert np.array_equal(inverse, expected_inverse.reshape(-1))
 
 
 @pytest.mark.parametrize("high", [3, 40_000, 2**40])

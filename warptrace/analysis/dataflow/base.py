@@ -81,3 +81,24 @@ def bisect_seq(changes: Sequence[tuple[int, Any]], seq: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of a 1-d integer array, by a lookup table when
+    the values span a small range (ids, codes): linear instead of a sort of the whole array."""
+    values = np.asarray(values)
+    if len(values) == 0 or values.dtype.kind not in "iu":
+        unique, inverse = np.unique(values, return_inverse=True)
+        return unique, inverse.reshape(-1)
+    low, high = int(values.min()), int(values.max())
+    span = high - low + 1
+    if span > 4 * len(values) + (1 << 16):
+        unique, inverse = np.unique(values, return_inverse=True)
+        return unique, inverse.reshape(-1)
+    offsets = (values - low).astype(np.intp, copy=False)
+    present = np.zeros(span, dtype=bool)
+    present[offsets] = True
+    slots = np.nonzero(present)[0]
+    lookup = np.zeros(span, dtype=np.intp)
+    lookup[slots] = np.arange(len(slots), dtype=np.intp)
+    return (slots + low).astype(values.dtype, copy=False), np.take(lookup, offsets)

@@ -22,6 +22,7 @@ import bisect
 import numpy as np
 
 from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, dataflow_of
+from warptrace.analysis.dataflow.base import unique_inverse
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -122,14 +123,16 @@ class _RowCodes:
 
     def __init__(self, model: Model, df: Dataflow) -> None:
         self._df = df
-        self._lists: tuple[list, list, list, list] | None = None
+        self._model = model
+        self.written: dict[int, list[tuple[int, int]]] = {}  # event -> writes_of(event), cached
+        self._writes: tuple[list, list, list, list] | None = None
         ids = model.acc_array
-        unique, inverse = np.unique(ids, return_inverse=True)
+        unique, inverse = unique_inverse(ids)
         codes: dict[tuple[int, int, int], int] = {}
         key_code = np.array(
             [codes.setdefault(memory_key(model, a), len(codes)) for a in unique.tolist()], dtype=np.int64
         )
-        self.key = key_code[inverse.reshape(-1)] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.key = key_code[inverse] if len(ids) else np.zeros(0, dtype=np.int64)
         self.n_keys = max(len(codes), 1)
         arg = np.asarray(model.acc_arg_code, dtype=np.int64)
         field = np.asarray(model.acc_field_code, dtype=np.int64)
@@ -140,16 +143,19 @@ class _RowCodes:
         else:  # python ints: no overflow
             self.path = arg.astype(object) * n_fields + field.astype(object)
 
-    def lists(self) -> tuple[list, list, list, list]:
-        """Python lists of the row memory codes, path codes, read and write flags."""
-        if self._lists is None:
-            self._lists = (
-                self.key.tolist(),
-                self.path.tolist(),
-                self._df.is_read.tolist(),
-                self._df.is_write.tolist(),
+    def writes_of(self, ev: int) -> list[tuple[int, int]]:
+        """(path code, memory code) of each write row of event ``ev``, in row order."""
+        if self._writes is None:
+            rows = np.nonzero(self._df.is_write)[0]
+            self._writes = (
+                np.searchsorted(rows, self._model.acc_start).tolist(),
+                np.searchsorted(rows, self._model.acc_stop).tolist(),
+                self.path[rows].tolist(),
+                self.key[rows].tolist(),
             )
-        return self._lists
+        first, stop, paths, keys = self._writes
+        start, end = first[ev], stop[ev]
+        return list(zip(paths[start:end], keys[start:end]))
 
     def read_codes(self, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
         return self.path[rows] * self.n_keys + keys
@@ -189,50 +195,59 @@ def _boundary(
     originals, launch_reads = _original_launches(model, df)
     start_a = int(model.seq[epoch_a.events[0]])
     mapping: dict[int, int] = {}
+    changed: set[int] = set()  # keys k with mapping.get(k, k) != k
     out_a: dict[int, int] = {}
     provenance = df.provenance
-    key_l, path_l, read_l, write_l = codes.lists()
-    acc_start, acc_stop = model.acc_start, model.acc_stop
-    written: dict[int, list[tuple[int, int]]] = {}
-    for ev in epoch_a.events:
+    n_keys = codes.n_keys
+    written = codes.written
+    kernels = model.kernel
+    # A's read and write rows, grouped by event, as python lists (in row order)
+    evs_a = np.asarray(epoch_a.events, dtype=np.int64)
+    rows_a, index_a = df.rows_of_events(evs_a)
+    reads_a = np.nonzero(df.is_read[rows_a])[0]
+    writes_a = np.nonzero(df.is_write[rows_a])[0]
+    read_cut = np.searchsorted(index_a[reads_a], np.arange(len(evs_a) + 1)).tolist()
+    write_cut = np.searchsorted(index_a[writes_a], np.arange(len(evs_a) + 1)).tolist()
+    read_keys = codes.key[rows_a[reads_a]].tolist()
+    read_paths = codes.path[rows_a[reads_a]].tolist()
+    write_rows = rows_a[writes_a]
+    write_keys = codes.key[write_rows].tolist()
+    write_paths = codes.path[write_rows].tolist()
+    write_arrays = model.acc_array[write_rows].tolist()
+    for i, ev in enumerate(epoch_a.events):
         leaves = provenance.get(ev)
         if leaves is None:
             continue
-        lo, hi = int(acc_start[ev]), int(acc_stop[ev])
+        r0, r1 = read_cut[i], read_cut[i + 1]
         signature = launch_reads.get(ev)
-        if signature is None or any(
-            mapping.get(key_l[r], key_l[r]) != key_l[r] for r in range(lo, hi) if read_l[r]
-        ):
-            signature = tuple(
-                sorted(
-                    path_l[r] * codes.n_keys + mapping.get(key_l[r], key_l[r])
-                    for r in range(lo, hi)
-                    if read_l[r]
-                )
-            )
-        seqs, evs = originals.get((int(model.kernel[ev]), signature), ((), ()))
+        if signature is None or not changed.isdisjoint(read_keys[r0:r1]):
+            codes_read = [
+                path * n_keys + mapping.get(key, key)
+                for path, key in zip(read_paths[r0:r1], read_keys[r0:r1])
+            ]
+            codes_read.sort()
+            signature = tuple(codes_read)
+        seqs, evs = originals.get((int(kernels[ev]), signature), ((), ()))
         j = bisect.bisect_left(seqs, start_a)
         outputs = None
         if j > 0:
             original = evs[j - 1]
             outputs = written.get(original)
             if outputs is None:
-                outputs = written[original] = [
-                    (path_l[r], key_l[r])
-                    for r in range(int(acc_start[original]), int(acc_stop[original]))
-                    if write_l[r]
-                ]
-        for r in range(lo, hi):
-            if not write_l[r]:
-                continue
-            key = key_l[r]
+                outputs = written[original] = codes.writes_of(original)
+        for w in range(write_cut[i], write_cut[i + 1]):
+            key = write_keys[w]
             if outputs:
-                path = path_l[r]
+                path = write_paths[w]
                 for opath, okey in outputs:
                     if opath == path:
                         mapping[key] = okey
+                        if okey != key:
+                            changed.add(key)
+                        else:
+                            changed.discard(key)
             if leaves:
-                out_a[mapping.get(key, key)] = model.acc_array[r].item()
+                out_a[mapping.get(key, key)] = write_arrays[w]
     return [(a_array, exposed[key]) for key, a_array in out_a.items() if key in exposed]
 
 
