@@ -151,7 +151,12 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
     )
     via = np.nonzero((reader_epoch >= 0) & transfer)[0]
     if len(via):
-        carried: dict[int, list[int]] = {}
+        carried: dict[int, list[int]] = {
+            writer: sorted(df.carried_writers(writer)) for writer in np.unique(writers[via]).tolist()
+        }
+        # only the edges whose copy carries a recorded write go through the loop below
+        carrying = [writer for writer, sources in carried.items() if sources]
+        via = via[np.isin(writers[via], np.asarray(carrying, dtype=np.int64))]
         extra: list[tuple[int, int, int, int, int]] = []
         for writer, reader_ev, reader_row, b_uid in zip(
             writers[via].tolist(),
@@ -159,8 +164,6 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
             df.edge_reader[via].tolist(),
             reader_epoch[via].tolist(),
         ):
-            if writer not in carried:
-                carried[writer] = sorted(df.carried_writers(writer))
             for source in carried[writer]:
                 a_uid = int(df.ev_epoch[source])
                 if a_uid >= 0 and a_uid != b_uid:
