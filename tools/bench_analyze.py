@@ -5,6 +5,7 @@
     python tools/bench_analyze.py --sizes 1M --profile  # cProfile of load + analysis, top functions
     python tools/bench_analyze.py --accumulate 4        # gradient accumulation: 4 backward calls per step
     python tools/bench_analyze.py --rule-cases          # the test suite's scale cases, timed
+    python tools/bench_analyze.py --trace drone.wtrace --repeat 3   # an existing trace, by phase
 
 ``--rule-cases`` times the scale cases of the tests (which assert only their counts: no test
 asserts a wall time): the memory rule on ``spring_ping_pong`` (tests/test_rules_memory.py,
@@ -27,9 +28,15 @@ analysis process; the scaling exponents between consecutive sizes
 for load + analyze, under 4 GiB) use CPU seconds, which stay meaningful on a shared,
 busy machine (the analysis is single-threaded). Exit status 1 when a target is missed.
 
-The breakdown printed per size times ``Model()``, the ``Dataflow`` build (lazy, on the first
-rule that asks for it; not counted in that rule) and each rule, inside the same
-``analyze_trace`` call, by wrapping them. A rule that raises is reported and skipped.
+The breakdown printed per size times the graph-capture expansion (``replay``: every
+``capture_launch`` replaced by a copy of the captured events), ``Model()``, the ``Dataflow``
+build (lazy, on the first rule that asks for it; not counted in that rule) and each rule,
+inside the same ``analyze_trace`` call, by wrapping them.
+
+``--trace PATH`` (repeatable) analyzes existing traces instead (a recorded real program,
+e.g. Newton's diffsim drone with its 1200 graph replays), each ``--repeat`` times in a
+fresh process, and prints per run the load and analysis CPU seconds, peak RSS and the
+phases above, then the range over the runs; no table and no targets. A rule that raises is reported and skipped.
 ``--all-rule-modules`` also runs rule modules in ``warptrace/analysis/rules/`` that are
 not registered in ``ALL_RULES`` yet.
 """
@@ -129,6 +136,7 @@ def _child(path: str, all_rule_modules: bool, profile: int) -> None:
         return timed(name, wrapper)
 
     report_module.Model = timed("model", report_module.Model)
+    report_module.expand_captures = timed("replay", report_module.expand_captures)
     report_module.ALL_RULES = tuple(
         dataclasses.replace(r, check=guarded(f"rule {r.check.__module__.rsplit('.', 1)[-1]}", r.check))
         for r in rules
@@ -227,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-rule-modules", action="store_true", help="also run unregistered rule modules")
     parser.add_argument("--profile", action="store_true", help="cProfile each child; print the top functions")
     parser.add_argument("--profile-lines", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--trace", action="append", default=[], metavar="PATH",
+                        help="analyze this existing trace by phase instead (repeatable)")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, help="runs per --trace (default 1)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument(
         "--rule-cases", action="store_true", help="time the test suite's scale cases and exit"
@@ -239,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _child(args.child, args.all_rule_modules, args.profile_lines)
         return 0
+
+    if args.trace:
+        return _existing_traces(args.trace, args.repeat, args.all_rule_modules, 30 if args.profile else 0)
 
     from synth_trace import generate
 
@@ -289,6 +303,39 @@ def main(argv: list[str] | None = None) -> int:
         print("TARGETS MISSED:\n  " + "\n  ".join(failures))
         return 1
     print("targets met (DESIGN.md §7: linear; 1M launches < 30 s and < 4 GiB; < 64 B per access row)")
+    return 0
+
+
+def _existing_traces(paths: list[str], repeat: int, all_rule_modules: bool, profile: int) -> int:
+    """Phase timings of existing traces, ``repeat`` fresh processes each, and the range of the totals."""
+    load = os.getloadavg()[0]
+    print(f"warptrace analysis of existing traces: {os.cpu_count()} CPUs, load average {load:.1f}, "
+          f"python {sys.version.split()[0]}; CPU seconds (user + system) of the analysis process")  # fmt: skip
+    for path in paths:
+        totals = []
+        for run in range(max(1, repeat)):
+            r = _run_child(Path(path), all_rule_modules, profile)
+            total = r["load_cpu"] + r["analyze_cpu"]
+            totals.append(total)
+            phases = ", ".join(
+                f"{name} {seconds:.2f}"
+                for name, seconds in sorted(r["timings"].items(), key=lambda item: -item[1])
+                if seconds >= 0.05
+            )
+            counts = r["counts"]
+            if run == 0:
+                print(f"{path}: {counts.get('events', 0)} events, {counts.get('launches', 0)} launches "
+                      f"after replaying captures; findings {' '.join(r['codes']) or 'none'}")  # fmt: skip
+            print(f"  run {run + 1}: load {r['load_cpu']:.2f} + analyze {r['analyze_cpu']:.2f} = {total:.2f} CPU s, "
+                  f"peak RSS {r['rss_kib'] / 1024:.0f} MiB; {phases}")  # fmt: skip
+            for name, error in r["errors"].items():
+                print(f"  !! {name} raised {error}")
+        print(f"  load + analyze: {min(totals):.2f}-{max(totals):.2f} CPU s over {len(totals)} run(s)")
+    load_after = os.getloadavg()[0]
+    if max(load, load_after) > (os.cpu_count() or 1):
+        print(
+            f"note: load average {load:.1f} -> {load_after:.1f} on {os.cpu_count()} CPUs: times are inflated"
+        )
     return 0
 
 
