@@ -235,20 +235,29 @@ def record_zeroed(rec: Recorder, ts: ThreadState, arrays: list[Any], tape_id: in
     lock = rec.lock
     lock.acquire()
     try:
-        rows = [a for a in arrays if getattr(a, "size", 1) != 0 and not _is_fresh(rec, a)]
+        seq = rec.seq
+        fresh_seq = seq - 1  # _is_fresh inline: allocated right after the latest event
         ev, acc, extra = rec.ev, rec.acc, rec.ev_extra
-        register = rec.ident.register
-        for arr in rows:
-            st = getattr(arr, STATE, None)
+        # every column but seq is the same for the batch (one timestamp: the rows are
+        # ordered by seq, and they were microseconds apart)
+        head = (_MEMSET, tape_id, False, phase, False, True, site, -1, thread, perf_ns(), parent, -1, -1, -1)
+        for arr in arrays:
+            if getattr(arr, "size", 1) == 0:
+                continue
+            attrs = getattr(arr, "__dict__", None)
+            new = attrs.get(NEW) if attrs is not None else None
+            if new is not None and new[0] is tok and new[3] >= 0 and new[2] == fresh_seq:
+                continue
+            st = attrs.get(STATE) if attrs is not None else getattr(arr, STATE, None)
             if st is None or st[0] is not tok:
-                st = register(arr)
-            seq = rec.seq
-            rec.seq = seq + 1
-            ev.extend(
-                (seq, _MEMSET, tape_id, False, phase, False, True, site, -1, thread, perf_ns(), parent, -1, -1, -1)
-            )  # fmt: skip
+                rec.seq = seq  # register writes rows that name the latest event
+                st = rec.ident.register(arr)
+            ev.append(seq)
+            ev.extend(head)
             extra.append((seq, 0.0, None))
             acc.extend((seq, st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0))
+            seq += 1
+        rec.seq = seq
         if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or perf_ns() >= rec.flush_deadline:
             rec.flush()
     finally:
