@@ -148,10 +148,12 @@ def _host_write(src: Any) -> str | None:
         return None
 
 
-def _is_fresh(rec: Recorder, arr: Any) -> bool:
-    """Initialisation of a fresh allocation (``wp.zeros``/``full``, grad allocation) with no event since."""
-    new = arr.__dict__.get(NEW) if hasattr(arr, "__dict__") else None
-    return new is not None and new[0] is rec.tok and new[3] >= 0 and new[2] == rec.seq - 1
+def _is_fresh(arr: Any, tok: object, last_seq: int) -> bool:
+    """Initialisation of a fresh allocation (``wp.zeros``/``full``, grad allocation) with no
+    event since: allocated in this session right after event ``last_seq``, the latest one."""
+    attrs = getattr(arr, "__dict__", None)
+    new = attrs.get(NEW) if attrs is not None else None
+    return new is not None and new[0] is tok and new[3] >= 0 and new[2] == last_seq
 
 
 def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
@@ -168,28 +170,28 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
         if ts.guard:
             return original(self, *args, **kwargs)
         zeroed = ts.zeroed
-        if zeroed is not None and zero and getframe(1).f_code is state.tape_zero_code and not rec.captures:
-            # a gradient zeroed by Tape.zero() itself: the per-memset work is an append; its
-            # row is written with the others when zero() returns (record_zeroed)
-            ts.guard += 1
+        # a gradient zeroed by Tape.zero() itself: the per-memset work is an append; its row
+        # (or none, for an empty or fresh array) is written with the others when zero()
+        # returns (record_zeroed)
+        batched = (
+            zeroed is not None and zero and getframe(1).f_code is state.tape_zero_code and not rec.captures
+        )
+        if not batched:
             try:
-                result = original(self, *args, **kwargs)
-            finally:
-                ts.guard -= 1
-            zeroed.append(self)
-            return result
-        try:
-            skip = getattr(self, "size", 1) == 0 or _is_fresh(rec, self)
-        except Exception as exc:
-            rec.fail(exc)
-            skip = True
-        if skip:
-            return original(self, *args, **kwargs)
+                skip = getattr(self, "size", 1) == 0 or _is_fresh(self, rec.tok, rec.seq - 1)
+            except Exception as exc:
+                rec.fail(exc)
+                skip = True
+            if skip:
+                return original(self, *args, **kwargs)
         ts.guard += 1
         try:
             result = original(self, *args, **kwargs)
         finally:
             ts.guard -= 1
+        if batched:
+            zeroed.append(self)
+            return result
         try:
             value: float | None = 0.0
             detail = None
@@ -223,32 +225,30 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
     return mark(original, memset)
 
 
-def record_zeroed(rec: Recorder, ts: ThreadState, arrays: list[Any], tape_id: int, site: int) -> None:
+def record_zeroed(
+    rec: Recorder, ts: ThreadState, arrays: list[Any], tape_id: int, site: int, parent: int
+) -> None:
     """The MEMSET rows of the gradients one ``Tape.zero()`` zeroed (see :func:`make_memset`):
     the rows the memset wrapper writes one by one elsewhere, in call order, under one lock
-    (parent: the zero/reset event in ``ts.parent``). No event happens inside ``zero()``'s
-    own frame, so "fresh" and the sequence numbers are what they were at each memset."""
+    (``parent``: the zero/reset event). No event happens inside ``zero()``'s own frame, so
+    "fresh" and the sequence numbers are what they were at each memset."""
     tok = rec.tok
-    thread, phase, parent = ts.thread, ts.phase, ts.parent
+    thread, phase = ts.thread, ts.phase
     if phase:
         tape_id = ts.bw_tape
     lock = rec.lock
     lock.acquire()
     try:
         seq = rec.seq
-        fresh_seq = seq - 1  # _is_fresh inline: allocated right after the latest event
+        last_seq = seq - 1  # the zero/reset event: what "fresh" is measured against
         ev, acc, extra = rec.ev, rec.acc, rec.ev_extra
         # every column but seq is the same for the batch (one timestamp: the rows are
         # ordered by seq, and they were microseconds apart)
         head = (_MEMSET, tape_id, False, phase, False, True, site, -1, thread, perf_ns(), parent, -1, -1, -1)
         for arr in arrays:
-            if getattr(arr, "size", 1) == 0:
+            if getattr(arr, "size", 1) == 0 or _is_fresh(arr, tok, last_seq):
                 continue
-            attrs = getattr(arr, "__dict__", None)
-            new = attrs.get(NEW) if attrs is not None else None
-            if new is not None and new[0] is tok and new[3] >= 0 and new[2] == fresh_seq:
-                continue
-            st = attrs.get(STATE) if attrs is not None else getattr(arr, STATE, None)
+            st = getattr(arr, STATE, None)
             if st is None or st[0] is not tok:
                 rec.seq = seq  # register writes rows that name the latest event
                 st = rec.ident.register(arr)

@@ -125,13 +125,12 @@ def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., 
             try:
                 return original(self, *args, **kwargs)
             finally:
-                ts.zeroed = saved[3]
+                ts.parent, ts.scope_tape, ts.scope_site, ts.zeroed = saved
                 if zeroed:
                     try:
-                        record_zeroed(rec, ts, zeroed, tape_id, site)
+                        record_zeroed(rec, ts, zeroed, tape_id, site, seq)
                     except Exception as exc:
                         rec.fail(exc)
-                ts.parent, ts.scope_tape, ts.scope_site = saved[:3]
 
         return mark(original, method)
 
