@@ -158,13 +158,15 @@ class Numerics:
         self.add(seq, arr, NUM_WRITE)
 
     def flush(self) -> None:
-        """Queue the rows for the writer thread, after the events they name (FIFO queue)."""
+        """Queue the rows for the writer thread (FIFO: after the events flushed before them)."""
         with self.lock:
             rows, self.rows = self.rows, []
         if not rows:
             return
         rec = self.rec
-        rec.flush(force=True)
+        # not forced (an open event's part stays whole); summaries that reach the disk before
+        # their event are joined when the trace is read, or trimmed after a crash
+        rec.flush()
         with rec.lock:
             if not rec.closed:
                 rec._queue.put(((("numerics", rows),), False, None))

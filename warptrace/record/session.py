@@ -518,7 +518,9 @@ class Recorder:
                 item = self._queue.get(timeout=FLUSH_SECONDS)
             except queue.Empty:
                 try:
-                    self.flush(force=True)
+                    # not forced: an event still open (a copy between its reserved seq and its
+                    # row) keeps its part together; the next idle tick flushes it
+                    self.flush()
                 except Exception as exc:  # pragma: no cover - disk trouble
                     self._note(exc)
                 continue
