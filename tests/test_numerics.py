@@ -172,3 +172,32 @@ def test_cli_flag_records_summaries(tmp_path: Path, capsys, monkeypatch) -> None
     err = capsys.readouterr().err
     assert "WT501" in err
     assert (tmp_path / "main.wtrace" / "numerics").is_dir()
+
+
+# a Warp builtin bound to a global name: a Function whose ``func`` is None
+_builtin_sin = wp.sin
+
+
+@wp.func
+def _halve(x: float):
+    return 0.5 * x
+
+
+@wp.func_grad(_halve)
+def _halve_grad(x: float, adj_ret: float):
+    wp.adjoint[x] += 0.5 * adj_ret
+
+
+@wp.kernel
+def _halve_kernel(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = _halve(x[i]) + _builtin_sin(x[i])
+
+
+def test_custom_adjoints_are_found_next_to_a_builtin_bound_to_a_global_name():
+    """A module global that is a Warp builtin (no Python function behind it) must not stop
+    the search for the custom adjoints a kernel reaches."""
+    from warptrace.record.adjoint_check import _custom_grad_functions
+
+    assert _builtin_sin.func is None
+    assert _custom_grad_functions(_halve_kernel) == [_halve]

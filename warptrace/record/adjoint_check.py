@@ -22,7 +22,6 @@ numerics.adjoint_checks`` in :mod:`warptrace.trace.schema`).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import inspect
 import itertools
@@ -36,6 +35,7 @@ import warp as wp
 import warp._src.context as _context
 
 from warptrace.kernel_source.widen import float64_copy
+from warptrace.record.kernel_refs import closure_vars
 
 SAMPLES = 24
 _SETTINGS = {  # precision -> (relative FD step, kink tolerance, absolute floor)
@@ -93,13 +93,8 @@ def _custom_grad_functions(kernel: Any) -> list[Any]:
 
 
 def _scope_of(python: Any) -> dict[str, Any]:
-    scope = dict(getattr(python, "__globals__", {}) or {})
-    for name, cell in zip(
-        getattr(getattr(python, "__code__", None), "co_freevars", ()), python.__closure__ or ()
-    ):
-        with contextlib.suppress(ValueError):
-            scope[name] = cell.cell_contents
-    return scope
+    """Globals and closure values of a Python function; empty for a Warp builtin (no ``func``)."""
+    return {**(getattr(python, "__globals__", None) or {}), **closure_vars(python)}
 
 
 def _describe(func: Any, kernel_ids: list[int]) -> dict[str, Any]:
