@@ -81,3 +81,19 @@ def test_sigkill_leaves_a_readable_partial_trace(tmp_path, how):
     assert not list(trace.rglob("*.tmp"))
     loaded = read_trace(trace)  # the reader's integrity checks accept a killed run's trace
     assert loaded.tables["events"].num_rows == 100 and not loaded.warnings
+
+
+def test_a_new_run_clears_what_a_killed_run_left_at_the_same_path(tmp_path):
+    """Parts and the temporary file of a part being written (in a required and in an
+    optional table) are removed when a new run starts at that path."""
+    from warptrace.trace.writer import TraceWriter
+
+    path = tmp_path / "run.wtrace"
+    for table in ("events", "numerics"):
+        (path / table).mkdir(parents=True)
+        (path / table / "part-00000.parquet").write_bytes(b"old")
+        (path / table / ".part-00001.parquet.tmp").write_bytes(b"half")
+    TraceWriter(path, {"argv": ["again.py"]}).close(exit_status=0)
+    assert not (path / "numerics").exists()
+    assert list((path / "events").iterdir()) == []
+    assert read_trace(path).meta["argv"] == ["again.py"]

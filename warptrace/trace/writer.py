@@ -68,8 +68,11 @@ class TraceWriter:
                 folder.mkdir(exist_ok=True)
             elif not folder.is_dir():
                 continue
-            for stale in folder.glob("part-*.parquet"):
-                stale.unlink()
+            # parts of an earlier run at this path, and the temporary file of a part a killed
+            # run was writing
+            for pattern in ("part-*.parquet", ".part-*.parquet.tmp"):
+                for stale in folder.glob(pattern):
+                    stale.unlink()
             if table not in TABLES:  # an optional table exists only when this run writes it
                 folder.rmdir()
         self._part_index = dict.fromkeys(ALL_TABLES, 0)
