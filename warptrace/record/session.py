@@ -292,33 +292,8 @@ class Recorder:
         if code is None:
             code = self.kind_code(kind)
         dim_code = -1 if dim is None else self.dim_code(dim)
-        t_ns = _perf_ns()
-        lock = self.lock
-        lock.acquire()
-        try:
-            if seq is None:
-                seq = self.seq
-                self.seq = seq + 1
-            else:
-                self.open_events -= 1
-                if seq != self.seq - 1:
-                    self.disordered = True
-            ev = self.ev
-            ev.extend(
-                (seq, code, tape, recorded, phase, adjoint, executed, site, kernel, tls.thread, t_ns,
-                 parent, array_id, ref_id, dim_code)
-            )  # fmt: skip
-            if value is not None or detail is not None:
-                self.ev_extra.append((seq, value, detail))
-            acc = self.acc
-            for access in accesses:
-                acc.append(seq)
-                acc.extend(access)
-            if len(ev) >= self.flush_ev_len or len(acc) >= self.flush_acc_len or t_ns >= self.flush_deadline:
-                self.flush()
-        finally:
-            lock.release()
-        return seq
+        return self.row(tls.thread, code, tape, recorded, phase, adjoint, executed, site, parent, array_id,
+                        ref_id, value, detail, accesses, -1 if seq is None else seq, kernel, dim_code)  # fmt: skip
 
     def row(
         self,
@@ -337,10 +312,13 @@ class Recorder:
         detail: str | None,
         accesses: tuple[tuple[int, ...], ...],
         seq: int,
+        kernel: int = -1,
+        dim_code: int = -1,
     ) -> int:
         """:meth:`emit` for the hot wrappers: every column given, positionally.
 
-        ``kind`` is an :data:`~warptrace.trace.schema.EVENT_KIND_CODES` code, ``seq`` -1 for a new number; no kernel, no dim.
+        ``kind`` is an :data:`~warptrace.trace.schema.EVENT_KIND_CODES` code, ``seq`` -1 for a
+        new number, ``dim_code`` a :meth:`dim_code`.
         """
         t_ns = _perf_ns()
         lock = self.lock
@@ -355,8 +333,8 @@ class Recorder:
                     self.disordered = True
             ev = self.ev
             ev.extend(
-                (seq, kind, tape, recorded, phase, adjoint, executed, site, -1, thread, t_ns, parent, array_id,
-                 ref_id, -1)
+                (seq, kind, tape, recorded, phase, adjoint, executed, site, kernel, thread, t_ns, parent, array_id,
+                 ref_id, dim_code)
             )  # fmt: skip
             if value is not None or detail is not None:
                 self.ev_extra.append((seq, value, detail))
