@@ -84,21 +84,6 @@ def _is_internal(code: CodeType) -> bool:
     return internal
 
 
-def user_frame(depth: int = 1) -> FrameType | None:
-    """The first frame above the caller's ``depth`` that is not Warp's or warptrace's."""
-    frame: FrameType | None = sys._getframe(depth + 1)
-    skip = _skip_code
-    while frame is not None:
-        code = frame.f_code
-        internal = skip.get(id(code))
-        if internal is None:
-            internal = _is_internal(code)
-        if not internal:
-            return frame
-        frame = frame.f_back
-    return None
-
-
 def label_of(text: str) -> str:
     """The assignment target on a source line ("stage1", "state.q", "self.x") or ""."""
     if text.endswith(","):  # a keyword argument line inside a multi-line call

@@ -306,16 +306,6 @@ class Identity:
         return found
 
     # ------------------------------------------------------------------ registration
-    def state(self, arr: Any) -> tuple[Any, ...]:
-        st = getattr(arr, STATE, None)
-        if st is not None and st[0] is self.tok:
-            return st
-        return self.register(arr)
-
-    def is_registered(self, arr: Any) -> bool:
-        st = getattr(arr, STATE, None)
-        return st is not None and st[0] is self.tok
-
     def register(
         self, arr: Any, grad_of: int = -1, owner_label: str = "", adopted: bool = False
     ) -> tuple[Any, ...]:

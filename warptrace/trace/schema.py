@@ -51,7 +51,7 @@ CMD_LAUNCH = "cmd_launch"  # Launch.launch() replay of a record_cmd=True launch 
 COPY = "copy"  # wp.copy / clone / assign / array(data=...) copy; nested grad copy has parent
 MEMSET = "memset"  # zero_ / fill_ (value column holds the fill value when scalar)
 NATIVE = "native"  # opaque native utility (array_scan, array_sum, radix sort, ...)
-VALUE_READ = "value_read"  # numpy() / list(): values read back to the host (detail: host digest, v3)
+VALUE_READ = "value_read"  # numpy() / list(): values read back to the host (detail: host digest, v4)
 SET_REQUIRES_GRAD = "set_requires_grad"  # array_id, value = 0/1
 SET_RETAIN_GRAD = "set_retain_grad"  # array_id, value = 0/1
 SET_GRAD = "set_grad"  # array_id = owner, ref_id = new grad array (or -1 for None)
@@ -66,7 +66,7 @@ RECORD_FUNC = "record_func"  # a callable recorded on the tape (e.g. copy adjoin
 CAPTURE_BEGIN = "capture_begin"  # ref_id = graph id
 CAPTURE_END = "capture_end"  # ref_id = graph id
 CAPTURE_LAUNCH = "capture_launch"  # ref_id = graph id: replay of the captured events
-BRIDGE = "bridge"  # memory shared with another framework from here on (v3); detail: BRIDGE_* facts
+BRIDGE = "bridge"  # memory shared with another framework from here on (v4); detail: BRIDGE_* facts
 
 EVENT_KINDS = (
     LAUNCH, CMD_LAUNCH, COPY, MEMSET, NATIVE, VALUE_READ, SET_REQUIRES_GRAD, SET_RETAIN_GRAD,
@@ -81,7 +81,7 @@ EVENT_KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(EVENT
 FORWARD = 0
 BACKWARD = 1  # anything happening inside Tape.backward(): adjoint launches, loss seed, ...
 
-# events.detail of host transfers (v3): "host" is HOST_READ or HOST_WRITE, "nbytes" the bytes
+# events.detail of host transfers (v4): "host" is HOST_READ or HOST_WRITE, "nbytes" the bytes
 # transferred, "digest" a 64-bit BLAKE2b of them as 16 hex digits (null above the size cap);
 # a read whose result is a zero-copy view of the array (numpy() on the CPU) adds "view": true:
 # the host shares that memory from then on.
@@ -89,7 +89,7 @@ HOST_READ = "read"
 HOST_WRITE = "write"
 HOST_DETAIL_KEYS = ("host", "nbytes", "digest")
 
-# events.detail of a BRIDGE event (v3): {"framework": one of BRIDGE_FRAMEWORKS, "direction":
+# events.detail of a BRIDGE event (v4): {"framework": one of BRIDGE_FRAMEWORKS, "direction":
 # BRIDGE_EXPORT (a Warp array handed out: wp.to_torch, to_jax, to_dlpack / __dlpack__,
 # __array_interface__, __cuda_array_interface__; its accesses are reads) or BRIDGE_IMPORT
 # (a Warp array made over another framework's memory: from_torch, from_jax, from_dlpack;

@@ -23,6 +23,7 @@ from warptrace.record.wrap.common import (
     CMD_ARGS_ATTR,
     EMPTY,
     TAPE_ATTR,
+    call_site,
     capture_of,
     current_tape,
     getframe,
@@ -379,7 +380,7 @@ def make_launch_replay(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
         result = original(self, *args, **kwargs)
         try:
-            site = rec.sites.caller()
+            site = call_site(rec)
             kernel = self.kernel
             fwd_args = getattr(self, "fwd_args", None)
             adj_args = getattr(self, "adj_args", None)

@@ -290,7 +290,7 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
             st = getattr(self, STATE, None)
             if st is None or st[0] is not rec.tok:
                 st = array_state(rec, self)
-            tape_id = ts.bw_tape if ts.phase else current_tape(rec, ts)
+            tape_id = current_tape(rec, ts)
             detail = None
             if isinstance(result, np.ndarray):
                 try:

@@ -50,8 +50,7 @@ def _tape_event(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             if ts.guard:
                 return result
             try:
-                tagged = getattr(self, TAPE_ATTR, None)
-                tape_id = tagged[1] if tagged is not None and tagged[0] is rec.tok else tape_id_of(rec, self)
+                tape_id = tape_id_of(rec, self)
                 rec.row(ts.thread, code, tape_id, False, ts.phase, False, True, call_site(rec), -1, -1, -1, None,
                         None, (), -1)  # fmt: skip
             except Exception as exc:
