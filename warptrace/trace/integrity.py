@@ -218,7 +218,13 @@ class _Checker:
         if unknown:
             self.fail("numerics", 0, f"unknown numerics.what value {unknown[0]!r}")
         self.refs(("numerics",))
-        seq = self.column("numerics", "seq")
+        self.trim_past_events("numerics", "summary of")
+
+    def trim_past_events(self, table: str, what: str) -> None:
+        """Rows of ``table`` must name an event: one naming a seq inside the trace, or any in
+        a complete trace, is damage; an incomplete trace (killed between the parts of one
+        flush) drops the rows past its last event."""
+        seq = self.column(table, "seq")
         events = self.column("events", "seq")
         dangling = np.flatnonzero(~_member(seq, events))
         if not dangling.size:
@@ -227,14 +233,9 @@ class _Checker:
         inside = dangling[seq[dangling] <= last]
         if self.complete or inside.size:
             row = int((inside if inside.size else dangling)[0])
-            self.fail("numerics", row, f"summary of event seq {seq[row]}, which is not in the trace")
-        keep = pc.less_equal(self.tables["numerics"].column("seq"), last)
-        self.tables["numerics"] = self.tables["numerics"].filter(keep)
-        self._columns = {k: v for k, v in self._columns.items() if k[0] != "numerics"}
-
-    def access_events(self) -> np.ndarray:
-        seq = self.column("accesses", "seq")
-        return np.flatnonzero(~_member(seq, self.column("events", "seq")))
+            self.fail(table, row, f"{what} event seq {seq[row]}, which is not in the trace")
+        self.tables[table] = self.tables[table].filter(pc.less_equal(self.tables[table].column("seq"), last))
+        self._columns = {k: v for k, v in self._columns.items() if k[0] != table}
 
 
 def _member(values: np.ndarray, ids: np.ndarray, optional: bool = False) -> np.ndarray:
@@ -297,21 +298,7 @@ def validate(
     for table, row in first.items():
         seq = int(checker.column(table, "seq")[row])
         cutoff = seq if cutoff is None else min(cutoff, seq)
-    dangling = checker.access_events()
-    if dangling.size:
-        events = checker.column("events", "seq")
-        acc_seq = checker.column("accesses", "seq")
-        last = int(events[-1]) if events.size else -1
-        inside = dangling[acc_seq[dangling] <= last]
-        if inside.size:
-            row = int(inside[0])
-            checker.fail("accesses", row, f"access to event seq {acc_seq[row]}, which is not in the trace")
-        if checker.complete:
-            row = int(dangling[0])
-            checker.fail("accesses", row, f"access to event seq {acc_seq[row]}, which is not in the trace")
-        # an incomplete trace: killed between the accesses part and the events part of a flush
-        keep = pc.less_equal(checker.tables["accesses"].column("seq"), last)
-        checker.tables["accesses"] = checker.tables["accesses"].filter(keep)
+    checker.trim_past_events("accesses", "access to")
     checker.numerics()
     if cutoff is not None:
         for table in _SEQ_TABLES + tuple(t for t in S.OPTIONAL_TABLES if t in checker.tables):
