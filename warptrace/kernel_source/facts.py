@@ -498,14 +498,9 @@ class _Collector:
         if isinstance(target, ast.Subscript) and call_name(target.value) == "adjoint":
             self.adjoint_assigns.append(AdjointAssign(line, text_of(target.slice), op))
             return
-        if isinstance(target, (ast.Subscript, ast.Attribute)) and isinstance(target.value, ast.Name):
-            local = target.value.id
-            if local not in self.params and local not in self.array_locals:
-                if isinstance(target, ast.Subscript):
-                    component = "[" + text_of(target.slice).strip("()") + "]"
-                else:
-                    component = "." + target.attr
-                self.components.append(ComponentAssign(line, local, component, op, loop))
+        access = local_flow.component_target(target)
+        if access is not None and access[0] not in self.params and access[0] not in self.array_locals:
+            self.components.append(ComponentAssign(line, access[0], access[1], op, loop))
 
     def expr(self, node: ast.expr, loop: int, used: bool) -> None:
         # comparisons turned into numbers: `float(x > 0)`, `(x > 0) * w`

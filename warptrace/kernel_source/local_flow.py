@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from warptrace.kernel_source.syntax import call_name, names_in, root_name
+from warptrace.kernel_source.syntax import call_name, names_in, root_name, text_of
 
 __all__ = ["array_annotation_ndim", "array_locals", "carried_state", "component_history", "local_deps"]
 
@@ -334,11 +334,14 @@ class _Local:
 _LETTERS = {".x": 0, ".y": 1, ".z": 2, ".w": 3}
 
 
-def _component(target: ast.expr) -> tuple[str, str] | None:
-    """(local, component text) of ``v[0]``, ``v.x``, ``m[i, j]``; None for anything else."""
+def component_target(target: ast.expr) -> tuple[str, str] | None:
+    """(local, component text) of ``v[0]``, ``v.x``, ``m[i, j]``; None for anything else.
+
+    The one spelling of a component: the facts' component assignments and the history
+    here are joined on it."""
     if isinstance(target, (ast.Subscript, ast.Attribute)) and isinstance(target.value, ast.Name):
         if isinstance(target, ast.Subscript):
-            return target.value.id, "[" + ast.unparse(target.slice).strip("()") + "]"
+            return target.value.id, "[" + text_of(target.slice).strip("()") + "]"
         return target.value.id, "." + target.attr
     return None
 
@@ -417,7 +420,7 @@ class _History:
         names = value_names(value)
         for target in targets:
             for element in _flat(target):
-                access = _component(element)
+                access = component_target(element)
                 if access is None or access[0] in self.params:
                     continue
                 local, component = access
