@@ -85,4 +85,4 @@ def diff(before: str | PathLike[str], after: str | PathLike[str]) -> TraceDiff:
     and the structural changes between the runs; ``.exit_code()`` is the CI gate."""
     from warptrace.analysis.diff import diff_traces
 
-    return diff_traces(load(before), load(after))
+    return diff_traces(lambda: load(before), lambda: load(after))

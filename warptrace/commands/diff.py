@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from warptrace.commands.analyze import trace_notes
 from warptrace.commands.base import Command, CommandParser, load_trace, write_stdout
+
+if TYPE_CHECKING:  # the reader imports pyarrow: not for a usage error
+    from warptrace.trace.reader import Trace
 
 
 class DiffCommand(Command):
@@ -28,10 +33,15 @@ class DiffCommand(Command):
         from warptrace.analysis.diff import diff_traces
         from warptrace.report.diff import render
 
-        before = load_trace(args.before)
-        after = load_trace(args.after)
-        for trace in (before, after):
-            trace_notes(trace)
-        diff = diff_traces(before, after)
+        def loader(path: str) -> Callable[[], Trace]:
+            def load() -> Trace:
+                trace = load_trace(path)
+                trace_notes(trace)
+                return trace
+
+            return load
+
+        # each run is read when it is analyzed: BEFORE's tables are gone before AFTER's are read
+        diff = diff_traces(loader(args.before), loader(args.after))
         write_stdout(render(diff, args.format))
         return diff.exit_code()

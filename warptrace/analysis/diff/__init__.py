@@ -20,6 +20,7 @@ its model dropped, so two large runs never sit in memory together.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 from warptrace.analysis.diff.align import SiteMap, match_files, match_sites
 from warptrace.analysis.diff.changes import Change, MatchedFinding, TraceDiff
@@ -37,11 +38,15 @@ RELATED_SHARE = 0.3
 KINDS_SHARE = 0.5
 
 
-def diff_traces(before: Trace, after: Trace) -> TraceDiff:
-    """Compare two loaded traces (BEFORE is analyzed and reduced first, then AFTER)."""
-    profile_a = build_profile(before)
+def diff_traces(before: Trace | Callable[[], Trace], after: Trace | Callable[[], Trace]) -> TraceDiff:
+    """Compare two traces (BEFORE is analyzed and reduced first, then AFTER).
+
+    Each may be a loaded trace or a function that loads it: given loaders, BEFORE's tables
+    are freed with its model before AFTER is read, so two large runs never sit in memory
+    together (what ``diff`` on the command line does)."""
+    profile_a = build_profile(before() if callable(before) else before)
     gc.collect()  # BEFORE's model and dataflow refer to each other: free them before AFTER's
-    profile_b = build_profile(after)
+    profile_b = build_profile(after() if callable(after) else after)
     return diff_profiles(profile_a, profile_b)
 
 
