@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warptrace.analysis.bisect import Recording, leaves, recordings
+from warptrace.analysis.bisect import Leaf, Recording, leaves, recordings
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Location
 from warptrace.analysis.model import K, Model
@@ -151,7 +151,11 @@ def _off_tape_objective(model: Model, window: list[Recording]) -> str | None:
 
 
 def _stale_read(
-    model: Model, all_recordings: list[Recording], params: list[Param], read_seq: int | None
+    model: Model,
+    all_recordings: list[Recording],
+    leaves_of: dict[int, list[Leaf]],
+    params: list[Param],
+    read_seq: int | None,
 ) -> str | None:
     """The gradient is read while a newer forward that reads the parameters waits for its
     backward: the value read belongs to the previous forward (a one-step delay)."""
@@ -163,7 +167,7 @@ def _stale_read(
             continue
         if int(model.seq[recording.events[0]]) > read_seq:
             continue
-        if any(leaf.array_id in ids for leaf in leaves(model, recording.events)):
+        if any(leaf.array_id in ids for leaf in leaves_of[recording.backward_seq]):
             where = model.event_location(model.ev_of_seq(read_seq))
             return (
                 f"the gradient is read at {where.file}:{where.line} after the forward of backward "
@@ -179,9 +183,11 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
     all_recordings = [r for r in recordings(model) if r.events]
     if not all_recordings:
         return Measurement([], [], None, undecided="the program never backpropagates a tape")
+    # the leaves of each recording, once (keyed by its backward's seq)
+    leaves_of = {r.backward_seq: leaves(model, r.events) for r in all_recordings}
     candidates: dict[int, tuple[Recording, object]] = {}
     for recording in all_recordings:
-        for leaf in leaves(model, recording.events):
+        for leaf in leaves_of[recording.backward_seq]:
             if leaf.array_id not in candidates:
                 candidates[leaf.array_id] = (recording, leaf)
     labels_known = sorted({leaf.label for _, leaf in candidates.values()})  # type: ignore[attr-defined]
@@ -244,7 +250,7 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
         reads_here = [
             (int(model.seq[recording.events[leaf.first_position]]), recording, leaf)
             for recording in window
-            for leaf in leaves(model, recording.events)
+            for leaf in leaves_of[recording.backward_seq]
             if leaf.array_id == array_id
         ]
         if not reads_here:
@@ -269,7 +275,7 @@ def measurement(model: Model, at: int | None = None, labels: list[str] | None = 
         )
     result = Measurement(window, params, read_seq, notes)
     result.objective_off_tape = _off_tape_objective(model, window) or _stale_read(
-        model, all_recordings, params, read_seq
+        model, all_recordings, leaves_of, params, read_seq
     )
     if not params:
         result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
