@@ -27,11 +27,10 @@ class ShowCommand(Command):
         trace = load_trace(args.trace)
         if args.numerics:
             from warptrace.analysis.health import health_timeline
-            from warptrace.analysis.model import Model
-            from warptrace.analysis.replay import expand_captures
+            from warptrace.analysis.report import build_model
             from warptrace.report.health import render_health
 
-            series = health_timeline(Model(expand_captures(trace)))
+            series = health_timeline(build_model(trace))
             sys.stdout.write(
                 render_health(series, has_numerics="numerics" in trace.tables, show_all=args.all)
             )

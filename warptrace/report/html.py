@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.findings import Severity
 from warptrace.analysis.model import Model
-from warptrace.analysis.replay import expand_captures
+from warptrace.analysis.report import build_model
 from warptrace.errors import WarptraceError
 from warptrace.report import views
 from warptrace.trace.reader import read_trace
@@ -93,7 +93,7 @@ def _model_of(report: Report) -> Model | None:
     if report.model is not None:
         return report.model
     try:
-        return Model(expand_captures(read_trace(report.trace_path)))
+        return build_model(read_trace(report.trace_path))
     except (WarptraceError, OSError):
         return None
 
