@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.rules import ALL_RULES, RULE_INFO
+from warptrace.report.text import display_path
 
 if TYPE_CHECKING:
     from warptrace.analysis.report import Report
@@ -116,7 +117,7 @@ def fingerprint(finding: Finding, cwd: str) -> str:
     parts = [finding.code]
     for loc in (finding.location, *finding.related):
         parts.append(
-            "\x1f".join((loc.role, _relative(loc.file, cwd), loc.function, " ".join(loc.text.split())))
+            "\x1f".join((loc.role, display_path(loc.file, cwd), loc.function, " ".join(loc.text.split())))
         )
     return hashlib.sha256("\x1e".join(parts).encode("utf-8")).hexdigest()[:32]
 
@@ -166,7 +167,7 @@ def _result(finding: Finding, index: int, cwd: str) -> dict[str, Any]:
 
 def _location(loc: Location, cwd: str) -> dict[str, Any]:
     artifact: dict[str, Any]
-    relative = _relative(loc.file, cwd)
+    relative = display_path(loc.file, cwd)
     if relative != loc.file or not os.path.isabs(loc.file):
         artifact = {"uri": relative.replace(os.sep, "/")}
         if cwd:
@@ -182,15 +183,6 @@ def _location(loc: Location, cwd: str) -> dict[str, Any]:
     if loc.function:
         location["logicalLocations"] = [{"name": loc.function, "kind": "function"}]
     return location
-
-
-def _relative(path: str, cwd: str) -> str:
-    if not path or not cwd or not os.path.isabs(path):
-        return path
-    full, base = os.path.normpath(path), os.path.normpath(cwd)
-    if full.startswith(base.rstrip(os.sep) + os.sep):
-        return os.path.relpath(full, base)
-    return path
 
 
 def _file_uri(path: str) -> str:
