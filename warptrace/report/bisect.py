@@ -20,14 +20,10 @@ import json
 from typing import Any
 
 from warptrace.analysis.bisect import Cut, Plan, Steps
-from warptrace.report.text import display_path
+from warptrace.report.text import file_line
 
 TEXT_CUTS = 24
 TEXT_OPERATIONS = 40
-
-
-def _where(file: str, line: int, cwd: str | None) -> str:
-    return f"{display_path(file, cwd)}:{line}"
 
 
 def cut_title(cut: Cut, steps: Steps) -> str:
@@ -44,7 +40,7 @@ def render_text(plan: Plan, cwd: str | None = None, show_all: bool = False) -> s
     recording = plan.recording
     lines = [
         f"bisect plan: tape {recording.tape_id}, backward {recording.backward} at "
-        f"{_where(recording.location.file, recording.location.line, cwd)}"
+        f"{file_line(recording.location.file, recording.location.line, cwd)}"
         f"{f' ({recording.loss_label})' if recording.loss_label else ''}, {len(recording.events)} operations",
         f"steps: {plan.steps.describe()}",
     ]
@@ -58,8 +54,8 @@ def render_text(plan: Plan, cwd: str | None = None, show_all: bool = False) -> s
         reader = plan.operations[leaf.first_position]
         lines.append(
             f"  {leaf.label.ljust(width)}  {leaf.dtype}[{leaf.size}]  allocated at "
-            f"{_where(leaf.allocation.file, leaf.allocation.line, cwd)}, first read at position "
-            f"{leaf.first_position} {_where(reader['file'], reader['line'], cwd)}"
+            f"{file_line(leaf.allocation.file, leaf.allocation.line, cwd)}, first read at position "
+            f"{leaf.first_position} {file_line(reader['file'], reader['line'], cwd)}"
         )
     lines.append(
         "cuts, binary-search order (cut k sits between operations k-1 and k; cuts next to findings first):"
@@ -70,7 +66,7 @@ def render_text(plan: Plan, cwd: str | None = None, show_all: bool = False) -> s
         lines.append(f"  k={cut.k:<5} {cut_title(cut, plan.steps)}{near}")
         if cut.live:
             live = ", ".join(
-                f"{b.label} ({_where(b.allocation.file, b.allocation.line, cwd)})" for b in cut.live
+                f"{b.label} ({file_line(b.allocation.file, b.allocation.line, cwd)})" for b in cut.live
             )
             lines.append(f"         live: {live}")
         else:
@@ -86,7 +82,9 @@ def render_text(plan: Plan, cwd: str | None = None, show_all: bool = False) -> s
             lines.append("  ...")
             continue
         step = f"  step {op['step']}" if op["step"] is not None else ""
-        lines.append(f"  {op['position']:<5} {op['kernel']:<20} {_where(op['file'], op['line'], cwd)}{step}")
+        lines.append(
+            f"  {op['position']:<5} {op['kernel']:<20} {file_line(op['file'], op['line'], cwd)}{step}"
+        )
     lines += [
         "",
         "by hand: at cut k, take S = sum(w * b) over the live buffers b (w fixed random weights).",

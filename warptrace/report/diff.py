@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.findings import Finding
 from warptrace.report.json import _plain
-from warptrace.report.text import INDENT, display_path
+from warptrace.report.text import INDENT, display_path, file_line
 
 if TYPE_CHECKING:
     from warptrace.analysis.diff import Change, TraceDiff
@@ -129,7 +129,7 @@ def render_text(diff: TraceDiff) -> str:
 
 
 def _finding_lines(title: str, finding: Finding, cwd: str | None) -> list[str]:
-    where = f"{display_path(finding.location.file, cwd)}:{finding.location.line}"
+    where = file_line(finding.location.file, finding.location.line, cwd)
     count = f" (×{finding.count})" if finding.count > 1 else ""
     return [
         f"{title}  {finding.severity.label} {finding.code} {finding.name}  {where}{count}",

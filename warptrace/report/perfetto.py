@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from warptrace.analysis.findings import Finding
 from warptrace.analysis.model import K, Model
-from warptrace.report.text import display_path
+from warptrace.report.text import file_line
 from warptrace.report.views import MEMORY_KINDS
 from warptrace.trace import schema as S
 
@@ -133,7 +133,7 @@ class _Names:
         text = self.sites.get(site_id)
         if text is None:
             loc = self.model.location(site_id)
-            where = f"{display_path(loc.file, self.cwd)}:{loc.line}" if loc.line else ""
+            where = file_line(loc.file, loc.line, self.cwd, blank_unknown=True)
             text = self.sites[site_id] = json.dumps(where)
         return text
 
@@ -232,7 +232,7 @@ def _finding_events(
         args = {
             "severity": finding.severity.label,
             "message": finding.message,
-            "location": f"{display_path(finding.location.file, cwd)}:{finding.location.line}",
+            "location": file_line(finding.location.file, finding.location.line, cwd),
             "count": finding.count,
             "fix": finding.fix,
         }
@@ -273,7 +273,7 @@ def _replayed_times(model: Model) -> np.ndarray:
 
 def _site(model: Model, ev: int, cwd: Any) -> str:
     loc = model.event_location(ev)
-    return f"{display_path(loc.file, cwd)}:{loc.line}" if loc.line else ""
+    return file_line(loc.file, loc.line, cwd, blank_unknown=True)
 
 
 def _plain(value: Any) -> Any:

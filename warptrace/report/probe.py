@@ -28,13 +28,9 @@ from typing import Any
 
 from warptrace.probe.verdict import Comparison, Result
 from warptrace.report.bisect import cut_title
-from warptrace.report.text import display_path
+from warptrace.report.text import file_line
 
 EXIT_STATUS = {"agree": 0, "disagree": 1, "undecided": 4}
-
-
-def _where(file: str, line: int, cwd: str | None) -> str:
-    return f"{display_path(file, cwd)}:{line}"
 
 
 def _sweep_lines(comparison: Comparison) -> list[str]:
@@ -55,15 +51,15 @@ def render_text(result: Result, command: str) -> str:
         for param in chosen.params:
             lines.append(
                 f"parameter  {param.label} ({param.dtype}[{param.size}], allocated at "
-                f"{_where(param.allocation.file, param.allocation.line, cwd)}), perturbed before its first "
-                f"read at {_where(param.read_location.file, param.read_location.line, cwd)} "
+                f"{file_line(param.allocation.file, param.allocation.line, cwd)}), perturbed before its first "
+                f"read at {file_line(param.read_location.file, param.read_location.line, cwd)} "
                 f"(tape {next((r.tape_id for r in chosen.window if r.backward == param.backward), '?')}, "
                 f"backward {param.backward})"
             )
         if chosen.window:
             backs = ", ".join(
                 f"{r.loss_label or 'loss'} at backward {r.backward} "
-                f"({_where(r.location.file, r.location.line, cwd)})"
+                f"({file_line(r.location.file, r.location.line, cwd)})"
                 for r in chosen.window
             )
             value = f" = {result.objective:.7g}" if result.objective is not None else ""
@@ -104,10 +100,12 @@ def render_text(result: Result, command: str) -> str:
         for op in first["operations"]:
             text = linecache.getline(op["file"], op["line"]).strip()
             lines.append(
-                f"  position {op['position']:<4} {op['kernel']:<18} {_where(op['file'], op['line'], cwd)}  {text}"
+                f"  position {op['position']:<4} {op['kernel']:<18} {file_line(op['file'], op['line'], cwd)}  {text}"
             )
         if first["findings"]:
-            named = ", ".join(f"{f['code']} {_where(f['file'], f['line'], cwd)}" for f in first["findings"])
+            named = ", ".join(
+                f"{f['code']} {file_line(f['file'], f['line'], cwd)}" for f in first["findings"]
+            )
             lines.append(f"  findings there: {named}")
         else:
             lines.append("  no rule finding there: `python -m warptrace analyze` names known patterns only")

@@ -53,6 +53,14 @@ def display_path(path: str, cwd: str | None) -> str:
     return os.path.relpath(full, base)
 
 
+def file_line(file: str, line: int, cwd: str | None, *, blank_unknown: bool = False) -> str:
+    """``file:line`` with ``file`` shown relative to ``cwd`` (see :func:`display_path`);
+    "" for an unknown line (0) when ``blank_unknown``."""
+    if blank_unknown and not line:
+        return ""
+    return f"{display_path(file, cwd)}:{line}"
+
+
 def render(report: Report) -> str:
     cwd = report.meta.get("cwd")
     lines: list[str] = []
@@ -107,5 +115,5 @@ def _finding_lines(finding: Finding, cwd: str | None) -> list[str]:
 
 
 def _place(loc: Location, cwd: str | None) -> str:
-    where = f"{display_path(loc.file, cwd)}:{loc.line}"
+    where = file_line(loc.file, loc.line, cwd)
     return f"{where}  {loc.text}" if loc.text else where

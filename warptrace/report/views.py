@@ -25,7 +25,7 @@ import numpy as np
 
 from warptrace.analysis.findings import Finding, Location
 from warptrace.analysis.model import K, Model
-from warptrace.report.text import display_path
+from warptrace.report.text import display_path, file_line
 from warptrace.trace import schema as S
 
 CONTEXT = 3  # source lines shown around a marked line
@@ -430,7 +430,7 @@ def arrays_view(model: Model, cwd: str | None) -> dict[str, Any]:
                 "x".join(str(n) for n in info.shape) or "scalar",
                 info.dtype,
                 bool(info.requires_grad or info.array_id in model.grad_of_owner),
-                f"{display_path(loc.file, cwd)}:{loc.line}" if loc.line else "",
+                file_line(loc.file, loc.line, cwd, blank_unknown=True),
                 loc.text,
             ]
         )
