@@ -34,7 +34,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.findings import Finding
-from warptrace.report.json import _plain
+from warptrace.report.json import plain
 from warptrace.report.text import INDENT, display_path, file_line
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def render(diff: TraceDiff, format: str = "text") -> str:
     if format == "text":
         return render_text(diff)
     if format == "json":
-        return json.dumps(to_dict(diff), indent=2, default=_plain) + "\n"
+        return json.dumps(to_dict(diff), indent=2, default=plain) + "\n"
     raise ValueError(f"unknown diff format {format!r} (use {', '.join(FORMATS)})")
 
 

@@ -16,11 +16,11 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from warptrace.analysis.findings import Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.report import build_model
 from warptrace.errors import WarptraceError
 from warptrace.report import views
+from warptrace.report.text import summary
 from warptrace.trace.reader import read_trace
 
 if TYPE_CHECKING:
@@ -99,12 +99,7 @@ def _model_of(report: Report) -> Model | None:
 
 
 def _summary(report: Report) -> str:
-    counts = []
-    for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
-        n = sum(1 for f in report.findings if f.severity == severity)
-        if n:
-            counts.append(f"{n} {severity.label}{'s' if n > 1 else ''}")
-    return ", ".join(counts) or "no findings"
+    return summary(report) or "no findings"
 
 
 def _static(name: str) -> str:

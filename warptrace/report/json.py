@@ -64,10 +64,10 @@ def to_dict(report: Report) -> dict[str, Any]:
 
 
 def render(report: Report) -> str:
-    return json.dumps(to_dict(report), indent=2, default=_plain) + "\n"
+    return json.dumps(to_dict(report), indent=2, default=plain) + "\n"
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """numpy scalars, sets and tuples in evidence become plain JSON values."""
     if hasattr(value, "item"):
         return value.item()

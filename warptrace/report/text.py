@@ -69,9 +69,7 @@ def render(report: Report) -> str:
     if not serious:
         lines.append(f"{NOTHING_FOUND} (checked: {checked}); {gradcheck_hint(report.meta)}")
     else:
-        lines.append(
-            f"warptrace: {_summary(report)} in {display_path(report.trace_path, cwd)}{_warp(report)}"
-        )
+        lines.append(f"warptrace: {summary(report)} in {display_path(report.trace_path, cwd)}{_warp(report)}")
     if not report.meta.get("complete", False):
         lines.append(
             "note: the trace is incomplete (the run stopped before warptrace finished writing it); "
@@ -86,7 +84,8 @@ def render(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary(report: Report) -> str:
+def summary(report: Report) -> str:
+    """``2 errors, 1 warning``: the findings counted by severity, worst first ("" for none)."""
     counts = []
     for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
         n = sum(1 for f in report.findings if f.severity == severity)
