@@ -321,8 +321,3 @@ def fold(tokens: np.ndarray, max_period: int = MAX_PERIOD) -> list[Item]:
         return loop
 
     return [item(t) for t in seq.tolist()]
-
-
-def describe_loop(loop: Loop, noun: str = "events") -> str:
-    """``loop body of 4 events × 200 steps``."""
-    return f"loop body of {loop.width} {noun} × {loop.count} steps"

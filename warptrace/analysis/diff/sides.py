@@ -92,9 +92,6 @@ class Side:
                 self._positions[self.base(token)].append(pos)
         return self._positions.get(key, [])
 
-    def is_anchor(self, pos: int) -> bool:
-        return 0 <= pos < len(self.flat) and self.profile.tokens[self.flat[pos]].kind == S.BACKWARD_BEGIN
-
     @cached_property
     def anchor_positions(self) -> list[int]:
         """Sorted once-expanded positions of the backward calls."""
