@@ -67,16 +67,6 @@ TARGET_BYTES = 4 << 30
 TARGET_ROW_BYTES = 64
 
 
-def _parse_size(text: str) -> int:
-    text = text.strip().lower().replace("_", "")
-    scale = 1
-    if text.endswith("k"):
-        scale, text = 1_000, text[:-1]
-    elif text.endswith("m"):
-        scale, text = 1_000_000, text[:-1]
-    return int(float(text) * scale)
-
-
 def _label(n: int) -> str:
     if n >= 1_000_000:
         return f"{n / 1_000_000:.3g}M"
@@ -254,9 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace:
         return _existing_traces(args.trace, args.repeat, args.all_rule_modules, 30 if args.profile else 0)
 
-    from synth_trace import generate
+    from synth_trace import generate, parse_size
 
-    sizes = [_parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="wt_bench_"))
     root.mkdir(parents=True, exist_ok=True)
     profile = 30 if args.profile else 0

@@ -98,14 +98,6 @@ def _run_child(*args: str) -> dict | None:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _parse_size(text: str) -> int:
-    text = text.strip().lower().replace("_", "")
-    for suffix, scale in (("k", 1_000), ("m", 1_000_000)):
-        if text.endswith(suffix):
-            return int(float(text[:-1]) * scale)
-    return int(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", default="1M", help="launches per trace (default 1M)")
@@ -123,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         _child_analyze(args.child_analyze)
         return 0
 
-    from synth_trace import generate
+    from synth_trace import generate, parse_size
 
-    launches = _parse_size(args.launches)
+    launches = parse_size(args.launches)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="wt_bench_diff_"))
     root.mkdir(parents=True, exist_ok=True)
     try:

@@ -20,17 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from synth_trace import generate
+from synth_trace import generate, parse_size
 
 from warptrace.analysis.report import analyze_trace
 from warptrace.report import html, perfetto, sarif
 from warptrace.trace.reader import read_trace
-
-
-def _size(n: int) -> int:
-    text = n if isinstance(n, str) else str(n)
-    scale = {"k": 1_000, "M": 1_000_000}.get(text[-1], 1)
-    return int(float(text.rstrip("kM")) * scale)
 
 
 def _browser_load(path: Path, chromium: str, runs: int) -> tuple[float, float, int]:
@@ -65,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     trace_path = folder / "run.wtrace"
 
     start = time.perf_counter()
-    info = generate(trace_path, _size(args.launches))
+    info = generate(trace_path, parse_size(args.launches))
     print(f"trace: {info.launches:,} launches, {info.events:,} events, {info.accesses:,} accesses "
           f"({time.perf_counter() - start:.1f} s to generate)", flush=True)  # fmt: skip
     start = time.perf_counter()

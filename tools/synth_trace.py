@@ -593,6 +593,17 @@ def generate(
                      seconds=time.perf_counter() - start)  # fmt: skip
 
 
+def parse_size(text: str) -> int:
+    """A count from the command line: ``"10k"`` is 10 000, ``"1M"`` 1 000 000 (bench_* tools)."""
+    text = text.strip().lower().replace("_", "")
+    scale = 1
+    if text.endswith("k"):
+        scale, text = 1_000, text[:-1]
+    elif text.endswith("m"):
+        scale, text = 1_000_000, text[:-1]
+    return int(float(text) * scale)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path")
