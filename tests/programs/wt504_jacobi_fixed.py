@@ -1,10 +1,10 @@
 """Fixed twin of wt504_jacobi: the Jacobi solve runs to convergence (60 sweeps).
 
-``solve`` runs six Jacobi sweeps for a diagonally dominant tridiagonal system, each sweep
+``solve`` runs 60 Jacobi sweeps for a diagonally dominant tridiagonal system, each sweep
 a launch reading the previous iterate and writing a fresh one (so the tape keeps them
-all), with the right-hand side unchanged. The sweeps contract by about 0.6 each, but the
-last change is still a few percent of the solution: the gradient with respect to ``rhs``
-is that of six sweeps, not of the solution of the system.
+all), with the right-hand side unchanged. The sweeps contract by about 0.6 each, so the
+last change is negligible next to the solution: the gradient with respect to ``rhs`` is
+that of the solution of the system (``run`` compares it with the transposed solve).
 """
 # check-numerics
 
