@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
-from warptrace.analysis.rules.common import Rule
+from warptrace.analysis.rules.common import DOC_CUSTOM_GRAD, Rule
 from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
 
 WT404 = RuleInfo(
@@ -26,7 +26,7 @@ WT404 = RuleInfo(
     name="adjoint-assign",
     family="kernel",
     fix="accumulate: wp.adjoint[x] += ... (the adjoint already holds the contributions of other uses of x)",
-    doc="Differentiability > Custom Gradient Functions",
+    doc=DOC_CUSTOM_GRAD,
 )
 
 

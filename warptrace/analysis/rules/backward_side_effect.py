@@ -25,6 +25,7 @@ from warptrace.analysis.dataflow import BackwardCall, Dataflow, combine_codes, d
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import (
+    DOC_CUSTOM_REPLAY,
     Rule,
     access_rows,
     array_label,
@@ -40,7 +41,7 @@ WT308 = RuleInfo(
     family="flow",
     fix="add a @wp.func_replay to the function with the side effect that returns the value "
     "recorded in the forward pass, or compute it in an untaped pass",
-    doc="Differentiability > Custom Replay Functions",
+    doc=DOC_CUSTOM_REPLAY,
 )
 
 

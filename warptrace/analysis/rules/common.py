@@ -17,6 +17,8 @@ from warptrace.analysis.model import Model
 
 __all__ = [
     "DOC_ACCUMULATION",
+    "DOC_CUSTOM_GRAD",
+    "DOC_CUSTOM_REPLAY",
     "DOC_DEBUG",
     "DOC_LIMITS",
     "DOC_OVERWRITES",
@@ -42,6 +44,8 @@ DOC_TRACKING = "Differentiability > Array Overwrite Tracking"
 DOC_ACCUMULATION = "Differentiability > Gradient accumulation"
 DOC_DEBUG = "Differentiability > Debugging Gradients"
 DOC_LIMITS = "Differentiability > Limitations and Workarounds"
+DOC_CUSTOM_GRAD = "Differentiability > Custom Gradient Functions"
+DOC_CUSTOM_REPLAY = "Differentiability > Custom Replay Functions"
 
 
 @dataclass(frozen=True)

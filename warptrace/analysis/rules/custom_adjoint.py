@@ -24,14 +24,14 @@ from typing import Any
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.numerics import adjoint_checks
-from warptrace.analysis.rules.common import Rule, finding, quote
+from warptrace.analysis.rules.common import DOC_CUSTOM_GRAD, Rule, finding, quote
 
 WT502 = RuleInfo(
     code="WT502",
     name="custom-adjoint-mismatch",
     family="numeric",
     fix="correct the derivative in the @wp.func_grad function and accumulate into wp.adjoint[...] with +=",
-    doc="Differentiability > Custom Gradient Functions",
+    doc=DOC_CUSTOM_GRAD,
 )
 
 # Relative error above which the adjoint is wrong, per precision of the check: float64

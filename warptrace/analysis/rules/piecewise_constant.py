@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
-from warptrace.analysis.rules.common import Rule
+from warptrace.analysis.rules.common import DOC_CUSTOM_GRAD, Rule
 from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
 
 WT408 = RuleInfo(
@@ -30,7 +30,7 @@ WT408 = RuleInfo(
     family="kernel",
     fix="zero gradient is the correct derivative here; if you need a signal through it, use a "
     "straight-through estimator (a @wp.func_grad passing the adjoint through) or a smooth surrogate",
-    doc="Differentiability > Custom Gradient Functions",
+    doc=DOC_CUSTOM_GRAD,
 )
 
 STEPS = ("round", "rint", "floor", "ceil", "trunc", "sign", "step", "nonzero")

@@ -27,7 +27,7 @@ import numpy as np
 
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
-from warptrace.analysis.rules.common import Rule, shared
+from warptrace.analysis.rules.common import DOC_CUSTOM_REPLAY, Rule, shared
 from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
 from warptrace.kernel_source import FUNC, KERNEL
 from warptrace.trace import schema as S
@@ -38,7 +38,7 @@ WT405 = RuleInfo(
     family="kernel",
     fix="compute the slots in an untaped launch and pass them in as an array, or put the atomic in a "
     "@wp.func with a @wp.func_replay that returns the slot recorded in the forward pass",
-    doc="Differentiability > Custom Replay Functions",
+    doc=DOC_CUSTOM_REPLAY,
 )
 
 
