@@ -31,7 +31,6 @@ __all__ = [
     "differentiable_dtype",
     "differentiable_reads",
     "finding",
-    "grad_cleared",
     "join_names",
     "memory_key",
     "quote",
@@ -149,8 +148,3 @@ def differentiable_reads(model: Model, df: Dataflow, ev: int, when: int) -> list
             if df.has_grad(array_id, when):
                 out.append(array_id)
     return out
-
-
-def grad_cleared(model: Model, df: Dataflow, grad_id: int, after_seq: int, before_seq: int) -> bool:
-    """Whether a gradient buffer was zeroed or overwritten in the window."""
-    return df.zeroed_between(grad_id, after_seq, before_seq)

@@ -28,7 +28,6 @@ from warptrace.analysis.rules.common import (
     access_rows,
     array_label,
     finding,
-    grad_cleared,
 )
 from warptrace.trace import schema as S
 
@@ -62,7 +61,7 @@ def check(model: Model) -> list[Finding]:
             continue
         before = df.fills_before(grad_id, seq)
         since = df.backward_calls[before[-1]].end_seq if before else -1
-        zeroed = grad_cleared(model, df, grad_id, since, seq)
+        zeroed = df.zeroed_between(grad_id, since, seq)
         updated = _first_update(model, df, owner, since, seq) >= 0
         if before and not zeroed and not updated:
             continue  # holds the gradient of the current parameters
@@ -133,7 +132,7 @@ def _fresh_read(model: Model, df: Dataflow, grad_id: int, seq: int, update: int)
             continue
         read_seq = int(model.seq[ev])
         before = df.fills_before(grad_id, read_seq)
-        if before and not grad_cleared(model, df, grad_id, df.backward_calls[before[-1]].end_seq, read_seq):
+        if before and not df.zeroed_between(grad_id, df.backward_calls[before[-1]].end_seq, read_seq):
             return True
     return False
 

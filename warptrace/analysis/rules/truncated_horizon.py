@@ -32,7 +32,6 @@ from warptrace.analysis.rules.common import (
     access_rows,
     array_label,
     finding,
-    grad_cleared,
     join_names,
     memory_key,
     quote,
@@ -192,7 +191,7 @@ def _summed_by(
     Kept in ``.grad`` (not zeroed between the calls); or taken out after each call, before
     the gradient is cleared, by a kernel, a copy or a host read, with the parameter itself
     unchanged in between (an optimizer step between the calls is online learning, not a sum)."""
-    if not grad_cleared(model, df, grad_id, call_a.end_seq, call_b.begin_seq):
+    if not df.zeroed_between(grad_id, call_a.end_seq, call_b.begin_seq):
         return f"kept in {quote(array_label(model, grad_id) or 'the .grad')}"
     if len(df.writes_between(leaf, call_a.end_seq, call_b.begin_seq)):
         return ""
@@ -228,7 +227,7 @@ def _drained_by(model: Model, df: Dataflow, grad_id: int, after_seq: int, before
         ev = int(df.acc_ev[row])
         if model.phase[ev] != S.FORWARD or model.adjoint[ev]:
             continue
-        if grad_cleared(model, df, grad_id, after_seq, int(model.seq[ev])):
+        if df.zeroed_between(grad_id, after_seq, int(model.seq[ev])):
             return None
         if model.kind[ev] in (K[S.LAUNCH], K[S.COPY], K[S.VALUE_READ]):
             return ev

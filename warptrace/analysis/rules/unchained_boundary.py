@@ -31,7 +31,6 @@ from warptrace.analysis.rules.common import (
     access_rows,
     array_label,
     finding,
-    grad_cleared,
     join_names,
     memory_key,
     shared,
@@ -391,7 +390,7 @@ def _chain_state(
         grad_b >= 0
         and memory_key(model, grad_b) == key
         and df.fills(grad_a, call_b.index)
-        and not grad_cleared(model, df, grad_a, call_b.end_seq, call_a.begin_seq)
+        and not df.zeroed_between(grad_a, call_b.end_seq, call_a.begin_seq)
     ):
         return "chained"
     return "missing"
