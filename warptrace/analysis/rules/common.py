@@ -124,7 +124,7 @@ def memory_key(model: Model, array_id: int) -> tuple[int, int, int]:
 def differentiable_dtype(dtype: str) -> bool:
     """Floating-point element types carry gradients; integers and booleans do not."""
     text = dtype.lower()
-    if "int" in text or "bool" in text or text in ("int8", "uint8"):
+    if "int" in text or "bool" in text:
         return False
     # vec3i, mat22b, ...: integer and boolean composites
     return not (text.startswith(("vec", "mat", "quat", "transform", "spatial")) and text[-1:] in ("i", "b"))
