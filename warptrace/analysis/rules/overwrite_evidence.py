@@ -12,7 +12,7 @@ import numpy as np
 from warptrace.analysis.dataflow import Dataflow, combine_codes
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
-from warptrace.analysis.rules.common import arg_path, quote
+from warptrace.analysis.rules.common import arg_path, finding, quote
 from warptrace.trace import schema as S
 
 EXAMPLES = 5  # seqs kept as evidence per finding
@@ -117,15 +117,12 @@ class Group:
 
 def grouped_finding(info: RuleInfo, group: Group, message: str, location: Location, related: list[Location], key: tuple,
              **evidence: object) -> Finding:  # fmt: skip
-    return Finding(
-        code=info.code,
-        name=info.name,
-        severity=group.severity,
-        message=message,
-        location=location,
+    return finding(
+        info,
+        group.severity,
+        message,
+        location,
         related=related,
-        fix=info.fix,
-        doc=info.doc,
         count=group.count,
         evidence=group.evidence(**evidence),
         key=key,
