@@ -47,10 +47,9 @@ from warptrace.analysis.rules.overwrite_evidence import (
     append_loc,
     buffer_name,
     grad_args_of,
-    grad_mask,
     grouped_finding,
     in_place_rows,
-    recorded_forward_launch,
+    read_store_rows,
     site_line,
 )
 from warptrace.analysis.rules.post_loss import post_loss_launches
@@ -178,15 +177,8 @@ def _reported_by_wt401(
 def _native_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
     """Access rows of recorded forward launches that native code may have read and
     overwritten: a guess of the recorder (FLAG_UNCERTAIN), never proof of an in-place update."""
-    flags = model.acc_flags
-    mask = (model.acc_role == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0)
-    mask &= ((flags & S.FLAG_UNCERTAIN) != 0) & (ev_rows >= 0)
-    rows = np.nonzero(mask)[0]
-    rows = rows[recorded_forward_launch(model, ev_rows[rows])]
-    if len(rows):
-        rows = rows[~grad_mask(model, model.acc_array[rows], flags[rows])]
     keep = []
-    for row in rows.tolist():
+    for row in read_store_rows(model, ev_rows, uncertain=True).tolist():
         kernel = model.kernels.get(int(model.kernel[ev_rows[row]]))
         # a kernel whose analysis failed guesses every argument: nothing specific to say
         if kernel is not None and kernel.native_snippets and not kernel.analysis.startswith("failed"):

@@ -44,16 +44,24 @@ def kernel_arg_fact(model: Model, kernel_id: int, arg: str, field_path: str, att
     return bool(getattr(fact, attr))
 
 
-def in_place_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
-    """Access rows (of recorded forward launches) that read and plainly store the same array: WT102/WT104."""
-    role = model.acc_role
+def read_store_rows(model: Model, ev_rows: np.ndarray, uncertain: bool) -> np.ndarray:
+    """Access rows of recorded forward launches that read and store the same array (not a
+    gradient buffer): proven accesses, or with ``uncertain`` the recorder's guesses
+    (FLAG_UNCERTAIN: what native code may do)."""
     flags = model.acc_flags
-    mask = (role == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0) & ((flags & S.FLAG_UNCERTAIN) == 0)
+    mask = (model.acc_role == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0)
+    mask &= ((flags & S.FLAG_UNCERTAIN) != 0) == uncertain
     mask &= ev_rows >= 0
     rows = np.nonzero(mask)[0]
     rows = rows[recorded_forward_launch(model, ev_rows[rows])]
     if len(rows):
         rows = rows[~grad_mask(model, model.acc_array[rows], flags[rows])]
+    return rows
+
+
+def in_place_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
+    """Access rows (of recorded forward launches) that read and plainly store the same array: WT102/WT104."""
+    rows = read_store_rows(model, ev_rows, uncertain=False)
     keep = []
     for row in rows.tolist():
         kernel_id = int(model.kernel[ev_rows[row]])
