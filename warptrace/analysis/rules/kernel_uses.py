@@ -22,7 +22,16 @@ from warptrace.analysis.rules.common import access_rows, backpropagated, finding
 from warptrace.kernel_source import FunctionFacts, KernelSource
 from warptrace.trace import schema as S
 
-__all__ = ["KernelUse", "evidence_phrase", "kernel_uses", "source_finding", "strongest"]
+__all__ = [
+    "CASTS",
+    "ROOTS",
+    "STEPS",
+    "KernelUse",
+    "evidence_phrase",
+    "kernel_uses",
+    "source_finding",
+    "strongest",
+]
 
 
 @dataclass
@@ -125,10 +134,12 @@ def _has_patterns(source: KernelSource) -> bool:
     return False
 
 
-_CALLS = frozenset(
-    {"sqrt", "cbrt", "pow", "round", "rint", "floor", "ceil", "trunc", "sign", "step", "nonzero", "int"}
-    | {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-)
+# calls the kernel-source rules look at: roots (WT407, with ``pow``), piecewise constant
+# functions and integer casts (WT408)
+ROOTS = ("sqrt", "cbrt")
+STEPS = ("round", "rint", "floor", "ceil", "trunc", "sign", "step", "nonzero")
+CASTS = ("int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_CALLS = frozenset((*ROOTS, "pow", *STEPS, *CASTS))
 
 
 def source_finding(

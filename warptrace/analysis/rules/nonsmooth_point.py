@@ -33,7 +33,13 @@ import re
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_DEBUG, Rule
-from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
+from warptrace.analysis.rules.kernel_uses import (
+    ROOTS,
+    evidence_phrase,
+    kernel_uses,
+    source_finding,
+    strongest,
+)
 from warptrace.kernel_source import Call, FunctionFacts, KernelSource
 
 WT407 = RuleInfo(
@@ -44,8 +50,6 @@ WT407 = RuleInfo(
     "the zero case, or give the function a @wp.func_grad",
     doc=DOC_DEBUG,
 )
-
-_ROOTS = ("sqrt", "cbrt")
 
 
 def check(model: Model) -> list[Finding]:
@@ -75,7 +79,7 @@ def check(model: Model) -> list[Finding]:
 
 
 def _singular(call: Call) -> bool:
-    if call.name in _ROOTS and len(call.args) == 1:
+    if call.name in ROOTS and len(call.args) == 1:
         return True
     if call.name == "pow" and len(call.args) == 2:
         try:

@@ -22,7 +22,14 @@ from __future__ import annotations
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_CUSTOM_GRAD, Rule
-from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
+from warptrace.analysis.rules.kernel_uses import (
+    CASTS,
+    STEPS,
+    evidence_phrase,
+    kernel_uses,
+    source_finding,
+    strongest,
+)
 
 WT408 = RuleInfo(
     code="WT408",
@@ -32,9 +39,6 @@ WT408 = RuleInfo(
     "straight-through estimator (a @wp.func_grad passing the adjoint through) or a smooth surrogate",
     doc=DOC_CUSTOM_GRAD,
 )
-
-STEPS = ("round", "rint", "floor", "ceil", "trunc", "sign", "step", "nonzero")
-CASTS = ("int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def check(model: Model) -> list[Finding]:
