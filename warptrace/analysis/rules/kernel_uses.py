@@ -77,10 +77,10 @@ def _build(model: Model) -> list[KernelUse]:
     best: dict[int, KernelUse] = {}
     if candidates:
         is_candidate = np.isin(model.kernel, np.fromiter(candidates, dtype=np.int64))
-        for epoch, call in backpropagated(df):
-            if not is_candidate[epoch.events].any():
-                continue  # no kernel with a source pattern on this tape: skip the backward slice
-            objective = np.fromiter(sorted(df.objective_events(call)), dtype=np.int64)
+        # tapes without a kernel with a source pattern: their backward slices are skipped
+        calls = [call for epoch, call in backpropagated(df) if is_candidate[epoch.events].any()]
+        for call, sliced in zip(calls, df.objective_events_many(calls)):
+            objective = np.fromiter(sorted(sliced), dtype=np.int64)
             objective = objective[(model.kind[objective] == K[S.LAUNCH]) & is_candidate[objective]]
             # the first launch of each kernel on this backward's slice
             _, first = np.unique(model.kernel[objective], return_index=True)
