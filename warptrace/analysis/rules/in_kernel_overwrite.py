@@ -32,11 +32,9 @@ Findings are grouped by root cause (the user line to change) with a count.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from warptrace.analysis.dataflow import Dataflow, dataflow_of
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import Model
 from warptrace.analysis.rules.common import DOC_OVERWRITES, Rule, arg_path, quote
@@ -46,7 +44,7 @@ from warptrace.analysis.rules.overwrite_evidence import (
     adjoint_needs_value,
     append_loc,
     buffer_name,
-    grad_args_of,
+    grad_args_many,
     grouped_finding,
     in_place_rows,
     read_store_rows,
@@ -84,25 +82,24 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
         return []
     evs = ev_rows[rows]
     bwd = model.backward_after_many(model.tape[evs], model.seq[evs])
-    groups: dict[tuple, Group] = {}
-    built: list[Dataflow] = []
-    grads_of: dict[int, frozenset[str] | None] = {}
-    signatures: dict[tuple, Any] = {}
-    needs: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
     wt401: dict[tuple[int, str, str], bool] = {}
+    candidates = []
     for row, ev, backward in zip(rows.tolist(), evs.tolist(), bwd.tolist()):
         if backward < 0:
             continue  # never backpropagated: the overwrite cannot hurt a gradient
         if ev in post_loss:
             continue  # its adjoint feeds nothing: the root cause is WT105
-        arg, field_path = model.acc_arg[row], model.acc_field[row]
-        if _reported_by_wt401(model, int(model.kernel[ev]), arg, field_path, wt401):
+        if _reported_by_wt401(model, int(model.kernel[ev]), model.acc_arg[row], model.acc_field[row], wt401):
             continue  # `a[i] *= s`: WT401 reports it at the kernel line
+        candidates.append((row, ev, backward))
+    if not candidates:
+        return []
+    grads_of = grad_args_many(model, dataflow_of(model), np.asarray([ev for _, ev, _ in candidates]))
+    groups: dict[tuple, Group] = {}
+    needs: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
+    for row, ev, backward in candidates:
+        arg, field_path = model.acc_arg[row], model.acc_field[row]
         kernel_id = int(model.kernel[ev])
-        if ev not in grads_of:
-            if not built:
-                built.append(dataflow_of(model))
-            grads_of[ev] = grad_args_of(model, built[0], ev, signatures)
         need_key = (kernel_id, arg, field_path, grads_of[ev])
         if need_key not in needs:
             needs[need_key] = adjoint_needs_value(model.kernels.get(kernel_id), arg, field_path, grads_of[ev])

@@ -5,7 +5,6 @@ source says about a store after a read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -167,44 +166,11 @@ def store_after_read(kernel: KernelInfo | None, arg: str, field_path: str) -> bo
     return model.stores_after(fact.read_line, arg_path(arg, field_path))
 
 
-def grad_args_of(
-    model: Model, df: Dataflow, ev: int, cache: dict[tuple, Any] | None = None
-) -> frozenset[str] | None:
-    """Argument paths (``x``, ``state.q``) of a launch whose arrays carry a gradient then;
-    None when some access cannot be resolved (then every array counts). ``cache`` memoizes the
-    result per access signature (array ids, argument paths, which arrays have a gradient)."""
-    seq = int(model.seq[ev])
-    start, stop = int(model.acc_start[ev]), int(model.acc_stop[ev])
-    arrays = model.acc_array[start:stop]
-    if cache is None or stop <= start:
-        cache = {}
-    known = cache.get(("known", arrays.tobytes()))
-    if known is None:
-        known = cache[("known", arrays.tobytes())] = all(a in model.arrays for a in arrays.tolist())
-    if not known:
-        return None
-    has = df.has_grad_many(arrays, np.full(len(arrays), seq, dtype=np.int64))
-    key = (
-        arrays.tobytes(),
-        np.asarray(model.acc_arg_code[start:stop]).tobytes(),
-        np.asarray(model.acc_field_code[start:stop]).tobytes(),
-        has.tobytes(),
-    )
-    cached = cache.get(key, False)
-    if cached is not False:
-        return cached
-    paths = set()
-    for i, row in enumerate(range(start, stop)):
-        if has[i]:
-            paths.add(arg_path(model.acc_arg[row], model.acc_field[row]))
-    result = cache[key] = frozenset(paths)
-    return result
-
-
 def grad_args_many(model: Model, df: Dataflow, evs: np.ndarray) -> dict[int, frozenset[str] | None]:
-    """:func:`grad_args_of` of every event of ``evs`` at once (event -> argument paths, or None
-    when some access cannot be resolved): one :meth:`has_grad_many` over all their access rows,
-    and one set built per distinct (argument codes with a gradient) signature."""
+    """Per event of ``evs``, the argument paths (``x``, ``state.q``) of the launch whose arrays
+    carry a gradient then; None when some access cannot be resolved (then every array counts).
+    One :meth:`has_grad_many` over all their access rows, and one set built per distinct
+    (argument codes with a gradient) signature."""
     evs = np.unique(np.asarray(evs, dtype=np.int64))
     if not len(evs):
         return {}
