@@ -30,12 +30,11 @@ def health_timeline(model: Model) -> list[dict[str, Any]]:
     df = dataflow_of(model)
     series: dict[int, dict[str, Any]] = {}
     names: dict[int, str] = {}
-    for call in df.backward_calls:
-        rows = table.by_seq.get(call.end_seq, [])
-        if not rows:
-            continue
+    calls = [call for call in df.backward_calls if table.by_seq.get(call.end_seq)]
+    for call, objective in zip(calls, df.objective_events_many(calls)):
+        rows = table.by_seq[call.end_seq]
         leaves: set[int] = set()
-        for ev in df.objective_events(call):
+        for ev in objective:
             leaves |= df.provenance.get(ev, frozenset())
         where = model.location(call.site)
         entry = series.setdefault(

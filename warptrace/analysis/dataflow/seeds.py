@@ -33,6 +33,8 @@ class FillGroups:
 class Seeds(GradState):
     """Seeds and fills of gradient buffers: which backward calls fill which gradient memory, the"""
 
+    _slice_mark = -1  # the last mark :meth:`_slices` put in ``stamp`` (see :attr:`_slice_marks`)
+
     # ------------------------------------------------------------ what backward calls fill
     @cached_property
     def fill_rows(self) -> np.ndarray:
@@ -327,10 +329,24 @@ class Seeds(GradState):
             self._objective_cache.update(self._slices(list(todo.values())))
         return [self._objective_cache[call.index] for call in calls]
 
+    @cached_property
+    def _slice_marks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(``stamp``, ``call_of_epoch``) of :meth:`_slices`: per event the mark of the last round
+        that reached it (-1: none), and per epoch the call slot of the round running it (-1: none;
+        every round resets its epochs)."""
+        return (
+            np.full(self.model.n_events, -1, dtype=np.int64),
+            np.full(len(self.epochs) + 1, -1, dtype=np.int64),
+        )
+
     def _slices(self, calls: list[BackwardCall]) -> dict[int, set[int]]:
         """The backward slices of ``calls``, level by level in numpy: the calls go in rounds in
         which no two replay the same epoch, so that an event (which belongs to one epoch) is
-        reached for one call of the round at most; ``stamp`` marks the events a round reached."""
+        reached for one call of the round at most; ``stamp`` marks the events a round reached.
+
+        ``stamp`` and ``call_of_epoch`` are the dataflow's own (:attr:`_slice_marks`), reused
+        by every call with a mark that only grows, so that slicing one call (``objective_events``
+        call by call) costs its slice, not a pass over every event."""
         m = self.model
         result: dict[int, set[int]] = {}
         # targets -> the memory queries of writers_of_memory, one per (call, target array)
@@ -372,8 +388,7 @@ class Seeds(GradState):
         for slot, epoch in enumerate(epoch_of_call.tolist()):
             rounds[slot] = seen.get(epoch, 0)
             seen[epoch] = rounds[slot] + 1
-        stamp = np.full(m.n_events, -1, dtype=np.int64)
-        call_of_epoch = np.full(len(self.epochs) + 1, -1, dtype=np.int64)
+        stamp, call_of_epoch = self._slice_marks
         acc_start, acc_stop, edge_start = m.acc_start, m.acc_stop, self._edge_start
         for round_number in range(int(rounds.max(initial=-1)) + 1):
             in_round = np.nonzero(rounds == round_number)[0]
@@ -381,7 +396,9 @@ class Seeds(GradState):
             pick = rounds[start_call] == round_number
             frontier = np.unique(start_ev[pick])
             reached = [frontier]
-            stamp[frontier] = round_number
+            self._slice_mark += 1
+            mark = self._slice_mark
+            stamp[frontier] = mark
             while len(frontier):
                 # writer events of the frontier's reads, inside the frontier event's epoch
                 lo = edge_start[acc_start[frontier]]
@@ -391,9 +408,9 @@ class Seeds(GradState):
                 edges = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - offsets, counts)
                 writers = self.edge_writer_ev[edges]
                 origin_epoch = np.repeat(self.ev_epoch[frontier], counts)
-                writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != round_number)]
+                writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
                 frontier = np.unique(writers)
-                stamp[frontier] = round_number
+                stamp[frontier] = mark
                 reached.append(frontier)
             events = np.concatenate(reached)
             owner = call_of_epoch[self.ev_epoch[events]]
