@@ -123,22 +123,5 @@ class Provenance(Seeds):
         for a recorded event, else (unrecorded, or never backpropagated) its own seq."""
         m = self.model
         seqs = m.seq[evs]
-        whens = seqs.copy()
-        uids = self.ev_epoch[evs]
-        ask = np.nonzero(m.recorded[evs] & (uids >= 0))[0]
-        calls = self.backward_calls
-        if not len(ask) or not calls:
-            return whens
-        # every (epoch, backward begin seq), sorted; per event the first one after it, same epoch
-        call_uid = np.array([call.epoch for call in calls], dtype=np.int64)
-        call_seq = np.array([call.begin_seq for call in calls], dtype=np.int64)
-        low = min(int(call_seq.min()), int(seqs[ask].min()))
-        span = max(int(call_seq.max()), int(seqs[ask].max())) - low + 2
-        keys = call_uid * span + (call_seq - low)
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        at = np.searchsorted(keys, uids[ask] * span + (seqs[ask] - low), side="right")
-        found = at < len(keys)
-        found[found] = call_uid[order[at[found]]] == uids[ask][found]
-        whens[ask[found]] = call_seq[order[at[found]]]
-        return whens
+        begins = m.backward_after_many(m.tape[evs], seqs)
+        return np.where(m.recorded[evs] & (self.ev_epoch[evs] >= 0) & (begins >= 0), begins, seqs)
