@@ -291,15 +291,6 @@ class KernelSource:
     def _deps(self, index: int) -> dict[str, tuple[str, ...]]:
         return self._deps_by_function[index] if index >= 0 else {}
 
-    def reached(self, grad_args: frozenset[str] | set[str]) -> tuple[FunctionFacts, ...]:
-        """The functions of the call tree some of whose parameters come from ``grad_args`` (the
-        kernel always): the bodies on a path from those arguments."""
-        out = [self.kernel]
-        for index, function in enumerate(self.functions, start=1):
-            if any(sources & grad_args for sources in self._arg_sources.get(index, {}).values()):
-                out.append(function)
-        return tuple(out)
-
     def inplace_update_at(self, line: int) -> bool:
         """Whether ``line`` (kernel or callee) updates an array element in place with a
         non-additive operator (``a[i] *= s``), itself or through the functions called there

@@ -4,7 +4,6 @@ hulls, the event of each access row), and small helpers shared by the parts."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -48,11 +47,6 @@ class DataflowBase:
         executed = m.executed[self.acc_ev] if n_rows else np.zeros(0, dtype=bool)
         self._exec = executed
         self._K = S.EVENT_KIND_CODES
-
-    @cached_property
-    def dims(self) -> np.ndarray:
-        """Launch ``dim`` string of each event (None when null), as an object array."""
-        return np.array(self.model._dim.to_pylist(), dtype=object)
 
 
 def combine_codes(columns: list[np.ndarray]) -> np.ndarray:

@@ -54,18 +54,6 @@ class HostLinks(Provenance):
         return links
 
     @cached_property
-    def host_origin(self) -> dict[int, int]:
-        """Array written by a linked host write -> the array whose read it restores."""
-        m = self.model
-        out: dict[int, int] = {}
-        for write_ev, read_ev in self.host_links.items():
-            dest = [int(m.acc_array[r]) for r in m.accesses_of(write_ev) if self.is_write[r]]
-            src = [int(m.acc_array[r]) for r in m.accesses_of(read_ev) if self.is_read[r]]
-            if dest and src:
-                out[dest[0]] = src[0]
-        return out
-
-    @cached_property
     def host_restored(self) -> dict[int, tuple[int, int]]:
         """Array written by a linked host write -> (host-write event, value-read event)."""
         m = self.model

@@ -65,24 +65,11 @@ class Seeds(GradState):
         return np.nonzero(accumulating)[0]
 
     @cached_property
-    def grad_fills(self) -> dict[tuple[int, int, int], list[int]]:
-        """Gradient memory (alloc, lo, hi) -> backward call indexes whose adjoint launches
-        accumulate into it, in time order (the loss seed and consumption are not fills)."""
-        groups = self.fill_groups
-        calls = groups.calls.tolist()
-        cuts = groups.cuts.tolist()
-        return {
-            (alloc, lo, hi): calls[cuts[g] : cuts[g + 1]]
-            for g, (alloc, lo, hi) in enumerate(
-                zip(groups.alloc.tolist(), groups.lo.tolist(), groups.hi.tolist())
-            )
-        }
-
-    @cached_property
     def fill_groups(self) -> FillGroups:
-        """:attr:`grad_fills` as numpy columns: the fill rows run by a backward call, grouped by
-        gradient memory (alloc, lo, hi) in order of first fill; per memory, the calls filling it in
-        row order with repeats of the same call in a row dropped."""
+        """Gradient memory filled by backward calls: the fill rows run by a backward call, grouped by
+        gradient memory (alloc, lo, hi) in order of first fill; per memory, the backward call
+        indexes whose adjoint launches accumulate into it (the loss seed and consumption are not
+        fills), in row order with repeats of the same call in a row dropped."""
         m = self.model
         rows = self.fill_rows
         calls = self.ev_backward[self.acc_ev[rows]]
@@ -181,7 +168,7 @@ class Seeds(GradState):
 
     @cached_property
     def _fills_by_alloc(self) -> dict[int, list[tuple[int, int, np.ndarray]]]:
-        """alloc -> (lo, hi, filling call indexes) of each gradient memory in it (see :attr:`grad_fills`)."""
+        """alloc -> (lo, hi, filling call indexes) of each gradient memory in it (see :attr:`fill_groups`)."""
         groups = self.fill_groups
         cuts = groups.cuts.tolist()
         table: dict[int, list[tuple[int, int, np.ndarray]]] = {}
