@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warptrace.analysis.dataflow.base import expand_ranges
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
 
@@ -104,12 +105,9 @@ def expand_captures(trace: Trace) -> Trace:
     acc_seq = acc_seq[acc_order]
     origin_seq = seq[index]
     starts = np.searchsorted(acc_seq, origin_seq, side="left")
-    counts = np.searchsorted(acc_seq, origin_seq, side="right") - starts
-    total = int(counts.sum())
-    offsets = np.repeat(np.cumsum(counts) - counts, counts)
-    rows = np.arange(total, dtype=np.int64) - offsets + np.repeat(starts, counts)
+    rows, copy = expand_ranges(starts, np.searchsorted(acc_seq, origin_seq, side="right"))
     new_accesses = accesses.take(pa.array(acc_order[rows]))  # rows of the seq-sorted accesses
-    new_accesses = _set(new_accesses, "seq", pa.array(np.repeat(new_seq, counts), type=pa.int64()))
+    new_accesses = _set(new_accesses, "seq", pa.array(new_seq[copy], type=pa.int64()))
 
     # creation seqs of arrays and allocations: the first kept event at or after them
     first_position = np.full(n + 1, len(index), dtype=np.int64)

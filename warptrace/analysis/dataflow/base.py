@@ -65,6 +65,16 @@ def combine_codes(columns: list[np.ndarray]) -> np.ndarray:
     return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
+def expand_ranges(starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the ranges ``[starts[i], stops[i])`` one after the other, and for each
+    position the index ``i`` of its range."""
+    counts = stops - starts
+    offsets = np.cumsum(counts) - counts
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    flat = np.arange(len(owner), dtype=np.int64) + (starts - offsets)[owner]
+    return flat, owner
+
+
 def bisect_seq(changes: Sequence[tuple[int, Any]], seq: int) -> int:
     """Number of changes with change seq <= seq."""
     lo, hi = 0, len(changes)

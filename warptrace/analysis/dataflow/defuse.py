@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import DataflowBase
+from warptrace.analysis.dataflow.base import DataflowBase, expand_ranges
 
 # How many earlier writes a read steps over (per read) before the exact fallback.
 _STEP_LIMIT = 24
@@ -184,11 +184,7 @@ class DefUse(DataflowBase):
         """The access rows of each event of ``evs`` in turn (``accesses_of``), and for each row the
         position in ``evs`` of its event."""
         m = self.model
-        start, stop = m.acc_start[evs], m.acc_stop[evs]
-        counts = stop - start
-        offsets = np.cumsum(counts) - counts
-        rows = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(start - offsets, counts)
-        return rows, np.repeat(np.arange(len(evs), dtype=np.int64), counts)
+        return expand_ranges(m.acc_start[evs], m.acc_stop[evs])
 
     def writer_events(self, ev: int) -> set[int]:
         """Events whose writes the reads of event ``ev`` saw."""

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
+from warptrace.analysis.dataflow.base import expand_ranges
 from warptrace.analysis.dataflow.seeds import Seeds
 from warptrace.trace import schema as S
 
@@ -52,11 +53,7 @@ class Provenance(Seeds):
         read = self.is_read[rows]
         rows, index = rows[read], index[read]
         # producers: def-use edges from an earlier in-scope event (already in prov)
-        starts, stops = self._edge_start[rows], self._edge_start[rows + 1]
-        counts = stops - starts
-        offsets = np.cumsum(counts) - counts
-        edges = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts - offsets, counts)
-        edge_row = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+        edges, edge_row = expand_ranges(self._edge_start[rows], self._edge_start[rows + 1])
         writer_ev = self.edge_writer_ev[edges]
         reader_ev = scope_evs[index[edge_row]]
         live = scope[writer_ev] & (writer_ev < reader_ev)

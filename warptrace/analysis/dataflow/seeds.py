@@ -10,6 +10,7 @@ from functools import cached_property
 
 import numpy as np
 
+from warptrace.analysis.dataflow.base import expand_ranges
 from warptrace.analysis.dataflow.grad_state import GradState
 from warptrace.analysis.dataflow.tapes import BackwardCall
 from warptrace.trace import schema as S
@@ -388,13 +389,9 @@ class Seeds(GradState):
             stamp[frontier] = mark
             while len(frontier):
                 # writer events of the frontier's reads, inside the frontier event's epoch
-                lo = edge_start[acc_start[frontier]]
-                hi = edge_start[acc_stop[frontier]]
-                counts = hi - lo
-                offsets = np.cumsum(counts) - counts
-                edges = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - offsets, counts)
+                edges, origin = expand_ranges(edge_start[acc_start[frontier]], edge_start[acc_stop[frontier]])
                 writers = self.edge_writer_ev[edges]
-                origin_epoch = np.repeat(self.ev_epoch[frontier], counts)
+                origin_epoch = self.ev_epoch[frontier][origin]
                 writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
                 frontier = np.unique(writers)
                 stamp[frontier] = mark
