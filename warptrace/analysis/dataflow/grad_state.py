@@ -124,9 +124,9 @@ class GradState(Tapes):
         """Access rows touching a gradient buffer."""
         m = self.model
         mask = (m.acc_flags & S.FLAG_GRAD) != 0
-        grad_ids = {a for a in m.arrays if m.is_grad_array(a)} | set(self.grad_owner)
-        if grad_ids:
-            mask |= np.isin(m.acc_array, np.fromiter(grad_ids, dtype=np.int64))
+        grad_ids = np.union1d(m.grad_array_ids, np.fromiter(self.grad_owner, dtype=np.int64))
+        if len(grad_ids):
+            mask |= np.isin(m.acc_array, grad_ids)
         return mask
 
     @cached_property
