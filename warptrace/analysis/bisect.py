@@ -405,7 +405,8 @@ def make_plan(model: Model, recording: Recording, findings: list[Finding] | None
     live = live_buffers(model, events)
     near_positions = _finding_positions(findings or [], model, recording)
     boundaries = [k for k in steps.boundaries() if 0 < k < len(events)] if steps.count >= 2 else []
-    inside = [k for k in range(1, len(events)) if k not in set(boundaries)]
+    boundary_set = set(boundaries)
+    inside = [k for k in range(1, len(events)) if k not in boundary_set]
     order = _binary_order(boundaries) + _binary_order(inside)
 
     def near(k: int) -> list[str]:
@@ -420,14 +421,14 @@ def make_plan(model: Model, recording: Recording, findings: list[Finding] | None
     tape_leaves = leaves(model, events)
     cuts = []
     for k in order:
-        boundary = steps.step_of(k) if k in boundaries else None
-        if k in boundaries and boundary is None:
+        boundary = steps.step_of(k) if k in boundary_set else None
+        if k in boundary_set and boundary is None:
             boundary = steps.count  # the cut after the last step
         cuts.append(
             Cut(
                 k=k,
                 step=boundary,
-                inside_step=None if k in boundaries else steps.step_of(k),
+                inside_step=None if k in boundary_set else steps.step_of(k),
                 near_findings=near(k),
                 live=live.get(k, []),
                 upstream=[leaf.label for leaf in tape_leaves if leaf.first_position < k],
