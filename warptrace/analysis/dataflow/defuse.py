@@ -63,7 +63,7 @@ class DefUse(DataflowBase):
         self.s_key = self.w_key[stores]
         self.s_rows, self.s_lo, self.s_hi = self.w_rows[stores], self.w_lo[stores], self.w_hi[stores]
 
-        # the reads in (allocation, seq) order (rows come in seq order): see _writers_ranked
+        # the reads in (allocation, seq) order (rows come in seq order): see _writers_for
         reads = reads[_stable_order(m.acc_alloc[reads])]
         readers, writers, ranks = self._writers_in_order(
             m.acc_alloc[reads], self.acc_lo[reads], self.acc_hi[reads], m.acc_seq[reads]
@@ -95,25 +95,21 @@ class DefUse(DataflowBase):
         n = len(alloc)
         if n == 0 or len(self.w_key) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        readers, writers, _ = self._writers_ranked(alloc, lo, hi, seq)
-        return readers, writers
-
-    def _writers_ranked(
-        self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`_writers_for`, with each pair's rank among the pairs of its query (0 for the
-        first): a query's pairs come in rank order."""
-        if len(alloc) >= _SORT_QUERIES:
+        if n >= _SORT_QUERIES:
             # many queries: answer them in (allocation, seq) order, which keeps the binary
             # searches and the steps back through the write index local in memory
             order = _key_order(alloc, seq)
-            readers, writers, ranks = self._writers_in_order(alloc[order], lo[order], hi[order], seq[order])
-            return order[readers], writers, ranks
-        return self._writers_in_order(alloc, lo, hi, seq)
+            readers, writers, _ = self._writers_in_order(alloc[order], lo[order], hi[order], seq[order])
+            return order[readers], writers
+        readers, writers, _ = self._writers_in_order(alloc, lo, hi, seq)
+        return readers, writers
 
     def _writers_in_order(
         self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_writers_for` (the queries in any order; (allocation, seq) order is the fast one),
+        with each pair's rank among the pairs of its query (0 for the first): a query's pairs come
+        in rank order."""
         n = len(alloc)
         if n == 0 or len(self.w_key) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
