@@ -7,7 +7,6 @@ without the flag, or before schema version 3): every WT5xx rule is then silent.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,15 +79,13 @@ class NumericsTable:
         return [row for row in self.rows if row.what == what]
 
 
-_CACHE: weakref.WeakKeyDictionary[Model, NumericsTable | None] = weakref.WeakKeyDictionary()
-
-
 def numerics_of(model: Model) -> NumericsTable | None:
-    """The summaries of the model's trace; None when the trace has no ``numerics`` table."""
-    if model not in _CACHE:
+    """The summaries of the model's trace; None when the trace has no ``numerics`` table (built
+    on first use, kept in ``model.derived``)."""
+    if "numerics" not in model.derived:
         table = model.trace.tables.get("numerics")
-        _CACHE[model] = NumericsTable(table.to_pylist()) if table is not None else None
-    return _CACHE[model]
+        model.derived["numerics"] = NumericsTable(table.to_pylist()) if table is not None else None
+    return model.derived["numerics"]
 
 
 def adjoint_checks(model: Model) -> list[dict[str, Any]]:
