@@ -9,6 +9,7 @@ import warp as wp
 
 import warptrace
 from tests.test_record_common import DEVICE, Trace, store_kernel
+from warptrace.trace.reader import read_trace
 
 
 @pytest.fixture
@@ -63,4 +64,35 @@ def test_two_threads(trace_path, monkeypatch):
     assert {a["seq"] for a in trace.accesses} == {e["seq"] for e in launches} | {
         e["seq"] for e in trace.of_kind("copy")
     }
+    assert len(list((trace_path / "events").glob("part-*.parquet"))) > 2
+
+
+def test_long_open_event_flushes_in_seq_order(trace_path, monkeypatch):
+    """An event whose seq was reserved (a copy in progress) while 4x a part of later events
+    piles up: the parts written meanwhile hold only the rows below its seq, so the trace
+    reads back in seq order with every row."""
+    from warptrace.record import recorder, session
+
+    monkeypatch.setattr(session, "FLUSH_EVENTS", 16)
+    warptrace.start(trace_path)
+    rec = recorder.active()
+    rec.flush_ev_len = 16 * session.EVENT_WIDTH
+    x = wp.array([1.0, 2.0, 3.0], dtype=float, device=DEVICE)
+    y = wp.zeros(3, dtype=float, device=DEVICE)
+    for _ in range(40):
+        wp.launch(store_kernel, dim=3, inputs=[x], outputs=[y], device=DEVICE)
+    held = rec.reserve()
+    for _ in range(200):  # 12x a part while the reserved event is open
+        wp.launch(store_kernel, dim=3, inputs=[x], outputs=[y], device=DEVICE)
+    rec.emit("copy", seq=held)
+    for _ in range(10):
+        wp.launch(store_kernel, dim=3, inputs=[x], outputs=[y], device=DEVICE)
+    warptrace.stop()
+
+    read_trace(trace_path)  # validates: event seqs increase across the parts as written
+    trace = Trace(trace_path)
+    assert len(trace.launches()) == 250
+    copies = [e["seq"] for e in trace.of_kind("copy")]
+    assert copies[-1] == held  # the first is wp.array's own upload
+    assert {a["seq"] for a in trace.accesses} == {e["seq"] for e in trace.launches()} | set(copies[:-1])
     assert len(list((trace_path / "events").glob("part-*.parquet"))) > 2

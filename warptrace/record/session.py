@@ -116,7 +116,7 @@ class Recorder:
         self.lock = threading.RLock()
         self.local = threading.local()  # .state: this thread's ThreadState
         self.seq = 0  # next event sequence number
-        self.open_events = 0  # reserved seqs whose rows are not appended yet
+        self.open_seqs: set[int] = set()  # reserved seqs whose rows are not appended yet
         self.disordered = False  # a reserved seq was appended after later ones
 
         self.ev: list[int] = []  # EVENT_ROW rows
@@ -328,7 +328,7 @@ class Recorder:
                 seq = self.seq
                 self.seq = seq + 1
             else:
-                self.open_events -= 1
+                self.open_seqs.discard(seq)
                 if seq != self.seq - 1:
                     self.disordered = True
             ev = self.ev
@@ -353,13 +353,13 @@ class Recorder:
         with self.lock:
             seq = self.seq
             self.seq = seq + 1
-            self.open_events += 1
+            self.open_seqs.add(seq)
         return seq
 
     def release(self, seq: int) -> None:
         """A reserved event that will never be appended (its Warp call raised)."""
         with self.lock:
-            self.open_events -= 1
+            self.open_seqs.discard(seq)
 
     def fail(self, exc: BaseException) -> None:
         """A bug in warptrace: never break the user's program, remember it for the summary."""
@@ -384,8 +384,16 @@ class Recorder:
         with self.lock:
             if self.closed:
                 return
-            if self.open_events > 0 and not force and len(self.ev) < 4 * self.flush_ev_len:
-                return  # a parent event is still open: keep parent and children in one part
+            ev, extra, acc = self.ev, self.ev_extra, self.acc
+            if self.open_seqs:
+                # a parent event is still open (a copy between its reserved seq and its row):
+                # keep parent and children in one part, and let a part out only below the
+                # earliest open seq, so that parts stay in seq order
+                if not force and len(ev) < 4 * self.flush_ev_len:
+                    return
+                ev, extra, acc = self._split_below(min(self.open_seqs))
+                if not ev and not force:
+                    return
             self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
             batch = (
                 ("sites", self.site_rows),
@@ -393,19 +401,20 @@ class Recorder:
                 ("kernel_args", self.karg_rows),
                 ("allocs", self.alloc_rows),
                 ("arrays", self.array_rows),
-                ("accesses", self.acc),
-                ("events", (self.ev, self.ev_extra)),
+                ("accesses", acc),
+                ("events", (ev, extra)),
             )
             disordered = self.disordered
-            self.disordered = False
             self.site_rows = []
             self.kernel_rows = []
             self.karg_rows = []
             self.alloc_rows = []
             self.array_rows = []
-            self.acc = []
-            self.ev = []
-            self.ev_extra = []
+            if ev is self.ev:  # all of it (after a split, the rest stays, disordered or not)
+                self.acc = []
+                self.ev = []
+                self.ev_extra = []
+                self.disordered = False
             self.sites.rebind(self.site_rows.extend)
             if not WRITER_THREAD:
                 self._write_batch(batch, disordered)
@@ -414,6 +423,24 @@ class Recorder:
             self._queue.put((batch, disordered, done))
         if done is not None:
             done.wait()
+
+    def _split_below(
+        self, first: int
+    ) -> tuple[list[int], list[tuple[int, float | None, str | None]], list[int]]:
+        """Take the buffered event, extra and access rows whose seq is below ``first`` out
+        of the buffers (in their order) and return them; the rest stays buffered."""
+        taken: list[list[Any]] = []
+        for name, width in (("ev", EVENT_WIDTH), ("acc", ACCESS_WIDTH)):
+            buf = getattr(self, name)
+            out: list[int] = []
+            kept: list[int] = []
+            for i in range(0, len(buf), width):
+                (out if buf[i] < first else kept).extend(buf[i : i + width])
+            setattr(self, name, kept)
+            taken.append(out)
+        extra = [row for row in self.ev_extra if row[0] < first]
+        self.ev_extra = [row for row in self.ev_extra if row[0] >= first]
+        return taken[0], extra, taken[1]
 
     def _write_batch(self, batch: tuple[tuple[str, Any], ...], disordered: bool) -> None:
         # dimension tables first: a reader never sees an event whose site/array is missing
@@ -556,6 +583,7 @@ class Recorder:
 
     def close(self, exit_status: int | None, error: str | None) -> dict[str, Any]:
         with self.lock:  # nothing can be appended between the last flush and closing
+            self.open_seqs.clear()  # an event still open now is never appended: write the rest
             self.flush(force=True)
             self.closed = True
             self._queue.put(None)
