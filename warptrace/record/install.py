@@ -175,6 +175,11 @@ def uninstall() -> None:
     wrappers = {id(p.wrapper): p for p in _installed if not isinstance(p.owner, type)}
     if wrappers:
         for module in _modules():
+            try:  # the common case first, in C: no wrapper among the module's values
+                if wrappers.keys().isdisjoint(map(id, vars(module).values())):
+                    continue
+            except Exception:
+                continue
             for name, value in _module_items(module):
                 bound = wrappers.get(id(value))
                 if bound is not None and bound.wrapper is value:
