@@ -64,6 +64,8 @@ WRITER_THREAD = os.environ.get("WARPTRACE_SYNC_WRITES", "") in ("", "0")
 
 _WIDTH = {table: len(schema.names) for table, schema in SCHEMAS.items()}
 
+_CODED = ("kind", "dim", "arg", "field")  # int codes into a string table in memory
+
 # In-memory rows of the two big tables (all ints; see the module docstring).
 EVENT_ROW = (
     "seq", "kind", "tape", "recorded", "phase", "adjoint", "executed", "site", "kernel",
@@ -72,6 +74,12 @@ EVENT_ROW = (
 EVENT_WIDTH = len(EVENT_ROW)
 ACCESS_ROW = ("seq", "array_id", "alloc_id", "role", "flags", "arg", "field")
 ACCESS_WIDTH = len(ACCESS_ROW)
+# numpy dtype of each integer/bool column of the two rows (pyarrow's to_pandas_dtype() would
+# import numpy.ma, 6 ms, at the first flush)
+_INT_DTYPES = {
+    table: {name: np.dtype(str(SCHEMAS[table].field(name).type)) for name in row if name not in _CODED}
+    for table, row in (("events", EVENT_ROW), ("accesses", ACCESS_ROW))
+}
 _perf_ns = time.perf_counter_ns
 
 # Set WARPTRACE_STRICT=1 to make recorder bugs raise instead of being logged (tests).
@@ -474,7 +482,7 @@ class Recorder:
         if disordered:  # a copy's row is appended after its nested grad copy's
             rows = rows[np.argsort(rows[:, 0], kind="stable")]
         n = len(rows)
-        fields = SCHEMAS["events"]
+        dtypes = _INT_DTYPES["events"]
         columns: dict[str, Any] = {}
         for i, name in enumerate(EVENT_ROW):
             column = rows[:, i]
@@ -483,7 +491,7 @@ class Recorder:
             elif name == "dim":
                 columns[name] = _decode(self.dim_texts, column)
             else:
-                columns[name] = pa.array(column.astype(fields.field(name).type.to_pandas_dtype()))
+                columns[name] = pa.array(column.astype(dtypes[name]))
         value = np.zeros(n, dtype=np.float64)
         has_value = np.zeros(n, dtype=bool)
         detail_index = np.full(n, -1, dtype=np.int64)
@@ -505,13 +513,13 @@ class Recorder:
 
     def _access_columns(self, acc: list[int]) -> dict[str, Any]:
         rows = self._int_rows(acc, ACCESS_ROW)
-        fields = SCHEMAS["accesses"]
+        dtypes = _INT_DTYPES["accesses"]
         columns: dict[str, Any] = {}
         for i, name in enumerate(ACCESS_ROW):
             if name in ("arg", "field"):
                 columns[name] = _decode(self.names, rows[:, i])
             else:
-                columns[name] = pa.array(rows[:, i].astype(fields.field(name).type.to_pandas_dtype()))
+                columns[name] = pa.array(rows[:, i].astype(dtypes[name]))
         return columns
 
     def _writer_loop(self) -> None:
@@ -548,11 +556,12 @@ class Recorder:
         counts: Counter[str] = Counter()
         try:
             import pyarrow.compute as pc
-            import pyarrow.dataset as ds
+            import pyarrow.parquet as pq  # ParquetFile: pq.read_table would import pyarrow.dataset (6 ms)
 
             files = sorted(str(f) for f in (self.path / "events").glob("part-*.parquet"))
             if files:
-                table = ds.dataset(files, format="parquet").to_table(columns=["kind", "recorded", "adjoint"])
+                columns = ["kind", "recorded", "adjoint"]
+                table = pa.concat_tables([pq.ParquetFile(f).read(columns=columns) for f in files])
                 kinds = table.column("kind")
                 for entry in pc.value_counts(kinds).to_pylist():
                     counts[entry["values"]] = entry["counts"]
