@@ -11,7 +11,11 @@ contraction rate and about how many more iterations a relative change of 1e-6 ne
 
 A time-stepping rollout is not a solve: its state does not contract to a fixed point
 under fixed inputs (the changes stay level or grow), or its other inputs (forces,
-contacts) are recomputed between steps; both stay silent.
+contacts) are recomputed between steps; both stay silent. Nor is a deliberately fixed
+number of steps whose intermediate states the objective itself uses (a loss over the
+trajectory: an iterate before the last is read, outside the chain, by an event the
+backpropagated loss depends on): the steps are the program, not an approximation of
+their fixed point.
 Fix: iterate to convergence (more iterations or a residual test), or differentiate the
 converged solution implicitly (adjoint solve) instead of through the iterations.
 
@@ -24,10 +28,11 @@ import math
 
 import numpy as np
 
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.numerics import NumericsTable, Summary, numerics_of
-from warptrace.analysis.rules.common import DOC_DEBUG, Rule, access_rows, finding, quote
+from warptrace.analysis.rules.common import DOC_DEBUG, Rule, access_rows, backpropagated, finding, quote
 from warptrace.trace import schema as S
 
 WT504 = RuleInfo(
@@ -79,6 +84,8 @@ def _unconverged(model: Model, table: NumericsTable, chain: list[Summary]) -> Fi
     if not all(model.kind[ev] == K[S.LAUNCH] and model.recorded[ev] and not model.adjoint[ev] for ev in evs):
         return None
     if len({int(model.kernel[ev]) for ev in evs}) != 1 or not _fixed_inputs(model, chain, evs):
+        return None
+    if _trajectory_used(model, chain, evs):
         return None
     changes = np.array([row.l2 for row in chain], dtype=np.float64)
     if not np.all(np.isfinite(changes)) or np.any(changes <= 0):
@@ -145,6 +152,18 @@ def _fixed_inputs(model: Model, chain: list[Summary], evs: list[int]) -> bool:
     window = slice(start, stop)
     writes = (model.acc_role[window] & S.ROLE_WRITE) != 0
     return not bool(np.any(writes & np.isin(model.acc_array[window], list(others))))
+
+
+def _trajectory_used(model: Model, chain: list[Summary], evs: list[int]) -> bool:
+    """An iterate before the last is read, by an event outside the chain, that a
+    backpropagated objective depends on: the objective uses the steps themselves."""
+    intermediate = [row.array_id for row in chain[:-1]]
+    rows = np.flatnonzero(np.isin(model.acc_array, intermediate) & ((model.acc_role & S.ROLE_READ) != 0))
+    readers = {int(ev) for ev in model.acc_ev[rows]} - set(evs) - {-1}
+    if not readers:
+        return False
+    df = dataflow_of(model)
+    return any(not readers.isdisjoint(df.objective_events(call)) for _epoch, call in backpropagated(df))
 
 
 RULE = Rule((WT504,), check)
