@@ -159,23 +159,39 @@ def recordings(model: Model) -> list[Recording]:
     ordinal = {int(model.tape[ev]): index for index, ev in enumerate(creates)}
     positional = np.isin(model.kind, _POSITION_KINDS) & model.recorded & (model.parent < 0) & ~model.adjoint
     result = []
+    # per tape: its events (in seq order) and their seqs, its reset seqs; a backward's
+    # operations are a slice of them (searched, so a tape reset every iteration stays linear)
+    by_tape: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for number, ev in enumerate(begins.tolist(), start=1):
         tape_id = int(model.tape[ev])
         tape = model.tapes.get(tape_id)
         seq = int(model.seq[ev])
         if tape is None:
             continue
-        resets = [r for r in tape.resets if r < seq]
-        start = resets[-1] if resets else -1
-        events = [e for e in tape.events if positional[e] and start < model.seq[e] < seq]
-        executed = bool(model.executed[ev]) and all(bool(model.executed[e]) for e in events)
+        cached = by_tape.get(tape_id)
+        if cached is None:
+            tape_events = np.asarray(tape.events, dtype=np.int64)
+            cached = by_tape[tape_id] = (
+                tape_events,
+                model.seq[tape_events],
+                np.asarray(tape.resets, dtype=np.int64),
+            )
+        tape_events, tape_seqs, resets = cached
+        epoch = int(np.searchsorted(resets, seq, side="left"))  # resets before the backward
+        start = int(resets[epoch - 1]) if epoch else -1
+        lo = int(np.searchsorted(tape_seqs, start, side="right"))
+        hi = int(np.searchsorted(tape_seqs, seq, side="left"))
+        window = tape_events[lo:hi]
+        window = window[positional[window]]
+        events = window.tolist()
+        executed = bool(model.executed[ev]) and bool(np.all(model.executed[window]))
         result.append(
             Recording(
                 backward=number,
                 backward_seq=seq,
                 tape_id=tape_id,
                 tape_ordinal=ordinal.get(tape_id, -1),
-                epoch=len(resets),
+                epoch=epoch,
                 events=events,
                 loss_array=int(model.array_id[ev]),
                 executed=executed,
