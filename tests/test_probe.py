@@ -230,3 +230,17 @@ def test_bisect_refines_inside_the_bracket_when_one_round_cannot_measure_every_c
     assert (result.first_disagreeing["last_agreeing_cut"], result.first_disagreeing["cut"]) == (1, 2)
     assert [run.name for run in result.runs].count("round2-unperturbed") == 1
     assert len(result.runs) == 7 + 1 + 2 * 2
+
+
+def test_gradcheck_and_bisect_run_a_module(tmp_path, monkeypatch, capsys):
+    # `-m MODULE ARGS`, like the run command: the probe processes run it with runpy
+    (tmp_path / "projectile_mod.py").write_text((EXAMPLES / "projectile_fixed.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    status = main(["gradcheck", "-q", "--format", "json", "--eps", EPS, "-m", "projectile_mod"])
+    result = json.loads(capsys.readouterr().out)
+    assert status == 0 and result["verdict"] == "agree"
+    assert [p["label"] for p in result["parameters"]] == ["v0"]
+    assert main(["gradcheck", "-q", "-m", "no_such_module_here"]) == 2
+    assert "No module named no_such_module_here" in capsys.readouterr().err
+    assert main(["bisect", "-m", "projectile_mod"]) == 2  # a plan reads a trace
+    assert "-m MODULE: only with --run" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""``bisect TRACE``: the bisection plan, offline; ``bisect --run SCRIPT.py ARGS``: execute it.
+"""``bisect TRACE``: the bisection plan, offline; ``bisect --run SCRIPT.py ARGS`` (or
+``--run -m MODULE ARGS``): execute it.
 
 The plan comes from :mod:`warptrace.analysis.bisect` (no Warp); ``--run`` measures every
 cut with the probe of ``gradcheck`` and names the first one where finite differences and
@@ -11,7 +12,14 @@ import argparse
 from collections.abc import Sequence
 
 from warptrace.commands.base import Command, CommandParser, load_trace, write_stdout
-from warptrace.commands.gradcheck import PROBE_EXIT_STATUS, add_probe_options, run_probe
+from warptrace.commands.gradcheck import (
+    PROBE_EXIT_STATUS,
+    add_module_option,
+    add_probe_options,
+    parse_program_args,
+    run_probe,
+)
+from warptrace.commands.run import split_program
 from warptrace.errors import UsageError
 
 _PROBE_ONLY = ("param", "eps", "at", "rtol", "seed")
@@ -24,9 +32,15 @@ class BisectCommand(Command):
 
     def prepare_parser(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "target", metavar="TRACE | SCRIPT.py", help="a .wtrace directory, or with --run a script"
+            "target",
+            metavar="TRACE | SCRIPT.py",
+            nargs="?",
+            help="a .wtrace directory, or with --run a script",
         )
-        parser.add_argument("--run", action="store_true", help="run the plan on SCRIPT.py (probe processes)")
+        parser.add_argument(
+            "--run", action="store_true", help="run the plan on SCRIPT.py or -m MODULE (probe processes)"
+        )
+        add_module_option(parser)
         parser.add_argument(
             "--tape",
             type=int,
@@ -44,11 +58,22 @@ class BisectCommand(Command):
 
     def parse_args(self, parser: CommandParser, argv: Sequence[str]) -> argparse.Namespace:
         argv = list(argv)
+        if "--run" in split_program(parser, argv)[0]:
+            args = parse_program_args(parser, argv, "target")
+            if args.tape is not None or args.all:
+                raise UsageError(
+                    "bisect --run cuts the tape of the measured backward; --tape and --all are for plans"
+                )
+            return args
         at = _first_positional(parser, argv)
         if at < len(argv) and "--run" not in argv[:at]:
             # a plan: options may follow TRACE (only a script's own arguments come after it)
             argv = [*argv[:at], *argv[at + 1 :], argv[at]]
         args = parser.parse_args(argv)
+        if args.module is not None and not args.run:
+            raise UsageError("bisect: -m MODULE: only with --run (a plan reads a TRACE)")
+        if args.target is None:
+            parser.error("the following arguments are required: TRACE | SCRIPT.py")
         if not args.run:
             if args.args:
                 parser.error(f"unrecognized arguments: {' '.join(args.args)}")

@@ -1,4 +1,4 @@
-"""``gradcheck SCRIPT.py ARGS``: the program's own gradient against finite differences of its objective.
+"""``gradcheck SCRIPT.py ARGS`` / ``gradcheck -m MODULE ARGS``: the program's own gradient against finite differences of its objective.
 
 The measurement runs the unmodified script in separate probe processes
 (:mod:`warptrace.probe`); the user's own run is never touched. The options shared with
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 
 from warptrace.commands.base import Command, CommandParser, flush_stdout, write_stderr, write_stdout
+from warptrace.commands.run import MODULE_OPTION, program_of, split_program
 from warptrace.errors import UsageError
 
 PROBE_EXIT_STATUS = "0 agree, 1 disagree, 4 undecided (the reason is printed), 2 usage error"
@@ -53,6 +55,26 @@ def add_probe_options(parser: CommandParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
 
 
+def add_module_option(parser: CommandParser) -> None:
+    parser.add_argument(
+        MODULE_OPTION,
+        dest="module",
+        metavar="MODULE",
+        help="the program is a module, like `python -m MODULE` (the rest of the line is its arguments)",
+    )
+
+
+def parse_program_args(parser: CommandParser, argv: Sequence[str], dest: str) -> argparse.Namespace:
+    """Our options, then the program (``SCRIPT.py`` or ``-m MODULE``) and its arguments:
+    ``args.<dest>``, ``args.args`` and ``args.as_module``."""
+    own, program = split_program(parser, argv)
+    args = parser.parse_args(own)
+    target, rest, as_module = program_of(parser, program)
+    setattr(args, dest, target)
+    args.args, args.as_module = rest, as_module
+    return args
+
+
 def run_probe(
     args: argparse.Namespace, script: str, script_args: list[str], *, cuts: bool, command: str
 ) -> int:
@@ -62,12 +84,15 @@ def run_probe(
     from warptrace.report import probe as probe_report
     from warptrace.runner import ScriptRunner
 
-    ScriptRunner(script, script_args).prepare()  # a missing script is a usage error, before any run
+    as_module = bool(getattr(args, "as_module", False))
+    # a missing script or module is a usage error, before any run
+    ScriptRunner(script, script_args, as_module=as_module).prepare()
     if args.at is not None and args.at < 1:
         raise UsageError("--at counts from 1")
     options = Options(
         script=script,
         args=list(script_args),
+        as_module=as_module,
         at=args.at,
         params=args.param,
         eps=args.eps or DEFAULT_EPS,
@@ -86,7 +111,7 @@ def run_probe(
     if args.format == "json":
         text = probe_report.render_json(result, command)
     else:
-        text = probe_report.render_text(result, f"{command} {script}")
+        text = probe_report.render_text(result, f"{command} {'-m ' if as_module else ''}{script}")
     flush_stdout()
     write_stdout(text)
     return probe_report.EXIT_STATUS[result.verdict]
@@ -98,14 +123,18 @@ class GradcheckCommand(Command):
     exit_status = (PROBE_EXIT_STATUS,)
 
     def prepare_parser(self, parser: CommandParser) -> None:
+        add_module_option(parser)
         parser.add_argument(
-            "script", metavar="SCRIPT.py", help="the program, run unmodified in probe processes"
+            "script", metavar="SCRIPT.py", nargs="?", help="the program, run unmodified in probe processes"
         )
         add_probe_options(parser)
         parser.add_argument(
             "--format", choices=("text", "json"), default="text", help="output format (default: %(default)s)"
         )
         parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's arguments")
+
+    def parse_args(self, parser: CommandParser, argv: Sequence[str]) -> argparse.Namespace:
+        return parse_program_args(parser, argv, "script")
 
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
         return run_probe(args, args.script, args.args, cuts=False, command="gradcheck")

@@ -2,7 +2,7 @@
 
 Records one run of the program, exactly as ``python`` would run it, then prints a
 summary and the findings to stderr. Everything after the program belongs to the
-program (``warptrace prog.py --help`` is prog's help): :meth:`RunCommand.split_program`
+program (``warptrace prog.py --help`` is prog's help): :func:`split_program`
 cuts the command line at the program before argparse sees it. That is argparse's
 ``nargs=REMAINDER`` done by hand because REMAINDER drops a ``--`` that follows the
 script (Python passes it on) and lets ``-mMODULE`` be followed by our own options.
@@ -42,6 +42,45 @@ class RunOptions:
     analyze: bool = True
     numerics: bool = False
     html: str | None = None
+
+
+def split_program(parser: CommandParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``argv`` as (our options, the program and its arguments); the program is the
+    first word that is not an option or an option's value, ``-m``/``-mMODULE`` included."""
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            return list(argv[:index]), list(argv[index + 1 :])
+        if word == "-" or not word.startswith("-") or word.startswith(MODULE_OPTION):
+            return list(argv[:index]), list(argv[index:])
+        name = word.partition("=")[0]
+        if name in parser.value_options and "=" not in word:
+            index += 2
+        elif name in parser.option_names:
+            index += 1
+        elif not word.startswith("--") and word[:2] in parser.value_options:
+            index += 1  # -oPATH
+        else:
+            return list(argv[: index + 1]), list(argv[index + 1 :])  # argparse names it
+    return list(argv), []
+
+
+def program_of(parser: CommandParser, program: Sequence[str]) -> tuple[str, list[str], bool]:
+    """The second half of :func:`split_program` as (script or module, its arguments, is a module)."""
+    if not program:
+        raise UsageError(f"nothing to run: give a SCRIPT.py or -m MODULE (see '{parser.prog} --help')")
+    first = program[0]
+    if first.startswith(MODULE_OPTION):
+        module, rest = first[len(MODULE_OPTION) :], list(program[1:])
+        if not module:
+            if not rest:
+                raise UsageError(f"-m needs a MODULE (see '{parser.prog} --help')")
+            module, rest = rest[0], rest[1:]
+        return module, rest, True
+    if first in parser.siblings:
+        raise UsageError(f"'{first}' is a command: put it first ({PROG} {first} ...)")
+    return first, list(program[1:]), False
 
 
 class RunCommand(Command):
@@ -90,30 +129,8 @@ class RunCommand(Command):
         )
         parser.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="the program's arguments")
 
-    @staticmethod
-    def split_program(parser: CommandParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
-        """``argv`` as (our options, the program and its arguments); the program is the
-        first word that is not an option or an option's value, ``-m``/``-mMODULE`` included."""
-        index = 0
-        while index < len(argv):
-            word = argv[index]
-            if word == "--":
-                return list(argv[:index]), list(argv[index + 1 :])
-            if word == "-" or not word.startswith("-") or word.startswith(MODULE_OPTION):
-                return list(argv[:index]), list(argv[index:])
-            name = word.partition("=")[0]
-            if name in parser.value_options and "=" not in word:
-                index += 2
-            elif name in parser.option_names:
-                index += 1
-            elif not word.startswith("--") and word[:2] in parser.value_options:
-                index += 1  # -oPATH
-            else:
-                return list(argv[: index + 1]), list(argv[index + 1 :])  # argparse names it
-        return list(argv), []
-
     def parse_args(self, parser: CommandParser, argv: Sequence[str]) -> argparse.Namespace:
-        own, program = self.split_program(parser, argv)
+        own, program = split_program(parser, argv)
         for word in own:
             name = word.partition("=")[0]
             known = name in parser.option_names or word[:2] in parser.value_options
@@ -132,25 +149,10 @@ class RunCommand(Command):
             raise UsageError(f"-o/--output needs a non-empty PATH (see '{PROG} --help')")
         if args.html == "":
             raise UsageError(f"--html needs a non-empty PATH (see '{PROG} --help')")
-        if not program:
-            raise UsageError(f"nothing to run: give a SCRIPT.py or -m MODULE (see '{PROG} --help')")
-        first = program[0]
-        if first.startswith(MODULE_OPTION):
-            module, rest = first[len(MODULE_OPTION) :], program[1:]
-            if not module:
-                if not rest:
-                    raise UsageError(f"-m needs a MODULE (see '{PROG} --help')")
-                module, rest = rest[0], rest[1:]
-            return argparse.Namespace(
-                options=RunOptions(
-                    module, rest, True, args.output, args.quiet, args.analyze, args.numerics, args.html
-                )
-            )
-        if first in parser.siblings:
-            raise UsageError(f"'{first}' is a command: put it first ({PROG} {first} ...)")
+        target, rest, as_module = program_of(parser, program)
         return argparse.Namespace(
             options=RunOptions(
-                first, program[1:], False, args.output, args.quiet, args.analyze, args.numerics, args.html
+                target, rest, as_module, args.output, args.quiet, args.analyze, args.numerics, args.html
             )
         )
 
