@@ -123,7 +123,7 @@ class _RowCodes:
     def __init__(self, model: Model, df: Dataflow) -> None:
         self._df = df
         self._model = model
-        self.written: dict[int, list[tuple[int, int]]] = {}  # event -> writes_of(event), cached
+        self.written: dict[int, dict[int, int]] = {}  # event -> outputs_of(event), cached
         self._writes: tuple[list, list, list, list] | None = None
         ids = model.acc_array
         unique, inverse = unique_inverse(ids)
@@ -142,8 +142,8 @@ class _RowCodes:
         else:  # python ints: no overflow
             self.path = arg.astype(object) * n_fields + field.astype(object)
 
-    def writes_of(self, ev: int) -> list[tuple[int, int]]:
-        """(path code, memory code) of each write row of event ``ev``, in row order."""
+    def outputs_of(self, ev: int) -> dict[int, int]:
+        """Path code -> memory code of the write rows of event ``ev`` (the last row of a path wins)."""
         if self._writes is None:
             rows = np.nonzero(self._df.is_write)[0]
             self._writes = (
@@ -154,7 +154,7 @@ class _RowCodes:
             )
         first, stop, paths, keys = self._writes
         start, end = first[ev], stop[ev]
-        return list(zip(paths[start:end], keys[start:end]))
+        return dict(zip(paths[start:end], keys[start:end]))
 
     def read_codes(self, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
         return self.path[rows] * self.n_keys + keys
@@ -191,7 +191,7 @@ def _boundary(
         return []
     slots, first = np.unique(inverse[exposed_rows], return_index=True)
     exposed = dict(zip(unique[slots].tolist(), model.acc_array[rows[exposed_rows[first]]].tolist()))
-    originals, launch_reads = _original_launches(model, df)
+    originals, entry_of = _original_launches(model, df)
     start_a = int(model.seq[epoch_a.events[0]])
     mapping: dict[int, int] = {}
     changed: set[int] = set()  # keys k with mapping.get(k, k) != k
@@ -199,7 +199,7 @@ def _boundary(
     provenance = df.provenance
     n_keys = codes.n_keys
     written = codes.written
-    kernels = model.kernel
+    no_originals: tuple[list[int], list[int]] = ([], [])
     # A's read and write rows, grouped by event, as python lists (in row order)
     evs_a = np.asarray(epoch_a.events, dtype=np.int64)
     rows_a, index_a = df.rows_of_events(evs_a)
@@ -213,38 +213,41 @@ def _boundary(
     write_keys = codes.key[write_rows].tolist()
     write_paths = codes.path[write_rows].tolist()
     write_arrays = model.acc_array[write_rows].tolist()
+    kernels_a = model.kernel[evs_a].tolist()
     for i, ev in enumerate(epoch_a.events):
+        w0, w1 = write_cut[i], write_cut[i + 1]
+        if w0 == w1:
+            continue  # nothing to map or hand over
         leaves = provenance.get(ev)
         if leaves is None:
             continue
         r0, r1 = read_cut[i], read_cut[i + 1]
-        signature = launch_reads.get(ev)
-        if signature is None or not changed.isdisjoint(read_keys[r0:r1]):
+        entry = entry_of.get(ev)  # an original forward launch read what it read before any remapping
+        if entry is None or (changed and not changed.isdisjoint(read_keys[r0:r1])):
             codes_read = [
                 path * n_keys + mapping.get(key, key)
                 for path, key in zip(read_paths[r0:r1], read_keys[r0:r1])
             ]
             codes_read.sort()
-            signature = tuple(codes_read)
-        seqs, evs = originals.get((int(kernels[ev]), signature), ((), ()))
+            entry = originals.get((kernels_a[i], tuple(codes_read)), no_originals)
+        seqs, evs = entry
         j = bisect.bisect_left(seqs, start_a)
         outputs = None
         if j > 0:
             original = evs[j - 1]
             outputs = written.get(original)
             if outputs is None:
-                outputs = written[original] = codes.writes_of(original)
-        for w in range(write_cut[i], write_cut[i + 1]):
+                outputs = written[original] = codes.outputs_of(original)
+        for w in range(w0, w1):
             key = write_keys[w]
             if outputs:
-                path = write_paths[w]
-                for opath, okey in outputs:
-                    if opath == path:
-                        mapping[key] = okey
-                        if okey != key:
-                            changed.add(key)
-                        else:
-                            changed.discard(key)
+                okey = outputs.get(write_paths[w])
+                if okey is not None:
+                    mapping[key] = okey
+                    if okey != key:
+                        changed.add(key)
+                    else:
+                        changed.discard(key)
             if leaves:
                 out_a[mapping.get(key, key)] = write_arrays[w]
     return [(a_array, exposed[key]) for key, a_array in out_a.items() if key in exposed]
@@ -321,15 +324,15 @@ def _launch_position(model: Model, start: int, original: int) -> int:
 
 def _original_launches(
     model: Model, df: Dataflow
-) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[int, ...]]]:
+) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[list[int], list[int]]]]:
     """(kernel, sorted read arguments as memory codes) -> (seqs, events) of the forward launches
-    with them; and the sorted read codes of each such launch."""
+    with them; and for each such launch, the entry of its own kernel and reads."""
     return shared(model, "wt303_originals", lambda m: _index_originals(m, df))
 
 
 def _index_originals(
     model: Model, df: Dataflow
-) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[int, ...]]]:
+) -> tuple[dict[tuple, tuple[list[int], list[int]]], dict[int, tuple[list[int], list[int]]]]:
     codes = _row_codes(model, df)
     index: dict[tuple, tuple[list[int], list[int]]] = {}
     launches = np.nonzero((model.kind == K[S.LAUNCH]) & ~model.adjoint & (model.phase == S.FORWARD))[0]
@@ -348,15 +351,16 @@ def _index_originals(
     cuts = np.searchsorted(position, np.arange(len(launches) + 1), side="left").tolist()
     kernels = model.kernel[launches].tolist()
     seqs = model.seq[launches].tolist()
-    reads_of: dict[int, tuple[int, ...]] = {}
+    entry_of: dict[int, tuple[list[int], list[int]]] = {}
     for i, ev in enumerate(launches.tolist()):
-        signature = reads_of[ev] = tuple(values[cuts[i] : cuts[i + 1]])
-        entry = index.get((int(kernels[i]), signature))
+        signature = tuple(values[cuts[i] : cuts[i + 1]])
+        entry = index.get((kernels[i], signature))
         if entry is None:
-            entry = index[(int(kernels[i]), signature)] = ([], [])
-        entry[0].append(int(seqs[i]))
+            entry = index[(kernels[i], signature)] = ([], [])
+        entry[0].append(seqs[i])
         entry[1].append(ev)
-    return index, reads_of
+        entry_of[ev] = entry
+    return index, entry_of
 
 
 def _seeded_memory(model: Model, df: Dataflow, call: BackwardCall) -> dict[tuple[int, int, int], int]:
