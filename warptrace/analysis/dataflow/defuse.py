@@ -231,6 +231,13 @@ class DefUse(DataflowBase):
         overlap = (lows[start:stop] < hi) & (lo < highs[start:stop])
         return rows[start:stop][overlap]
 
+    def read_rows_of_alloc(
+        self, alloc_id: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """(read rows, their seqs, byte lo, byte hi) of allocation ``alloc_id`` in time order, the
+        index :meth:`reads_between` searches; None when it is never read."""
+        return self._read_rows_by_alloc.get(alloc_id)
+
     def iter_writes(self, array_id: int, after_seq: int, before_seq: int | None = None) -> Iterator[int]:
         """Write rows overlapping ``array_id`` after ``after_seq`` (and before ``before_seq``), in time
         order, lazily: callers that stop at the first match cost O(log n + matches)."""

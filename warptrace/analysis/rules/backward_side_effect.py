@@ -50,26 +50,30 @@ def check(model: Model) -> list[Finding]:
     adjoints = np.nonzero((model.kind == K[S.LAUNCH]) & model.adjoint)[0]
     findings = []
     pending: dict[int, dict[tuple, list[int]]] = {}
-    for ev in _replaying_adjoints(model, df, adjoints).tolist():
-        side = [
-            row
-            for row in access_rows(model, ev)
-            if df.is_write[row] and not df.grad_row_mask[row] and not df.is_uncertain[row]
-        ]
-        if not side:
-            continue
-        kernel = model.kernels.get(int(model.kernel[ev]))
+    candidates, side_rows, modes = _replaying_adjoints(model, df, adjoints)
+    calls = df.ev_backward[candidates].tolist()
+    kernels = model.kernel[candidates].tolist()
+    # the later-read test of every side row that needs it, at once
+    asks = [
+        (row, ev, calls[i])
+        for i, ev in enumerate(candidates.tolist())
+        if calls[i] >= 0 and model.kernels.get(kernels[i]) is not None
+        for row, mode in zip(side_rows[i], modes[i])
+        if mode == RESULT_DISCARDED
+    ]
+    read_later = _read_by_later_adjoint_many(model, df, asks)
+    for i, ev in enumerate(candidates.tolist()):
+        kernel = model.kernels.get(kernels[i])
         if kernel is None:
             continue
-        call_index = int(df.ev_backward[ev])
+        call_index = calls[i]
         if call_index < 0:
             continue
         call = df.backward_calls[call_index]
         side = [
             row
-            for row in side
-            if (mode := _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])) == RESULT_USED
-            or (mode == RESULT_DISCARDED and _read_by_later_adjoint(model, df, row, ev, call))
+            for row, mode in zip(side_rows[i], modes[i])
+            if mode == RESULT_USED or (mode == RESULT_DISCARDED and read_later[(row, ev)])
         ]
         if not side:
             continue
@@ -103,9 +107,13 @@ def check(model: Model) -> list[Finding]:
     return findings
 
 
-def _replaying_adjoints(model: Model, df: Dataflow, adjoints: np.ndarray) -> np.ndarray:
+def _replaying_adjoints(
+    model: Model, df: Dataflow, adjoints: np.ndarray
+) -> tuple[np.ndarray, list[list[int]], list[list[int]]]:
     """The adjoint launches among ``adjoints`` with a certain write to forward memory that the
-    adjoint replays (:func:`_replayed_write`; a known kernel), in order: the only ones WT308 checks."""
+    adjoint replays (:func:`_replayed_write`; a known kernel), in order: the only ones WT308 checks.
+    With them, for each, its certain writes to forward memory (access rows in row order) and
+    the :func:`_replayed_write` mode of each."""
     rows, index = df.rows_of_events(adjoints)
     side = df.is_write[rows] & ~df.grad_row_mask[rows] & ~df.is_uncertain[rows]
     rows, index = rows[side], index[side]
@@ -113,11 +121,21 @@ def _replaying_adjoints(model: Model, df: Dataflow, adjoints: np.ndarray) -> np.
     _, kernel_codes = np.unique(kernels, return_inverse=True)
     codes = combine_codes([kernel_codes.reshape(-1), model.acc_arg_code[rows], model.acc_field_code[rows]])
     unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    replayed = np.zeros(len(unique), dtype=bool)
+    mode_of = np.zeros(len(unique), dtype=np.int64)
     for i, row in enumerate(rows[first].tolist()):
         kernel = model.kernels.get(int(kernels[first[i]]))
-        replayed[i] = kernel is not None and _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])
-    return adjoints[np.unique(index[replayed[inverse.reshape(-1)]])]
+        if kernel is not None:
+            mode_of[i] = _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])
+    modes = mode_of[inverse.reshape(-1)]
+    chosen = np.unique(index[modes != 0])
+    # the side rows of each chosen adjoint: rows are grouped by adjoint, in row order
+    keep = np.isin(index, chosen)
+    rows, index, modes = rows[keep], index[keep], modes[keep]
+    cuts = [*np.searchsorted(index, chosen, side="left").tolist(), len(rows)]
+    row_list, mode_list = rows.tolist(), modes.tolist()
+    side_rows = [row_list[cuts[i] : cuts[i + 1]] for i in range(len(chosen))]
+    side_modes = [mode_list[cuts[i] : cuts[i + 1]] for i in range(len(chosen))]
+    return adjoints[chosen], side_rows, side_modes
 
 
 def _match_forward(
@@ -154,14 +172,37 @@ def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> int:
     return kernel.source_model.passes_to_function(target, tuple(kernel.custom_replay))
 
 
-def _read_by_later_adjoint(model: Model, df: Dataflow, row: int, ev: int, call: BackwardCall) -> bool:
-    """Whether a later adjoint launch of the same backward reads the forward memory the replayed
-    accumulation at access ``row`` (of adjoint ``ev``) changed: only then does it alter a gradient."""
-    array_id = int(model.acc_array[row])
-    for read_row in df.reads_between(array_id, int(model.seq[ev]), call.end_seq).tolist():
-        if model.adjoint[int(df.acc_ev[read_row])]:
-            return True
-    return False
+def _read_by_later_adjoint_many(
+    model: Model, df: Dataflow, asks: list[tuple[int, int, int]]
+) -> dict[tuple[int, int], bool]:
+    """For each (access ``row`` of adjoint ``ev``, index of its backward call): whether a later
+    adjoint launch of the same backward reads the forward memory the replayed accumulation at
+    that row changed (only then does it alter a gradient); keyed by (row, ev).
+
+    Queries of one array share its read rows (:meth:`DefUse.reads_between`'s window, in seq
+    order): a running count of the rows that overlap the array and belong to an adjoint
+    launch answers each query by two searches."""
+    out: dict[tuple[int, int], bool] = {}
+    by_array: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for row, ev, call_index in asks:
+        by_array[int(model.acc_array[row])].append((row, ev, call_index))
+    for array_id, queries in by_array.items():
+        info = model.arrays.get(array_id)
+        entry = None if info is None or info.alloc_id < 0 else df.read_rows_of_alloc(info.alloc_id)
+        if info is None or entry is None:
+            out.update(((row, ev), False) for row, ev, _ in queries)
+            continue
+        rows, seqs, lows, highs = entry
+        lo, hi = info.hull
+        hits = (lows < hi) & (lo < highs) & model.adjoint[df.acc_ev[rows]]
+        running = np.concatenate(([0], np.cumsum(hits)))
+        after = model.seq[np.array([ev for _, ev, _ in queries], dtype=np.int64)]
+        before = np.array([df.backward_calls[c].end_seq for _, _, c in queries], dtype=np.int64)
+        start = np.searchsorted(seqs, after, side="right")
+        stop = np.maximum(np.searchsorted(seqs, before, side="left"), start)
+        found = (running[stop] - running[start] > 0).tolist()
+        out.update(((row, ev), hit) for (row, ev, _), hit in zip(queries, found))
+    return out
 
 
 RULE = Rule((WT308,), check)
