@@ -138,16 +138,23 @@ def _objective_read(
         is_read = value_read | (untaped & ((model.acc_role[rows] & S.ROLE_READ) != 0))
         is_write = ((model.acc_role[rows] & S.ROLE_WRITE) != 0) & ~value_read & ~model.adjoint[evs]
         taped = is_write & model.recorded[evs]
+        # rows are in seq order, so each of these is sorted by seq; an epoch's first taped write
+        # tells whether it has one before any given seq
+        taped_epochs = df.ev_epoch[evs[taped]]
+        epochs, first = np.unique(taped_epochs, return_index=True)
         found = cache[info.alloc_id] = (
-            evs[is_read], model.seq[evs[is_read]], model.seq[evs[is_write]], evs[taped], model.seq[evs[taped]]
+            evs[is_read], model.seq[evs[is_read]], model.seq[evs[is_write]], model.seq[evs[taped]],
+            dict(zip(epochs.tolist(), first.tolist())),
         )  # fmt: skip
-    read_evs, read_seqs, write_seqs, taped_evs, taped_seqs = found
-    replayed = taped_evs[taped_seqs < call.begin_seq]
-    if not np.any(df.ev_epoch[replayed] == call.epoch):
+    read_evs, read_seqs, write_seqs, taped_seqs, first_taped = found
+    first = first_taped.get(call.epoch)
+    if first is None or taped_seqs[first] >= call.begin_seq:
         return -1  # not an output of what this backward replays
-    before = write_seqs[write_seqs < call.begin_seq]
-    last_write = int(before.max()) if len(before) else -1
-    for ev in read_evs[(read_seqs > last_write) & (read_seqs < call.begin_seq)].tolist():
+    before = int(np.searchsorted(write_seqs, call.begin_seq, side="left"))
+    last_write = int(write_seqs[before - 1]) if before else -1
+    lo = int(np.searchsorted(read_seqs, last_write, side="right"))
+    hi = int(np.searchsorted(read_seqs, call.begin_seq, side="left"))
+    for ev in read_evs[lo : max(lo, hi)].tolist():
         if model.kind[ev] == K[S.VALUE_READ]:
             if _MEAN.search(model.event_location(ev).text):
                 return int(ev)
