@@ -8,6 +8,7 @@ from typing import Any
 from warptrace.analysis.findings import Finding, Severity, merge_findings
 from warptrace.analysis.health import health_timeline
 from warptrace.analysis.model import Model
+from warptrace.analysis.pages import small_pages
 from warptrace.analysis.replay import expand_captures
 from warptrace.analysis.rules import ALL_RULES, RULE_INFO
 from warptrace.progress import Progress
@@ -49,11 +50,17 @@ def analyze_trace(trace: Trace, progress: Progress | None = None) -> Report:
 
 def build_model(trace: Trace) -> Model:
     """The model the rules read: the trace with graph captures replayed where they ran."""
-    return Model(expand_captures(trace))
+    with small_pages():
+        return Model(expand_captures(trace))
 
 
 def analyze_model(model: Model, progress: Progress | None = None) -> Report:
     """Run every rule over an already built model (``diff`` keeps the model for its own views)."""
+    with small_pages():
+        return _run_rules(model, progress)
+
+
+def _run_rules(model: Model, progress: Progress | None) -> Report:
     trace = model.trace
     findings: list[Finding] = []
     for rule in ALL_RULES:

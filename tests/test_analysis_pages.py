@@ -1,0 +1,34 @@
+"""analysis.pages.small_pages: NumPy's huge-page advice is off inside, restored after."""
+
+from __future__ import annotations
+
+import pytest
+
+from warptrace.analysis import pages
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_small_pages_turns_advice_off_and_restores_it(enabled: bool) -> None:
+    setter = pages._advice_setter()
+    if setter is None:
+        pytest.skip("this NumPy has no huge-page advice switch")
+    outside = setter(enabled)
+    try:
+        with pages.small_pages():
+            assert setter(False) is False  # off inside the block
+        assert setter(enabled) is enabled  # the setting from before the block is back
+    finally:
+        setter(outside)
+
+
+def test_small_pages_restores_after_an_exception() -> None:
+    setter = pages._advice_setter()
+    if setter is None:
+        pytest.skip("this NumPy has no huge-page advice switch")
+    outside = setter(True)
+    try:
+        with pytest.raises(RuntimeError), pages.small_pages():
+            raise RuntimeError("rule failed")
+        assert setter(True) is True
+    finally:
+        setter(outside)

@@ -1,0 +1,46 @@
+"""Memory pages for the analysis' big temporaries.
+
+NumPy asks the kernel to back every array of 4 MiB or more with transparent huge pages
+(``madvise(MADV_HUGEPAGE)``). Where THP runs in ``madvise`` mode with direct compaction
+(``/sys/kernel/mm/transparent_hugepage/{enabled,defrag}`` both ``madvise``, the default of
+many distributions), such an allocation can stall in the kernel while it compacts memory
+into 2 MiB pages. The analysis allocates and frees gigabytes of short-lived per-row arrays
+(the drone trace: 6.7M access rows), and on the development machine that advice cost 4-5
+CPU s of system time, against under 2 s with ordinary pages (`CHANGELOG.md`).
+:func:`small_pages` turns the advice off while an analysis runs and then restores it: the
+setting is NumPy's, process-wide, and the rest of the program keeps its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+
+
+def _advice_setter() -> Callable[[bool], bool] | None:
+    """NumPy's ``_set_madvise_hugepage(enabled) -> previous`` (``numpy._core`` from NumPy 2,
+    ``numpy.core`` before), or None where this NumPy has none."""
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        setter = getattr(module, "_set_madvise_hugepage", None)
+        if setter is not None:
+            return setter  # type: ignore[no-any-return,unused-ignore]
+    return None
+
+
+@contextlib.contextmanager
+def small_pages() -> Iterator[None]:
+    """Within the block, new NumPy arrays get ordinary pages (no huge-page advice)."""
+    setter = _advice_setter()
+    if setter is None:
+        yield
+        return
+    previous = setter(False)
+    try:
+        yield
+    finally:
+        setter(previous)
