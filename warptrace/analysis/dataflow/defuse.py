@@ -176,6 +176,12 @@ class DefUse(DataflowBase):
         """Write rows that produced what access row ``row`` read (empty for writes or fresh memory)."""
         return self.edge_writer[self._edge_start[row] : self._edge_start[row + 1]]
 
+    def writer_rows_many(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`writer_rows` of each access row of ``rows`` in turn, and for each write row the
+        position in ``rows`` of the read it produced."""
+        edges, owner = expand_ranges(self._edge_start[rows], self._edge_start[rows + 1])
+        return self.edge_writer[edges], owner
+
     def rows_of_events(self, evs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The access rows of each event of ``evs`` in turn (``accesses_of``), and for each row the
         position in ``evs`` of its event."""

@@ -63,15 +63,28 @@ def check(model: Model) -> list[Finding]:
     candidate, grad_from = _may_lack_grad(model, df)
     keep = candidate[rows] & (whens[index] < grad_from[rows])
     rows, index = rows[keep], index[keep]
+    # the producers each row may blame: certain writers in the consuming call's epoch (or an
+    # unrecorded copy inside its tape's scope); rows without one cannot be reported
+    call_of = np.repeat(np.arange(len(work)), [len(evs) for _, _, evs in work])[index]
+    writer_rows, edge_of = df.writer_rows_many(rows)
+    producers = df.acc_ev[writer_rows]
+    epochs = [epoch for epoch, _, _ in work]
+    blamed = ~df.is_uncertain[writer_rows] & _in_scope(model, df, producers, epochs, call_of[edge_of])
+    edge_of, producers = edge_of[blamed], producers[blamed]
+    blamed_rows = np.unique(edge_of)
+    rows, index = rows[blamed_rows], index[blamed_rows]
+    producer_cut = [*np.searchsorted(edge_of, blamed_rows, side="left").tolist(), len(edge_of)]
+    producer_list = producers.tolist()
     consumed = consumers[index].tolist()
     rows = rows.tolist()
     cuts = np.searchsorted(index, np.cumsum([len(evs) for _, _, evs in work]), side="left").tolist()
     start = 0
-    for (epoch, call, _), stop in zip(work, cuts):
+    for (_, call, _), stop in zip(work, cuts):
         when = call.begin_seq
         reported: set[int] = set()
         # producer write rows of arrays without grad, consumed by an objective event
-        for consumer, row in zip(consumed[start:stop], rows[start:stop]):
+        for k in range(start, stop):
+            consumer, row = consumed[k], rows[k]
             array_id = int(model.acc_array[row])
             info = model.arrays.get(array_id)
             if (
@@ -81,12 +94,7 @@ def check(model: Model) -> list[Finding]:
                 or not differentiable_dtype(info.dtype)
             ):
                 continue
-            for writer_row in df.writer_rows(row).tolist():
-                if df.is_uncertain[writer_row]:
-                    continue  # an unanalysable kernel may not write it at all
-                producer = int(df.acc_ev[writer_row])
-                if df.ev_epoch[producer] != epoch.uid and not _tape_copy(model, producer, epoch):
-                    continue
+            for producer in producer_list[producer_cut[k] : producer_cut[k + 1]]:
                 sources = differentiable_reads(model, df, producer, when)
                 if not sources:
                     continue
@@ -121,15 +129,28 @@ def _may_lack_grad(model: Model, df: Dataflow) -> tuple[np.ndarray, np.ndarray]:
     return mask & df.is_read & ~df.grad_row_mask, grad_from
 
 
-def _tape_copy(model: Model, ev: int, epoch: Epoch) -> bool:
-    """A copy inside the tape's scope that was not recorded (its destination has no grad)."""
-    return (
-        model.kind[ev] == K[S.COPY]
-        and int(model.tape[ev]) == epoch.tape
-        and model.phase[ev] == S.FORWARD
-        and model.parent[ev] < 0
-        and int(model.seq[epoch.events[0]]) <= int(model.seq[ev]) <= int(model.seq[epoch.events[-1]])
+def _in_scope(
+    model: Model, df: Dataflow, evs: np.ndarray, epochs: list[Epoch], epoch_of: np.ndarray
+) -> np.ndarray:
+    """Per event of ``evs``: whether it belongs to epoch ``epochs[epoch_of[i]]``, or is a copy
+    inside that tape's scope that was not recorded (its destination has no grad)."""
+    uid = np.array([epoch.uid for epoch in epochs], dtype=np.int64)[epoch_of]
+    tape = np.array([epoch.tape for epoch in epochs], dtype=np.int64)[epoch_of]
+    never = np.iinfo(np.int64).max
+    first = np.array([model.seq[e.events[0]] if e.events else never for e in epochs], dtype=np.int64)[
+        epoch_of
+    ]
+    last = np.array([model.seq[e.events[-1]] if e.events else -1 for e in epochs], dtype=np.int64)[epoch_of]
+    seq = model.seq[evs]
+    tape_copy = (
+        (model.kind[evs] == K[S.COPY])
+        & (model.tape[evs] == tape)
+        & (model.phase[evs] == S.FORWARD)
+        & (model.parent[evs] < 0)
+        & (first <= seq)
+        & (seq <= last)
     )
+    return (df.ev_epoch[evs] == uid) | tape_copy
 
 
 def _severed(
