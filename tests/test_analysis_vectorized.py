@@ -185,3 +185,41 @@ def test_replay_seqs_match_backward_of_event(tmp_path):
         call = df.backward_of_event(ev) if model.recorded[ev] else None
         expected.append(call.begin_seq if call else int(model.seq[ev]))
     assert df._replay_seqs(evs).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "wt303_checkpoint",
+        "wt303_helper",
+        "wt303_host_checkpoint",
+        "ok_flow_capture_replay",
+        "wt303_checkpoint_fixed",
+    ],
+)
+def test_wt303_prune_never_hides_a_seeded_pair(name, zoo_traces):
+    """WT303 skips the boundary walk of a segment pair when _may_pair_seeded says no pair can be
+    seeded: on every segment pair of these programs, the full walk agrees."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import unchained_boundary as wt303
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    seen = 0
+    for call_a in df.backward_calls[1:]:
+        call_b = df.backward_calls[call_a.index - 1]
+        epoch_a, epoch_b = df.epochs[call_a.epoch], df.epochs[call_b.epoch]
+        if call_b.epoch == call_a.epoch or not epoch_a.events or not epoch_b.events:
+            continue
+        seeded = wt303._seeded_memory(model, df, call_a)
+        exposed = wt303._exposed(model, df, epoch_b, call_b)
+        pairs = wt303._boundary(model, df, epoch_a, exposed)
+        if any(wt303._seeded_grad(model, df, a, call_a, seeded) for a, _ in pairs):
+            assert wt303._may_pair_seeded(model, df, epoch_a, call_a, exposed, seeded)
+            seen += 1
+    if name in ("wt303_checkpoint", "wt303_helper"):
+        assert seen  # a boundary with a seeded pair (wt303_host_checkpoint's comes through the host)

@@ -21,7 +21,7 @@ import bisect
 
 import numpy as np
 
-from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, dataflow_of
+from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, combine_codes, dataflow_of
 from warptrace.analysis.dataflow.base import unique_inverse
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
@@ -61,10 +61,14 @@ def check(model: Model) -> list[Finding]:
         seeded_grads = _seeded_memory(model, df, call_a)
         if not seeded_grads:
             continue  # a hand-seeded backward is what makes a checkpoint boundary
-        boundary = _boundary(model, df, epoch_a, epoch_b, call_b)
-        through_host = [
-            pair for pair in _host_boundary(model, df, epoch_a, epoch_b, call_b) if pair not in boundary
-        ]
+        exposed = _exposed(model, df, epoch_b, call_b)
+        host_pairs = _host_boundary(model, df, epoch_a, epoch_b, call_b)
+        if not any(_seeded_grad(model, df, a, call_a, seeded_grads) for a, _ in host_pairs) and not (
+            _may_pair_seeded(model, df, epoch_a, call_a, exposed, seeded_grads)
+        ):
+            continue  # no pair can be "seeded", so no finding: the boundary walk is not needed
+        boundary = _boundary(model, df, epoch_a, exposed)
+        through_host = [pair for pair in host_pairs if pair not in boundary]
         boundary += through_host
         if not boundary:
             continue
@@ -164,21 +168,15 @@ def _row_codes(model: Model, df: Dataflow) -> _RowCodes:
     return shared(model, "wt303_row_codes", lambda m: _RowCodes(m, df))
 
 
-def _boundary(
-    model: Model, df: Dataflow, epoch_a: Epoch, epoch_b: Epoch, call_b: BackwardCall
-) -> list[tuple[int, int]]:
-    """State handed from segment A to segment B: (array A wrote, array B read) pairs of the same
-    memory, or of memory the original forward wrote where A's replay wrote fresh arrays.
-
-    Segment A's launches are matched, in order, to earlier launches of the same kernel whose
-    read arguments are the same memory once A's own outputs are mapped to the originals."""
+def _exposed(model: Model, df: Dataflow, epoch_b: Epoch, call_b: BackwardCall) -> dict[int, int]:
+    """Segment B's exposed inputs: memory code -> array, for memory B's objective reads before B
+    writes it (by an earlier event)."""
     codes = _row_codes(model, df)
-    # exposed inputs of B: read before B writes them (by an earlier event); and B's objective reads
     objective_b = df.objective_events(call_b)
     evs_b = np.asarray(epoch_b.events, dtype=np.int64)
     rows, index = df.rows_of_events(evs_b)
     if len(rows) == 0:
-        return []
+        return {}
     in_objective = np.fromiter((ev in objective_b for ev in epoch_b.events), dtype=bool, count=len(evs_b))
     keys_b = codes.key[rows]
     unique, inverse = np.unique(keys_b, return_inverse=True)
@@ -188,9 +186,87 @@ def _boundary(
     np.minimum.at(first_write, inverse[writes], index[writes])
     exposed_rows = np.nonzero(df.is_read[rows] & in_objective[index] & (first_write[inverse] >= index))[0]
     if len(exposed_rows) == 0:
-        return []
+        return {}
     slots, first = np.unique(inverse[exposed_rows], return_index=True)
-    exposed = dict(zip(unique[slots].tolist(), model.acc_array[rows[exposed_rows[first]]].tolist()))
+    return dict(zip(unique[slots].tolist(), model.acc_array[rows[exposed_rows[first]]].tolist()))
+
+
+def _may_pair_seeded(
+    model: Model,
+    df: Dataflow,
+    epoch_a: Epoch,
+    call_a: BackwardCall,
+    exposed: dict[int, int],
+    seeded: dict[tuple[int, int, int], int],
+) -> bool:
+    """Whether :func:`_boundary` could pair an array with a hand-seeded gradient (False proves
+    it cannot). A write of A pairs when the memory it maps to is exposed in B: its own, or
+    (:func:`_boundary` maps outputs to the original launch's) one that a forward launch of the
+    kernel of some write of A to the same memory wrote at that write's argument path."""
+    if not exposed:
+        return False
+    codes = _row_codes(model, df)
+    evs_a = np.asarray(epoch_a.events, dtype=np.int64)
+    rows, index = df.rows_of_events(evs_a)
+    writes = df.is_write[rows]
+    rows, index = rows[writes], index[writes]
+    keys = codes.key[rows]
+    hit = np.isin(keys, np.fromiter(exposed, dtype=np.int64, count=len(exposed)))
+    kernels = model.kernel[evs_a[index]]
+    paths = codes.path[rows]
+    outputs = _forward_outputs(model, df)
+    for kernel, path in set(zip(kernels.tolist(), paths.tolist())):
+        if not exposed.keys().isdisjoint(outputs.get((kernel, path), ())):
+            hit |= (kernels == kernel) & (paths == path)
+    if not hit.any():
+        return False
+    candidates = np.unique(model.acc_array[rows[np.isin(keys, keys[hit])]])
+    return any(_seeded_grad(model, df, a, call_a, seeded) for a in candidates.tolist())
+
+
+def _forward_outputs(model: Model, df: Dataflow) -> dict[tuple[int, int], set[int]]:
+    """(kernel, argument path code) -> memory codes the forward launches of the kernel wrote
+    there (the launches :func:`_index_originals` indexes)."""
+    return shared(model, "wt303_forward_outputs", lambda m: _index_forward_outputs(m, df))
+
+
+def _index_forward_outputs(model: Model, df: Dataflow) -> dict[tuple[int, int], set[int]]:
+    codes = _row_codes(model, df)
+    launches = np.nonzero((model.kind == K[S.LAUNCH]) & ~model.adjoint & (model.phase == S.FORWARD))[0]
+    rows, position = df.rows_of_events(launches)
+    writes = df.is_write[rows]
+    rows, position = rows[writes], position[writes]
+    kernels, paths, keys = model.kernel[launches[position]], codes.path[rows], codes.key[rows]
+    out: dict[tuple[int, int], set[int]] = {}
+    if paths.dtype == object:  # python ints (see _RowCodes): no combined code
+        for kernel, path, key in zip(kernels.tolist(), paths.tolist(), keys.tolist()):
+            out.setdefault((kernel, path), set()).add(key)
+        return out
+    _, first = np.unique(combine_codes([kernels, paths, keys]), return_index=True)
+    for kernel, path, key in zip(kernels[first].tolist(), paths[first].tolist(), keys[first].tolist()):
+        out.setdefault((kernel, path), set()).add(key)
+    return out
+
+
+def _seeded_grad(
+    model: Model, df: Dataflow, array_id: int, call: BackwardCall, seeded: dict[tuple[int, int, int], int]
+) -> bool:
+    """Whether ``array_id``'s gradient at ``call`` is memory given a hand seed (the "seeded" of
+    :func:`_chain_state`)."""
+    grad = df.grad_array(array_id, call.begin_seq)
+    return grad >= 0 and memory_key(model, grad) in seeded
+
+
+def _boundary(model: Model, df: Dataflow, epoch_a: Epoch, exposed: dict[int, int]) -> list[tuple[int, int]]:
+    """State handed from segment A to segment B: (array A wrote, array B read) pairs of the same
+    memory, or of memory the original forward wrote where A's replay wrote fresh arrays.
+    ``exposed``: B's exposed inputs (:func:`_exposed`).
+
+    Segment A's launches are matched, in order, to earlier launches of the same kernel whose
+    read arguments are the same memory once A's own outputs are mapped to the originals."""
+    if not exposed:
+        return []
+    codes = _row_codes(model, df)
     originals, entry_of = _original_launches(model, df)
     start_a = int(model.seq[epoch_a.events[0]])
     mapping: dict[int, int] = {}
