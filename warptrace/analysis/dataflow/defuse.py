@@ -237,12 +237,16 @@ class DefUse(DataflowBase):
         overlap = (lows[start:stop] < hi) & (lo < highs[start:stop])
         return rows[start:stop][overlap]
 
-    def read_rows_of_alloc(
-        self, alloc_id: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """(read rows, their seqs, byte lo, byte hi) of allocation ``alloc_id`` in time order, the
-        index :meth:`reads_between` searches; None when it is never read."""
-        return self._read_rows_by_alloc.get(alloc_id)
+    def read_rows_of_allocs(
+        self, alloc_ids: list[int]
+    ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """(read rows, their seqs, byte lo, byte hi) in time order of each allocation of
+        ``alloc_ids`` that is read: the entries of the index :meth:`reads_between` searches.
+        Until that index is built, only these allocations' rows are gathered (one pass)."""
+        if "_read_rows_by_alloc" in self.__dict__:
+            index = self._read_rows_by_alloc
+            return {a: index[a] for a in alloc_ids if a in index}
+        return self._read_index(np.isin(self.model.acc_alloc, np.asarray(alloc_ids, dtype=np.int64)))
 
     def iter_writes(self, array_id: int, after_seq: int, before_seq: int | None = None) -> Iterator[int]:
         """Write rows overlapping ``array_id`` after ``after_seq`` (and before ``before_seq``), in time
@@ -346,8 +350,14 @@ class DefUse(DataflowBase):
     @cached_property
     def _read_rows_by_alloc(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """alloc -> (read rows, their seqs, lo, hi), in time order."""
+        return self._read_index(self.model.acc_alloc >= 0)
+
+    def _read_index(
+        self, of_allocs: np.ndarray
+    ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """:attr:`_read_rows_by_alloc` for the read rows where ``of_allocs`` is true."""
         m = self.model
-        rows = np.nonzero(self.is_read & (m.acc_alloc >= 0))[0]
+        rows = np.nonzero(self.is_read & of_allocs)[0]
         rows = rows[_stable_order(m.acc_alloc[rows])]
         allocs = m.acc_alloc[rows]
         seqs, lows, highs = m.acc_seq[rows], self.acc_lo[rows], self.acc_hi[rows]

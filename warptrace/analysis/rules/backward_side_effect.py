@@ -186,9 +186,13 @@ def _read_by_later_adjoint_many(
     by_array: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for row, ev, call_index in asks:
         by_array[int(model.acc_array[row])].append((row, ev, call_index))
+    infos = {array_id: model.arrays.get(array_id) for array_id in by_array}
+    index = df.read_rows_of_allocs(
+        sorted({i.alloc_id for i in infos.values() if i is not None and i.alloc_id >= 0})
+    )
     for array_id, queries in by_array.items():
-        info = model.arrays.get(array_id)
-        entry = None if info is None or info.alloc_id < 0 else df.read_rows_of_alloc(info.alloc_id)
+        info = infos[array_id]
+        entry = None if info is None or info.alloc_id < 0 else index.get(info.alloc_id)
         if info is None or entry is None:
             out.update(((row, ev), False) for row, ev, _ in queries)
             continue
