@@ -32,3 +32,18 @@ def test_small_pages_restores_after_an_exception() -> None:
         assert setter(True) is True
     finally:
         setter(outside)
+
+
+def test_reuse_freed_memory_where_glibc_has_mallopt() -> None:
+    # in a subprocess: the setting is process-wide and cannot be undone
+    import ctypes
+    import subprocess
+    import sys
+
+    try:
+        has_mallopt = sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "mallopt")
+    except OSError:
+        has_mallopt = False
+    code = "from warptrace.analysis.pages import reuse_freed_memory; print(reuse_freed_memory())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(has_mallopt)

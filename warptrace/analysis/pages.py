@@ -14,6 +14,7 @@ setting is NumPy's, process-wide, and the rest of the program keeps its own.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 from collections.abc import Callable, Iterator
 
@@ -44,3 +45,27 @@ def small_pages() -> Iterator[None]:
         yield
     finally:
         setter(previous)
+
+
+# glibc mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_INT_MAX = 2**31 - 1
+
+
+def reuse_freed_memory() -> bool:
+    """For a process that is ours (the CLI's analyze, diff, bisect, export, and a run's
+    analysis after the program ended): glibc serves big blocks from its heap and keeps
+    freed memory for reuse, instead of a fresh ``mmap`` (zeroed by the kernel, page fault
+    by page fault) for every temporary of 128 KiB or more and ``munmap`` on free.
+
+    Process-wide and not undoable, so the library API never calls it. The drone trace:
+    system time 1.8 -> 0.8 s, peak RSS +4 % (CHANGELOG). False where there is no glibc
+    ``mallopt`` (musl, macOS, Windows): nothing changes."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _INT_MAX)) and bool(mallopt(_M_TRIM_THRESHOLD, _INT_MAX))

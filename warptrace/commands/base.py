@@ -95,8 +95,10 @@ def write_stderr(line: str) -> None:
 def load_trace(path: str) -> Any:
     """``read_trace``; the damage it tolerates in an incomplete trace (``TraceWarning``) is
     written as ``warptrace: warning:`` lines instead of Python's warning format."""
+    from warptrace.analysis.pages import reuse_freed_memory
     from warptrace.trace.reader import read_trace  # lazy: pyarrow only for commands that read a trace
 
+    reuse_freed_memory()  # this process is the command's
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TraceWarning)
         trace = read_trace(path)

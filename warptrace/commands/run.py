@@ -322,9 +322,11 @@ def _analyze_after_run(
     note, never a traceback, and never changes the exit status."""
     hint = f"run '{PROG} analyze {trace_path}' later"
     try:
+        from warptrace.analysis.pages import reuse_freed_memory
         from warptrace.analysis.report import analyze_trace
         from warptrace.trace.reader import read_trace
 
+        reuse_freed_memory()  # the program has ended: the process is ours
         with Progress(f"analyzing {trace_path}") as progress:
             report = analyze_trace(read_trace(trace_file), progress)
         if html:
