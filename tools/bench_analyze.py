@@ -82,8 +82,10 @@ def _child(path: str, all_rule_modules: bool, profile: int) -> None:
     from warptrace.analysis import dataflow as dataflow_module
     from warptrace.analysis import report as report_module
     from warptrace.analysis import rules as rules_package
+    from warptrace.analysis.pages import reuse_freed_memory
     from warptrace.trace.reader import read_trace
 
+    reuse_freed_memory()  # as the CLI's analyze process does
     timings: dict[str, float] = {}
     peaks: dict[str, int] = {}  # peak RSS (KiB) of the process when each timed step ended
     rules = list(report_module.ALL_RULES)
