@@ -14,6 +14,7 @@ from warptrace.record import state
 from warptrace.record.identity import NEW, STATE
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.record.wrap.common import (
+    EMPTY,
     WARP_ARRAY,
     access_row,
     array_state,
@@ -22,6 +23,7 @@ from warptrace.record.wrap.common import (
     getframe,
     guarded_call,
     mark,
+    positional_params,
 )
 from warptrace.record.wrap.hostdata import host_detail
 from warptrace.trace.schema import (
@@ -41,6 +43,7 @@ _COPY = EVENT_KIND_CODES[COPY]
 _MEMSET = EVENT_KIND_CODES[MEMSET]
 _VALUE_READ = EVENT_KIND_CODES[VALUE_READ]
 perf_ns = time.perf_counter_ns
+_NO_KWARGS: dict[str, Any] = {}  # never written to
 
 
 def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,24 +160,22 @@ def _is_fresh(arr: Any, tok: object, last_seq: int) -> bool:
 
 
 def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
-    """``zero_``/``fill_``; the initialisation of a fresh allocation is not an event."""
+    """``zero_``/``fill_``; the initialisation of a fresh allocation is not an event.
 
-    def memset(self: Any, *args: Any, **kwargs: Any) -> Any:
-        rec = state.rec
-        if rec is None:
-            return original(self, *args, **kwargs)
-        try:
-            ts = rec.local.state
-        except AttributeError:
-            ts = rec.thread_state()
-        if ts.guard:
-            return original(self, *args, **kwargs)
+    ``zeros()``/``full()`` and every grad allocation initialise a fresh array: that
+    test is inlined and comes right after the guard (one dict hit, no call). Warp's
+    ``zero_(self)`` and ``fill_(self, value)`` get wrappers with those parameters.
+    """
+
+    def record(
+        rec: Recorder, ts: ThreadState, self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         zeroed = ts.zeroed
         # a gradient zeroed by Tape.zero() itself: the per-memset work is an append; its row
         # (or none, for an empty or fresh array) is written with the others when zero()
         # returns (record_zeroed)
         batched = (
-            zeroed is not None and zero and getframe(1).f_code is state.tape_zero_code and not rec.captures
+            zeroed is not None and zero and getframe(2).f_code is state.tape_zero_code and not rec.captures
         )
         if not batched:
             try:
@@ -189,7 +190,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             result = original(self, *args, **kwargs)
         finally:
             ts.guard -= 1
-        if batched:
+        if batched and zeroed is not None:
             zeroed.append(self)
             return result
         try:
@@ -206,13 +207,13 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             if graph in rec.executing_captures:
                 graph = -1  # Warp < 1.15 runs a memset during a CPU capture and does not capture it
             tape_id = current_tape(rec, ts)
-            frame = getframe(1)
+            frame = getframe(2)
             site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
             if site is None:
                 if ts.scope_tape >= 0 and frame.f_code is state.tape_zero_code:
                     site = ts.scope_site  # a gradient zeroed by Tape.zero(): its call site
                 else:
-                    site = rec.sites.caller()
+                    site = rec.sites.caller(2)
             st = getattr(self, STATE, None)
             if st is None or st[0] is not rec.tok:
                 st = array_state(rec, self)
@@ -221,6 +222,71 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
         except Exception as exc:
             rec.fail(exc)
         return result
+
+    params = positional_params(original)
+    if zero and params == ("self",):
+
+        def zero_(self: Any) -> Any:
+            rec = state.rec
+            if rec is None:
+                return original(self)
+            try:
+                ts = rec.local.state
+            except AttributeError:
+                ts = rec.thread_state()
+            if ts.guard:
+                return original(self)
+            try:
+                new = self.__dict__.get(NEW)
+            except AttributeError:
+                new = None
+            if new is not None and new[2] == rec.seq - 1 and new[0] is rec.tok and new[3] >= 0:
+                return original(self)  # == _is_fresh (a fresh array is skipped when batched too)
+            zeroed = ts.zeroed
+            if zeroed is not None and getframe(1).f_code is state.tape_zero_code and not rec.captures:
+                ts.guard += 1  # batched by Tape.zero() (see record): the row is written when it returns
+                try:
+                    result = original(self)
+                finally:
+                    ts.guard -= 1
+                zeroed.append(self)
+                return result
+            return record(rec, ts, self, EMPTY, _NO_KWARGS)
+
+        return mark(original, zero_)
+    if not zero and params == ("self", "value"):
+
+        def fill_(self: Any, value: Any) -> Any:
+            rec = state.rec
+            if rec is None:
+                return original(self, value)
+            try:
+                ts = rec.local.state
+            except AttributeError:
+                ts = rec.thread_state()
+            if ts.guard:
+                return original(self, value)
+            try:
+                new = self.__dict__.get(NEW)
+            except AttributeError:
+                new = None
+            if new is not None and new[2] == rec.seq - 1 and new[0] is rec.tok and new[3] >= 0:
+                return original(self, value)  # == _is_fresh
+            return record(rec, ts, self, (value,), _NO_KWARGS)
+
+        return mark(original, fill_)
+
+    def memset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = state.rec
+        if rec is None:
+            return original(self, *args, **kwargs)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        if ts.guard:
+            return original(self, *args, **kwargs)
+        return record(rec, ts, self, args, kwargs)
 
     return mark(original, memset)
 
