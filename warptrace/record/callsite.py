@@ -143,7 +143,7 @@ class Sites:
             frame = frame.f_back
         return -1
 
-    def alloc_caller(self, constructor: CodeType) -> tuple[int, bool]:
+    def alloc_caller(self, constructor: CodeType, depth: int = 1) -> tuple[int, bool]:
         """Like :meth:`caller`, plus whether the user line made *this* array directly.
 
         The line's assignment target names the array only when the user called an
@@ -152,11 +152,14 @@ class Sites:
         construction (the staging array of ``wp.array(data=...)``) passes
         ``wp.array.__init__`` twice, and a buffer made inside ``wp.optim.SGD(...)`` is
         not called "optimizer".
+
+        The walk starts above the caller's ``depth`` frames (all warptrace's own); the
+        frame below the start counts as the callee of the first frame examined.
         """
-        frame: FrameType | None = sys._getframe(1)
+        called: CodeType | None = sys._getframe(depth).f_code
+        frame: FrameType | None = sys._getframe(depth + 1)
         skip = _skip_code
         constructors = 0
-        called: CodeType | None = None
         while frame is not None:
             code = frame.f_code
             if code is constructor:
@@ -166,7 +169,10 @@ class Sites:
                 internal = _is_internal(code)
             if not internal:
                 direct = called is constructor or (called is not None and called.co_name in _ARRAY_MAKERS)
-                return self.site_of(frame), constructors <= 1 and direct
+                site = self.by_pos.get((id(code), frame.f_lasti))
+                if site is None:
+                    site = self.site_of(frame)
+                return site, constructors <= 1 and direct
             called = code
             frame = frame.f_back
         return -1, False

@@ -46,7 +46,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
             elif ts.guard:
                 site = -1
             else:
-                site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE)
+                site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE, 2)  # above record and the wrapper
             lock = rec.lock
             lock.acquire()
             try:
