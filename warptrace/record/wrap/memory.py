@@ -22,6 +22,7 @@ from warptrace.record.wrap.common import (
     current_tape,
     getframe,
     guarded_call,
+    in_place_of,
     mark,
     positional_params,
 )
@@ -46,23 +47,32 @@ perf_ns = time.perf_counter_ns
 _NO_KWARGS: dict[str, Any] = {}  # never written to
 
 
+_COPY_PARAMS = ("dest", "src", "dest_offset", "src_offset", "count", "stream")
+
+
 def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``wp.copy`` (and ``clone``/``assign``/``wp.array(data)``, which call it)."""
+    """``wp.copy`` (and ``clone``/``assign``/``wp.array(data)``, which call it).
+
+    Warp's ``copy(dest, src, dest_offset=0, src_offset=0, count=0, stream=None)`` gets a
+    wrapper with those parameters (no ``*args, **kwargs`` to pack and pick apart); another
+    signature gets the generic form. Both hand the call to ``record``.
+    """
     copy_code = getattr(original, "__code__", None)
     state.copy_code = copy_code
 
-    def copy(*args: Any, **kwargs: Any) -> Any:
-        rec = state.rec
-        if rec is None:
-            return original(*args, **kwargs)
-        try:
-            ts = rec.local.state
-        except AttributeError:
-            ts = rec.thread_state()
+    def record(
+        rec: Recorder,
+        ts: ThreadState,
+        dest: Any,
+        src: Any,
+        dest_offset: Any,
+        src_offset: Any,
+        count: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
         parent = -1
         site = None
-        dest = args[0] if args else kwargs.get("dest")
-        src = args[1] if len(args) > 1 else kwargs.get("src")
         if ts.guard:
             ctx = ts.copy_ctx
             # the one nested call that is a memory effect of its own: copy(dest.grad, src.grad)
@@ -75,14 +85,14 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             ):
                 return original(*args, **kwargs)
             parent = ctx[1]
-            if getframe(1).f_code is copy_code:
+            if getframe(2).f_code is copy_code:
                 site = ctx[5]  # called by the copy in progress: same user frame
         try:
             if site is None:
-                frame = getframe(1)
+                frame = getframe(2)
                 site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
                 if site is None:
-                    site = rec.sites.caller()
+                    site = rec.sites.caller(2)
             seq = rec.reserve()
         except Exception as exc:
             rec.fail(exc)
@@ -100,10 +110,6 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             ts.guard -= 1
             ts.copy_ctx = saved
         try:
-            n = len(args)
-            dest_offset = args[2] if n > 2 else kwargs.get("dest_offset", 0)
-            src_offset = args[3] if n > 3 else kwargs.get("src_offset", 0)
-            count = args[4] if n > 4 else kwargs.get("count", 0)
             detail = None
             if dest_offset or src_offset or (count and count != getattr(src, "size", count)):
                 detail = json.dumps(
@@ -137,7 +143,42 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             rec.fail(exc)
         return result
 
-    return mark(original, copy)
+    # record calls the original: its frame must look like Warp's too (see in_place_of)
+    record = in_place_of(original, record)
+    if positional_params(original) == _COPY_PARAMS and original.__defaults__ == (0, 0, 0, None):
+
+        def copy(
+            dest: Any, src: Any, dest_offset: Any = 0, src_offset: Any = 0, count: Any = 0, stream: Any = None
+        ) -> Any:
+            rec = state.rec
+            if rec is None:
+                return original(dest, src, dest_offset, src_offset, count, stream)
+            try:
+                ts = rec.local.state
+            except AttributeError:
+                ts = rec.thread_state()
+            return record(rec, ts, dest, src, dest_offset, src_offset, count,
+                          (dest, src, dest_offset, src_offset, count, stream), _NO_KWARGS)  # fmt: skip
+
+        return mark(original, copy)
+
+    def copy_generic(*args: Any, **kwargs: Any) -> Any:
+        rec = state.rec
+        if rec is None:
+            return original(*args, **kwargs)
+        try:
+            ts = rec.local.state
+        except AttributeError:
+            ts = rec.thread_state()
+        n = len(args)
+        dest = args[0] if n else kwargs.get("dest")
+        src = args[1] if n > 1 else kwargs.get("src")
+        dest_offset = args[2] if n > 2 else kwargs.get("dest_offset", 0)
+        src_offset = args[3] if n > 3 else kwargs.get("src_offset", 0)
+        count = args[4] if n > 4 else kwargs.get("count", 0)
+        return record(rec, ts, dest, src, dest_offset, src_offset, count, args, kwargs)
+
+    return mark(original, copy_generic)
 
 
 def _host_write(src: Any) -> str | None:
@@ -223,6 +264,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             rec.fail(exc)
         return result
 
+    record = in_place_of(original, record)  # it calls the original (see in_place_of)
     params = positional_params(original)
     if zero and params == ("self",):
 
