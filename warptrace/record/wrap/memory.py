@@ -209,18 +209,30 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
     """
 
     def record(
-        rec: Recorder, ts: ThreadState, self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        rec: Recorder,
+        ts: ThreadState,
+        self: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        checked: bool = False,
     ) -> Any:
+        """The memset's event (``checked``: the caller handled "fresh" and the batch)."""
         zeroed = ts.zeroed
         # a gradient zeroed by Tape.zero() itself: the per-memset work is an append; its row
         # (or none, for an empty or fresh array) is written with the others when zero()
         # returns (record_zeroed)
         batched = (
-            zeroed is not None and zero and getframe(2).f_code is state.tape_zero_code and not rec.captures
+            not checked
+            and zeroed is not None
+            and zero
+            and getframe(2).f_code is state.tape_zero_code
+            and not rec.captures
         )
         if not batched:
             try:
-                skip = getattr(self, "size", 1) == 0 or _is_fresh(self, rec.tok, rec.seq - 1)
+                skip = getattr(self, "size", 1) == 0 or (
+                    not checked and _is_fresh(self, rec.tok, rec.seq - 1)
+                )
             except Exception as exc:
                 rec.fail(exc)
                 skip = True
@@ -293,7 +305,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
                     ts.guard -= 1
                 zeroed.append(self)
                 return result
-            return record(rec, ts, self, EMPTY, _NO_KWARGS)
+            return record(rec, ts, self, EMPTY, _NO_KWARGS, True)
 
         return mark(original, zero_)
     if not zero and params == ("self", "value"):
@@ -314,7 +326,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
                 new = None
             if new is not None and new[2] == rec.seq - 1 and new[0] is rec.tok and new[3] >= 0:
                 return original(self, value)  # == _is_fresh
-            return record(rec, ts, self, (value,), _NO_KWARGS)
+            return record(rec, ts, self, (value,), _NO_KWARGS, True)
 
         return mark(original, fill_)
 
