@@ -87,6 +87,9 @@ def test_host_detail_text_is_json_dumps_of_its_facts(monkeypatch, cap):
                 nbytes, digest = hostdata.digest_of(values)
                 facts = {**(extra or {}), "host": direction, "nbytes": nbytes, "digest": digest}
                 assert hostdata.host_detail(direction, values, extra) == json.dumps(facts)
+            for view in (False, True):
+                expected = hostdata.host_detail(direction, values, {"view": True} if view else None)
+                assert hostdata.transfer_detail(direction, values, view) == expected
 
 
 def test_small_and_large_transfers_get_the_digest_of_their_c_order_bytes(monkeypatch):

@@ -26,7 +26,7 @@ from warptrace.record.wrap.common import (
     mark,
     positional_params,
 )
-from warptrace.record.wrap.hostdata import host_detail
+from warptrace.record.wrap.hostdata import host_detail, transfer_detail
 from warptrace.trace.schema import (
     COPY,
     EVENT_KIND_CODES,
@@ -420,7 +420,7 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
                     view = result.size > 0 and (
                         result.base is self or result.ctypes.data == getattr(self, "ptr", None)
                     )
-                    detail = host_detail("read", result, {"view": True} if view else None)
+                    detail = transfer_detail("read", result, view)
                 except Exception:
                     detail = None
             rec.row(ts.thread, _VALUE_READ, tape_id, False, ts.phase, False, True, site, ts.parent, st[1], -1,
