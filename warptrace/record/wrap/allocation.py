@@ -73,26 +73,58 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
     return mark(original, _init_new_generic)
 
 
-def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``array._init_from_ptr``: views, aliases, zero-copy memory; resolved at first use."""
+_INIT_FROM_PTR_PARAMS = (
+    "self",
+    "ptr",
+    "dtype",
+    "shape",
+    "strides",
+    "capacity",
+    "device",
+    "pinned",
+    "deleter",
+)
 
-    def _init_from_ptr(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
+
+def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``array._init_from_ptr``: views, aliases, zero-copy memory; resolved at first use.
+
+    Warp's parameters spelled out when the original has exactly those (see
+    :func:`make_init_new`); the generic form otherwise.
+    """
+
+    def record(self: Any) -> None:
         rec = state.rec
         if rec is None:
-            return result
+            return
         try:
             ts = rec.local.state
         except AttributeError:
             ts = rec.thread_state()
         try:  # under the guard too: a nested view is registered, without a site
-            site, labelled = (-1, False) if ts.guard else rec.sites.alloc_caller(ARRAY_INIT_CODE)
+            site, labelled = (-1, False) if ts.guard else rec.sites.alloc_caller(ARRAY_INIT_CODE, 2)
             rec.ident.on_ptr(self, site, labelled)
         except Exception as exc:
             rec.fail(exc)
+
+    if positional_params(original) == _INIT_FROM_PTR_PARAMS:
+
+        def _init_from_ptr(
+            self: Any, ptr: Any, dtype: Any, shape: Any, strides: Any, capacity: Any, device: Any, pinned: Any,
+            deleter: Any,
+        ) -> Any:  # fmt: skip
+            result = original(self, ptr, dtype, shape, strides, capacity, device, pinned, deleter)
+            record(self)
+            return result
+
+        return mark(original, _init_from_ptr)
+
+    def _init_from_ptr_generic(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        record(self)
         return result
 
-    return mark(original, _init_from_ptr)
+    return mark(original, _init_from_ptr_generic)
 
 
 def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
