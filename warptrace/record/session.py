@@ -116,7 +116,13 @@ class ThreadState:
 
 
 class Recorder:
-    """One trace being recorded. Everything mutable is guarded by ``lock``."""
+    """One trace being recorded. Everything mutable is guarded by ``lock``.
+
+    The compiled launch wrapper (``record/_fastlaunch.c``) reads ``lock``, ``local``,
+    ``sites`` (its ``by_pos``/``caller_dicts``), ``tok``, ``ident.register`` and
+    ``captures`` once per session: they are never rebound. ``seq``, ``ev``, ``acc`` and
+    the ``flush_*`` limits it reads from the instance ``__dict__``: plain attributes.
+    """
 
     def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
         self.path = Path(path)

@@ -5,11 +5,18 @@
 wrapper puts the user's call site there after Warp appended the entry, which saves a
 Python frame on every taped launch. Whether Warp taped a launch is read from
 ``len(tape.launches)`` before and after.
+
+Where the optional compiled helper is built (``warptrace/record/_fastlaunch.c``, see
+:func:`compiled_launch_type`), ``wp.launch`` is its ``FastLaunch`` object instead of
+the Python closure of :func:`make_launch`: the same rows without a Python frame, and
+every uncommon case handed back to the Python functions of this module.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -183,6 +190,26 @@ def _record_launch(
         lock.release()
 
 
+# The Python versions the compiled wrapper is built and tested for (setup.py builds it
+# for these only); WARPTRACE_PURE_PYTHON=1 turns it off when the session starts.
+COMPILED_FOR = ((3, 11),)
+PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
+
+
+def compiled_launch_type() -> Any:
+    """The compiled wrapper's type (``_fastlaunch.FastLaunch``), or None: not built,
+    another Python version, or ``WARPTRACE_PURE_PYTHON`` set."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    if sys.implementation.name != "cpython" or sys.version_info[:2] not in COMPILED_FOR:
+        return None
+    try:
+        from warptrace.record._fastlaunch import FastLaunch  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return FastLaunch
+
+
 def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
     """``wp.launch`` (both bindings): forward, adjoint, launch_tiled, optimizers, captured.
 
@@ -192,6 +219,16 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
     defaults = original.__defaults__ or ()
     if _positional_params(original) != _LAUNCH_PARAMS or len(defaults) != len(_LAUNCH_PARAMS) - 2:
         return _make_launch_generic(original)
+    fast = compiled_launch_type()
+    if fast is not None:
+        return mark(
+            original,
+            fast(
+                original, tuple(defaults), vars(state), vars(_context), _context.Kernel, state.plans,
+                state.dims, TAPE_ATTR, STATE, _record_launch, plan_for, dim_code_of, tape_id_of,
+                perf_ns, _LAUNCH,
+            ),
+        )  # fmt: skip
     plans = state.plans
     dims = state.dims
     kernel_class = _context.Kernel

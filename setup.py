@@ -1,0 +1,26 @@
+"""Only the optional compiled launch wrapper; everything else is in pyproject.toml.
+
+``warptrace/record/_fastlaunch.c`` is built with the machine's own C compiler for the
+Python versions it was tested with (``COMPILED_FOR``). It is optional: without a
+compiler or Python's headers, on another version or with ``WARPTRACE_PURE_PYTHON=1``,
+the install goes on without it and the recorder uses its pure-Python wrapper.
+"""
+
+import os
+import sys
+
+from setuptools import Extension, setup
+
+COMPILED_FOR = ((3, 11),)  # keep in step with warptrace/record/wrap/launch.py
+
+ext_modules = []
+if (
+    sys.implementation.name == "cpython"
+    and sys.version_info[:2] in COMPILED_FOR
+    and os.environ.get("WARPTRACE_PURE_PYTHON", "") in ("", "0")
+):
+    ext_modules.append(
+        Extension("warptrace.record._fastlaunch", ["warptrace/record/_fastlaunch.c"], optional=True)
+    )
+
+setup(ext_modules=ext_modules)
