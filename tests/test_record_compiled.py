@@ -167,3 +167,23 @@ def test_compiled_and_pure_paths_record_identical_rows(tmp_path):
             first = next((i for i, (r, s) in enumerate(zip(rows_a, rows_b)) if r != s), None)
             shown = slice(first or 0, (first or 0) + 1)
             assert (len(rows_a), first) == (len(rows_b), None), (name, table, rows_a[shown], rows_b[shown])
+
+
+@needs_compiled
+def test_a_kept_compiled_wrapper_lets_the_stopped_session_go(tmp_path):
+    import gc
+    import weakref
+
+    from warptrace.record import state
+
+    x = wp.ones(4, dtype=float, device=DEVICE)
+    y = wp.zeros(4, dtype=float, device=DEVICE)
+    warptrace.start(tmp_path / "run.wtrace")
+    kept = wp.launch  # a program's own alias of the wrapper
+    kept(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)
+    rec = weakref.ref(state.rec)
+    warptrace.stop()
+    kept(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)  # plain call now
+    gc.collect()
+    assert rec() is None
+    assert isinstance(kept, COMPILED) and y.numpy().tolist() == [2.0] * 4

@@ -1116,8 +1116,11 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
             return NULL;
         goto passthrough;
     }
-    if (rec == Py_None)
+    if (rec == Py_None) {
+        if (self->session != NULL)
+            clear_session(self); /* let the stopped session go (a wrapper kept by the program) */
         goto passthrough;
+    }
     Py_INCREF(rec);
     if (self->session == NULL || self->session->rec != rec) {
         if (bind_session(self, rec) < 0) {
