@@ -187,3 +187,37 @@ def test_a_kept_compiled_wrapper_lets_the_stopped_session_go(tmp_path):
     gc.collect()
     assert rec() is None
     assert isinstance(kept, COMPILED) and y.numpy().tolist() == [2.0] * 4
+
+
+def test_an_array_whose_getattr_launches_gets_the_rows_of_the_pure_path(tmp_path):
+    # the identity state of an array seen first is read once before register() (as in
+    # Python): an array subclass whose __getattr__ launches adds exactly those launches
+    from warptrace.record import state
+
+    z = wp.ones(4, dtype=float, device=DEVICE)
+    w = wp.zeros(4, dtype=float, device=DEVICE)
+    nested = []
+
+    class Launching(wp.array):
+        def __getattr__(self, name):
+            if name.startswith("_warptrace") and not nested:
+                nested.append(name)
+                try:
+                    wp.launch(_scale, 4, [z], [w], device=DEVICE)
+                finally:
+                    nested.pop()
+            raise AttributeError(name)
+
+    x = Launching(wp.ones(4, dtype=float, device=DEVICE).numpy(), dtype=float, device=DEVICE)
+    y = wp.zeros(4, dtype=float, device=DEVICE)
+    warptrace.start(tmp_path / "run.wtrace")
+    try:
+        rec = state.rec
+        first = rec.seq
+        for _ in range(5):
+            wp.launch(_scale, 4, [x], [y], device=DEVICE)
+        assert rec.error_count == 0
+        # getattr(x, STATE) in the wrapper, then once more in register(): two nested launches
+        assert rec.seq - first == 5 + 2
+    finally:
+        warptrace.stop()

@@ -286,16 +286,22 @@ array_state(FastLaunch *self, Session *ss, PyObject *value)
     return PyObject_CallOneArg(ss->register_, value); /* rec.ident.register(value) */
 }
 
-/* acc.extend((seq, st[1], st[2], role, flags | st[3], arg, field)) */
+/* acc.extend((seq, st[1], st[2], role, flags | st[3], arg, field)); flags alone
+ * without or_state (the gradient rows of an adjoint launch) */
 static int
 append_access(FastLaunch *self, PyObject *acc, PyObject *seq, PyObject *st, PyObject *role, PyObject *flags,
-              PyObject *arg, PyObject *field)
+              int or_state, PyObject *arg, PyObject *field)
 {
     PyObject *s1 = NULL, *s2 = NULL, *s3 = NULL, *f = NULL;
     int rc = -1;
-    if ((s1 = item(st, 1)) == NULL || (s2 = item(st, 2)) == NULL || (s3 = item(st, 3)) == NULL)
+    if ((s1 = item(st, 1)) == NULL || (s2 = item(st, 2)) == NULL)
         goto done;
-    if (PyLong_CheckExact(flags) && PyLong_CheckExact(s3)) {
+    if (!or_state) {
+        f = flags;
+        Py_INCREF(f);
+    } else if ((s3 = item(st, 3)) == NULL) {
+        goto done;
+    } else if (PyLong_CheckExact(flags) && PyLong_CheckExact(s3)) {
         int ox = 0, oy = 0;
         long x = PyLong_AsLongAndOverflow(flags, &ox), y = PyLong_AsLongAndOverflow(s3, &oy);
         f = ox || oy ? PyNumber_Or(flags, s3) : PyLong_FromLong(x | y);
@@ -551,12 +557,13 @@ forward_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
                 Py_DECREF(holder);
                 continue;
             }
-            if ((st = array_state(self, ss, value)) == NULL) {
+            /* rec.ident.register(value): the state was read once already, as in Python */
+            if ((st = PyObject_CallOneArg(ss->register_, value)) == NULL) {
                 Py_DECREF(holder);
                 goto done;
             }
         }
-        int a = append_access(self, acc, seq, st, f[2], f[3], f[1], i_zero);
+        int a = append_access(self, acc, seq, st, f[2], f[3], 1, f[1], i_zero);
         Py_DECREF(st);
         Py_DECREF(holder);
         if (a < 0)
@@ -616,7 +623,7 @@ forward_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
             Py_DECREF(holder);
             goto done;
         }
-        int a = append_access(self, acc, seq, st, f[4], f[5], f[1], f[2]);
+        int a = append_access(self, acc, seq, st, f[4], f[5], 1, f[1], f[2]);
         Py_DECREF(st);
         Py_DECREF(holder);
         if (a < 0)
@@ -708,7 +715,7 @@ adjoint_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
         if (value != Py_None) {
             if ((st = array_state(self, ss, value)) == NULL)
                 goto row_done;
-            int a = append_access(self, acc, seq, st, f[4], f[5], f[1], f[2]);
+            int a = append_access(self, acc, seq, st, f[4], f[5], 1, f[1], f[2]);
             Py_CLEAR(st);
             if (a < 0)
                 goto row_done;
@@ -726,8 +733,8 @@ adjoint_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
                 if (retained < 0)
                     goto row_done;
             }
-            int a = retained ? append_access(self, acc, seq, st, f[8], f[9], f[1], f[2])
-                             : append_access(self, acc, seq, st, f[6], f[7], f[1], f[2]);
+            int a = retained ? append_access(self, acc, seq, st, f[8], f[9], 0, f[1], f[2])
+                             : append_access(self, acc, seq, st, f[6], f[7], 0, f[1], f[2]);
             if (a < 0)
                 goto row_done;
         }
