@@ -221,3 +221,29 @@ def test_an_array_whose_getattr_launches_gets_the_rows_of_the_pure_path(tmp_path
         assert rec.seq - first == 5 + 2
     finally:
         warptrace.stop()
+
+
+def test_a_thread_state_attribute_replaced_on_the_class_is_seen(tmp_path):
+    # the compiled wrapper reads ThreadState slots by offset; a class attribute that
+    # replaces one (here `guard`: always inside warptrace) must be seen as in Python
+    from warptrace.record import state
+    from warptrace.record.session import ThreadState
+
+    x = wp.ones(4, dtype=float, device=DEVICE)
+    y = wp.zeros(4, dtype=float, device=DEVICE)
+    warptrace.start(tmp_path / "run.wtrace")
+    try:
+        rec = state.rec
+        wp.launch(_scale, 4, [x], [y], device=DEVICE)
+        before = rec.seq
+        member = ThreadState.__dict__["guard"]
+        ThreadState.guard = property(lambda self: 1)  # type: ignore[assignment]
+        try:
+            wp.launch(_scale, 4, [x], [y], device=DEVICE)
+            assert rec.seq == before
+        finally:
+            ThreadState.guard = member  # type: ignore[assignment]
+        wp.launch(_scale, 4, [x], [y], device=DEVICE)
+        assert rec.seq == before + 1 and rec.error_count == 0
+    finally:
+        warptrace.stop()

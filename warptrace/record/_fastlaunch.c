@@ -111,6 +111,15 @@ static PyTypeObject SessionType = {
     .tp_clear = (inquiry)session_clear,
 };
 
+/* Offsets of a type's __slots__ members, valid while the type is unchanged: the
+ * version tag CPython gives a type on lookup and resets when the type (or a base)
+ * is modified. */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int tag;
+    Py_ssize_t off[10];
+} SlotCache;
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -138,8 +147,7 @@ typedef struct {
     unsigned long long ts_thread;
     PyObject *c_ts;
     /* slot offsets of ThreadState and LaunchPlan (-1: use getattr) */
-    PyTypeObject *ts_type, *plan_type;
-    Py_ssize_t off[10];
+    SlotCache ts_slots, plan_slots;
     /* user positions seen in Sites.by_pos: (code, f_lasti) -> site (a hit stays one) */
     struct { void *code; int lasti; PyObject *site; } site_cache[SITE_SLOTS];
 } FastLaunch;
@@ -357,12 +365,17 @@ static PyObject *const *slot_names[10] = {
     &s_kernel_id, &s_simple, &s_fields, &s_adj,
 };
 
-/* offset of a __slots__ member (an object slot), or -1 */
+/* offset of a __slots__ member (an object slot) of type, or -1 */
 static Py_ssize_t
 slot_offset(PyTypeObject *type, PyObject *name)
 {
+    if (type->tp_getattro != PyObject_GenericGetAttr)
+        return -1; /* a __getattribute__ of its own: getattr */
     PyObject *descr = _PyType_Lookup(type, name); /* borrowed */
     if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type))
+        return -1;
+    /* a member of type's own layout (a descriptor copied from another class is not) */
+    if (!PyType_IsSubtype(type, PyDescr_TYPE(descr)))
         return -1;
     PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
     if (member->type != T_OBJECT_EX || (member->flags & READONLY))
@@ -370,19 +383,42 @@ slot_offset(PyTypeObject *type, PyObject *name)
     return member->offset;
 }
 
-static void
-resolve_slots(FastLaunch *self, PyTypeObject *type, int first, int last)
+/* the cache describes type as it is now (unchanged since its offsets were resolved) */
+static inline int
+slots_current(SlotCache *cache, PyTypeObject *type)
 {
-    for (int i = first; i <= last; i++)
-        self->off[i] = slot_offset(type, *slot_names[i]);
+    return cache->type == type && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+        && type->tp_version_tag == cache->tag;
 }
 
-/* obj.<slot i> as a new reference; a slot read without getattr when obj's type is known */
-static PyObject *
-read_slot(FastLaunch *self, PyObject *obj, int i, PyTypeObject *type)
+/* resolve the offsets of slots first..last of type, then swap type, tag and offsets
+ * together (the old type is released last, when the cache is consistent again) */
+static void
+slots_resolve(SlotCache *cache, PyTypeObject *type, int first, int last)
 {
-    if (Py_TYPE(obj) == type && self->off[i] >= 0) {
-        PyObject *v = *(PyObject **)((char *)obj + self->off[i]);
+    Py_ssize_t off[10];
+    for (int i = 0; i < 10; i++)
+        off[i] = i >= first && i <= last ? slot_offset(type, *slot_names[i]) : -1;
+    /* _PyType_Lookup gave the type a version tag if it can have one; without one the
+     * cache is never current and every read resolves again */
+    unsigned int tag = (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
+    PyTypeObject *old = cache->type;
+    Py_INCREF(type);
+    cache->type = type;
+    cache->tag = tag;
+    memcpy(cache->off, off, sizeof(off));
+    Py_XDECREF(old);
+}
+
+/* obj.<slot i> as a new reference; a slot read without getattr where the slot is known */
+static PyObject *
+read_slot(SlotCache *cache, PyObject *obj, int i, int first, int last)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (!slots_current(cache, type))
+        slots_resolve(cache, type, first, last);
+    if (cache->type == type && cache->off[i] >= 0) {
+        PyObject *v = *(PyObject **)((char *)obj + cache->off[i]);
         if (v != NULL) {
             Py_INCREF(v);
             return v;
@@ -391,8 +427,8 @@ read_slot(FastLaunch *self, PyObject *obj, int i, PyTypeObject *type)
     return PyObject_GetAttr(obj, *slot_names[i]);
 }
 
-#define TS_SLOT(self, ts, i) read_slot((self), (ts), (i), (self)->ts_type)
-#define PLAN_SLOT(self, plan, i) read_slot((self), (plan), (i), (self)->plan_type)
+#define TS_SLOT(self, ts, i) read_slot(&(self)->ts_slots, (ts), (i), O_GUARD, O_PARENT)
+#define PLAN_SLOT(self, plan, i) read_slot(&(self)->plan_slots, (plan), (i), O_KERNEL_ID, O_ADJ)
 
 static void
 clear_session(FastLaunch *self)
@@ -784,11 +820,6 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
         if (plan == NULL)
             goto done;
     }
-    if (Py_TYPE(plan) != self->plan_type) {
-        Py_INCREF(Py_TYPE(plan));
-        Py_XSETREF(self->plan_type, Py_TYPE(plan));
-        resolve_slots(self, self->plan_type, O_KERNEL_ID, O_ADJ);
-    }
     if (PyLong_CheckExact(dim) || PyTuple_CheckExact(dim)) {
         dim_code = PyDict_GetItemWithError(self->dims, dim);
         if (dim_code == NULL && PyErr_Occurred())
@@ -1158,11 +1189,6 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         Py_INCREF(ts);
         Py_XSETREF(self->c_ts, ts);
         self->ts_thread = thread;
-        if (Py_TYPE(ts) != self->ts_type) {
-            Py_INCREF(Py_TYPE(ts));
-            Py_XSETREF(self->ts_type, Py_TYPE(ts));
-            resolve_slots(self, self->ts_type, O_GUARD, O_PARENT);
-        }
     }
     PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
     if (guard_value == NULL)
@@ -1281,8 +1307,8 @@ fl_traverse(FastLaunch *self, visitproc visit, void *arg)
     Py_VISIT(self->launch_code);
     Py_VISIT(self->session);
     Py_VISIT(self->c_ts);
-    Py_VISIT(self->ts_type);
-    Py_VISIT(self->plan_type);
+    Py_VISIT(self->ts_slots.type);
+    Py_VISIT(self->plan_slots.type);
     return 0;
 }
 
@@ -1306,8 +1332,8 @@ fl_clear(FastLaunch *self)
     Py_CLEAR(self->perf_ns);
     Py_CLEAR(self->launch_code);
     clear_session(self);
-    Py_CLEAR(self->ts_type);
-    Py_CLEAR(self->plan_type);
+    Py_CLEAR(self->ts_slots.type);
+    Py_CLEAR(self->plan_slots.type);
     return 0;
 }
 
@@ -1341,8 +1367,6 @@ fl_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL)
         return NULL;
     self->vectorcall = fl_vectorcall;
-    for (int i = 0; i < 10; i++)
-        self->off[i] = -1;
     PyObject **fields[15] = {
         &self->original, &self->defaults, &self->state_dict, &self->context_dict,
         &self->kernel_class, &self->plans, &self->dims, &self->tape_attr, &self->state_attr,
