@@ -187,22 +187,32 @@ item(PyObject *seq, Py_ssize_t i)
     return PySequence_GetItem(seq, i);
 }
 
+/* x as a tuple (new reference): the plan's rows and paths are tuples, and a tuple
+ * cannot change under the items borrowed from it while Python code runs */
+static PyObject *
+as_tuple(PyObject *x)
+{
+    if (PyTuple_CheckExact(x)) {
+        Py_INCREF(x);
+        return x;
+    }
+    return PySequence_Tuple(x);
+}
+
 /* unpack a plan row of exactly n items into out (borrowed from *holder, a new reference) */
 static int
 unpack(PyObject *row, Py_ssize_t n, PyObject **out, PyObject **holder)
 {
-    PyObject *fast = PySequence_Fast(row, "plan row is not a sequence");
+    PyObject *fast = as_tuple(row);
     if (fast == NULL)
         return -1;
-    if (PySequence_Fast_GET_SIZE(fast) != n) {
-        PyErr_Format(PyExc_ValueError, "plan row of %zd items, expected %zd",
-                     PySequence_Fast_GET_SIZE(fast), n);
+    if (PyTuple_GET_SIZE(fast) != n) {
+        PyErr_Format(PyExc_ValueError, "plan row of %zd items, expected %zd", PyTuple_GET_SIZE(fast), n);
         Py_DECREF(fast);
         return -1;
     }
-    PyObject **items = PySequence_Fast_ITEMS(fast);
     for (Py_ssize_t i = 0; i < n; i++)
-        out[i] = items[i];
+        out[i] = PyTuple_GET_ITEM(fast, i);
     *holder = fast;
     return 0;
 }
@@ -551,12 +561,12 @@ forward_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
 
     if ((simple = PLAN_SLOT(self, plan, O_SIMPLE)) == NULL)
         goto done;
-    if ((simple_fast = PySequence_Fast(simple, "plan.simple is not a sequence")) == NULL)
+    if ((simple_fast = as_tuple(simple)) == NULL)
         goto done;
-    Py_ssize_t n_simple = PySequence_Fast_GET_SIZE(simple_fast);
+    Py_ssize_t n_simple = PyTuple_GET_SIZE(simple_fast);
     for (Py_ssize_t r = 0; r < n_simple; r++) {
         PyObject *f[4], *holder;
-        if (unpack(PySequence_Fast_GET_ITEM(simple_fast, r), 4, f, &holder) < 0)
+        if (unpack(PyTuple_GET_ITEM(simple_fast, r), 4, f, &holder) < 0)
             goto done;
         Py_ssize_t index = PyNumber_AsSsize_t(f[0], PyExc_IndexError);
         if (index == -1 && PyErr_Occurred()) {
@@ -608,13 +618,13 @@ forward_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
 
     if ((fields = PLAN_SLOT(self, plan, O_FIELDS)) == NULL)
         goto done;
-    if ((fields_fast = PySequence_Fast(fields, "plan.fields is not a sequence")) == NULL)
+    if ((fields_fast = as_tuple(fields)) == NULL)
         goto done;
-    Py_ssize_t n_fields = PySequence_Fast_GET_SIZE(fields_fast);
+    Py_ssize_t n_fields = PyTuple_GET_SIZE(fields_fast);
     for (Py_ssize_t r = 0; r < n_fields; r++) {
         /* (index, arg, field_path, path, role, flags) */
         PyObject *f[6], *holder;
-        if (unpack(PySequence_Fast_GET_ITEM(fields_fast, r), 6, f, &holder) < 0)
+        if (unpack(PyTuple_GET_ITEM(fields_fast, r), 6, f, &holder) < 0)
             goto done;
         Py_ssize_t index = PyNumber_AsSsize_t(f[0], PyExc_IndexError);
         if (index == -1 && PyErr_Occurred()) {
@@ -630,14 +640,14 @@ forward_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
         }
         PyObject *value = PyTuple_GET_ITEM(args, index);
         Py_INCREF(value);
-        PyObject *path = PySequence_Fast(f[3], "plan path is not a sequence");
+        PyObject *path = as_tuple(f[3]);
         if (path == NULL) {
             Py_DECREF(value);
             Py_DECREF(holder);
             goto done;
         }
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(path); k++) {
-            PyObject *next = getattr_or_none(value, PySequence_Fast_GET_ITEM(path, k));
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(path); k++) {
+            PyObject *next = getattr_or_none(value, PyTuple_GET_ITEM(path, k));
             Py_DECREF(value);
             value = next;
             if (value == NULL)
@@ -703,13 +713,13 @@ adjoint_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
     Py_ssize_t n_adj = n_adj_a + n_adj_b;
     if ((rows = PLAN_SLOT(self, plan, O_ADJ)) == NULL)
         goto done;
-    if ((rows_fast = PySequence_Fast(rows, "plan.adj is not a sequence")) == NULL)
+    if ((rows_fast = as_tuple(rows)) == NULL)
         goto done;
-    for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(rows_fast); r++) {
+    for (Py_ssize_t r = 0; r < PyTuple_GET_SIZE(rows_fast); r++) {
         /* (index, arg, field_path, path, frole, fflags, grole, gflags, rrole, rflags) */
         PyObject *f[10], *holder, *value = NULL, *grad = NULL, *st = NULL;
         int ok = 0;
-        if (unpack(PySequence_Fast_GET_ITEM(rows_fast, r), 10, f, &holder) < 0)
+        if (unpack(PyTuple_GET_ITEM(rows_fast, r), 10, f, &holder) < 0)
             goto done;
         Py_ssize_t index = PyNumber_AsSsize_t(f[0], PyExc_IndexError);
         if (index == -1 && PyErr_Occurred())
@@ -724,11 +734,11 @@ adjoint_accesses(FastLaunch *self, Session *ss, PyObject *acc, PyObject *seq, Py
             Py_INCREF(grad);
         }
         if (f[3] != Py_None) {
-            PyObject *path = PySequence_Fast(f[3], "plan path is not a sequence");
+            PyObject *path = as_tuple(f[3]);
             if (path == NULL)
                 goto row_done;
-            for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(path); k++) {
-                PyObject *name = PySequence_Fast_GET_ITEM(path, k);
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(path); k++) {
+                PyObject *name = PyTuple_GET_ITEM(path, k); /* held by the tuple path */
                 if (value != Py_None) {
                     PyObject *next = getattr_or_none(value, name);
                     if (next == NULL) {
@@ -1214,14 +1224,19 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         } else if (runtime == Py_None) {
             tape = Py_None;
             Py_INCREF(tape);
-        } else if ((tape = PyObject_GetAttr(runtime, s_tape)) != NULL && tape != Py_None) {
-            PyObject *launches = PyObject_GetAttr(tape, s_launches);
-            if (launches != NULL) {
-                taped_before = length(launches);
-                Py_DECREF(launches);
+        } else {
+            Py_INCREF(runtime); /* held: runtime.tape may run any code */
+            tape = PyObject_GetAttr(runtime, s_tape);
+            Py_DECREF(runtime);
+            if (tape != NULL && tape != Py_None) {
+                PyObject *launches = PyObject_GetAttr(tape, s_launches);
+                if (launches != NULL) {
+                    taped_before = length(launches);
+                    Py_DECREF(launches);
+                }
+                if (launches == NULL || taped_before < 0)
+                    Py_CLEAR(tape);
             }
-            if (launches == NULL || taped_before < 0)
-                Py_CLEAR(tape);
         }
     }
     if (site == NULL || tape == NULL) {
