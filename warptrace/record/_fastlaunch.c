@@ -353,8 +353,11 @@ fail(PyObject *rec)
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    if (r == NULL)
+    if (r == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_SystemError, "warptrace: a recording error was lost");
         return -1;
+    }
     Py_DECREF(r);
     return 0;
 }
@@ -1124,6 +1127,13 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     PyObject *rec = NULL, *ts = NULL, *site = NULL, *tape = NULL, *result = NULL;
     Session *ss = NULL;
     Py_ssize_t taped_before = -1;
+
+    if (self->original == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this wp.launch wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (self->defaults == NULL || self->state_dict == NULL || self->context_dict == NULL)
+        goto passthrough; /* cleared: the original call alone */
 
     /* bind Warp's parameters; anything odd is the original's to report */
     if (nargs > NPARAMS)
