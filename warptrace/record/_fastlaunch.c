@@ -48,6 +48,7 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
     *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get;
 static PyObject *i_minus1, *i_zero, *i_one;
+static PyTypeObject *local_type; /* _thread._local */
 
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
  * per session instead of once per launch. A launch holds a reference to the Session it
@@ -57,6 +58,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *rec, *dict, *local, *sites, *by_pos, *caller_dicts, *acquire, *release, *tok,
         *register_, *captures;
+    int ts_by_thread; /* rec.local is a _thread._local: its .state is per thread */
 } Session;
 
 static int
@@ -507,6 +509,8 @@ bind_session(FastLaunch *self, PyObject *rec)
         || (ss->register_ = PyObject_GetAttr(ident, s_register)) == NULL
         || (ss->captures = PyObject_GetAttr(rec, s_captures)) == NULL)
         goto done;
+    /* the ThreadState may be cached by thread id only when rec.local.state is per thread */
+    ss->ts_by_thread = local_type != NULL && Py_IS_TYPE(ss->local, local_type);
     if (!PyDict_CheckExact(ss->by_pos) || !PyDict_CheckExact(ss->captures)) {
         PyErr_SetString(PyExc_TypeError, "Sites.by_pos and Recorder.captures must be dicts");
         goto done;
@@ -1194,7 +1198,7 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
 
     /* ts = rec.local.state, else rec.thread_state(); kept for the thread that asked last */
     unsigned long long thread = PyThreadState_GetID(PyThreadState_Get());
-    if (self->c_ts != NULL && self->ts_thread == thread) {
+    if (ss->ts_by_thread && self->c_ts != NULL && self->ts_thread == thread) {
         ts = self->c_ts;
         Py_INCREF(ts);
     } else {
@@ -1478,6 +1482,19 @@ PyInit__fastlaunch(void)
     if ((i_minus1 = PyLong_FromLong(-1)) == NULL || (i_zero = PyLong_FromLong(0)) == NULL
         || (i_one = PyLong_FromLong(1)) == NULL)
         return NULL;
+    PyObject *thread_module = PyImport_ImportModule("_thread");
+    if (thread_module == NULL)
+        return NULL;
+    PyObject *local = PyObject_GetAttrString(thread_module, "_local");
+    Py_DECREF(thread_module);
+    if (local == NULL)
+        return NULL;
+    if (!PyType_Check(local)) {
+        Py_DECREF(local);
+        PyErr_SetString(PyExc_TypeError, "_thread._local is not a type");
+        return NULL;
+    }
+    local_type = (PyTypeObject *)local; /* kept for the module's life */
     if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
