@@ -223,6 +223,26 @@ def test_an_array_whose_getattr_launches_gets_the_rows_of_the_pure_path(tmp_path
         warptrace.stop()
 
 
+def test_a_stale_or_mismatched_build_falls_back_to_the_closure(monkeypatch):
+    # an in-tree build of another _fastlaunch.c (ABI_VERSION differs) is not used, and
+    # a compiled type that refuses its arguments leaves the pure-Python wrapper
+    original = wp.launch
+
+    class Refusing:
+        def __init__(self, *args):
+            raise TypeError("FastLaunch() takes 14 arguments")
+
+    monkeypatch.setattr(launch_mod, "compiled_launch_type", lambda: Refusing)
+    wrapper = launch_mod.make_launch(original)
+    assert isinstance(wrapper, types.FunctionType) and wrapper.__wrapped__ is original
+    monkeypatch.undo()
+    if COMPILED is not None:
+        from warptrace.record import _fastlaunch  # type: ignore[attr-defined]
+
+        monkeypatch.setattr(_fastlaunch, "ABI_VERSION", launch_mod.COMPILED_ABI + 1)
+        assert launch_mod.compiled_launch_type() is None
+
+
 def test_a_thread_state_attribute_replaced_on_the_class_is_seen(tmp_path):
     # the compiled wrapper reads ThreadState slots by offset; a class attribute that
     # replaces one (here `guard`: always inside warptrace) must be seen as in Python

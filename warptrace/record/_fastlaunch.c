@@ -28,6 +28,11 @@
 #include <frameobject.h>
 #include <structmember.h>
 
+/* The interface with warptrace/record/wrap/launch.py (FastLaunch's arguments, the
+ * Recorder attributes read): raise it with every change, and launch.py's
+ * COMPILED_ABI with it. A build left over from another version is not used. */
+#define ABI_VERSION 2
+
 #define NPARAMS 13
 #define SITE_SLOTS 64
 enum {
@@ -1503,6 +1508,10 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastLaunchType);
     if (PyModule_AddObject(m, "FastLaunch", (PyObject *)&FastLaunchType) < 0) {
         Py_DECREF(&FastLaunchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "ABI_VERSION", ABI_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;
     }

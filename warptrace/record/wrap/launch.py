@@ -14,6 +14,7 @@ every uncommon case handed back to the Python functions of this module.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 import sys
@@ -194,6 +195,9 @@ def _record_launch(
 # for these only); WARPTRACE_PURE_PYTHON=1 turns it off when the session starts.
 COMPILED_FOR = ((3, 11),)
 PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
+# The C module's ABI_VERSION this file calls (its arguments, what it reads): an in-tree
+# build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
+COMPILED_ABI = 2
 
 
 def compiled_launch_type() -> Any:
@@ -203,11 +207,13 @@ def compiled_launch_type() -> Any:
         return None
     if sys.implementation.name != "cpython" or sys.version_info[:2] not in COMPILED_FOR:
         return None
-    try:
-        from warptrace.record._fastlaunch import FastLaunch  # type: ignore[import-not-found]
+    try:  # by name: the module is the optional C extension (no .py of the record package)
+        _fastlaunch = importlib.import_module("warptrace.record._fastlaunch")
     except ImportError:
         return None
-    return FastLaunch
+    if getattr(_fastlaunch, "ABI_VERSION", None) != COMPILED_ABI:
+        return None
+    return _fastlaunch.FastLaunch
 
 
 def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -221,14 +227,16 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
         return _make_launch_generic(original)
     fast = compiled_launch_type()
     if fast is not None:
-        return mark(
-            original,
-            fast(
+        try:
+            compiled = fast(
                 original, tuple(defaults), vars(state), vars(_context), _context.Kernel, state.plans,
                 state.dims, TAPE_ATTR, STATE, _record_launch, plan_for, dim_code_of, tape_id_of,
                 perf_ns, _LAUNCH,
-            ),
-        )  # fmt: skip
+            )  # fmt: skip
+        except Exception:  # a build this file does not match: the pure-Python wrapper
+            pass
+        else:
+            return mark(original, compiled)
     plans = state.plans
     dims = state.dims
     kernel_class = _context.Kernel
