@@ -169,8 +169,9 @@ def test_compiled_and_pure_paths_record_identical_rows(tmp_path):
             assert (len(rows_a), first) == (len(rows_b), None), (name, table, rows_a[shown], rows_b[shown])
 
 
-@needs_compiled
-def test_a_kept_compiled_wrapper_lets_the_stopped_session_go(tmp_path):
+def test_a_kept_wrapper_lets_the_stopped_session_go(tmp_path):
+    # both paths: stop() leaves nothing of the session in a wrapper the program kept,
+    # before and after the wrapper's next call
     import gc
     import weakref
 
@@ -182,11 +183,35 @@ def test_a_kept_compiled_wrapper_lets_the_stopped_session_go(tmp_path):
     kept = wp.launch  # a program's own alias of the wrapper
     kept(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)
     rec = weakref.ref(state.rec)
+    ts = state.rec.local.state
     warptrace.stop()
-    kept(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)  # plain call now
     gc.collect()
-    assert rec() is None
-    assert isinstance(kept, COMPILED) and y.numpy().tolist() == [2.0] * 4
+    assert rec() is None and sys.getrefcount(ts) == 2  # `ts` and the argument: nothing else
+    kept(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)  # plain call now
+    assert kept is not wp.launch and y.numpy().tolist() == [2.0] * 4
+    assert COMPILED is None or isinstance(kept, COMPILED)
+
+
+def test_the_wrapper_copies_pickles_and_binds_like_a_function(tracing):
+    # wp.launch is a plain function: copy and deepcopy return it, pickle stores it by
+    # name, a weak reference works, and as a class attribute it binds its instance
+    import copy
+    import pickle
+    import weakref
+
+    launch = wp.launch
+    assert launch is not launch.__warptrace_original__
+    assert copy.copy(launch) is launch and copy.deepcopy({"f": launch})["f"] is launch
+    assert pickle.loads(pickle.dumps(launch)) is launch
+    assert weakref.ref(launch)() is launch
+
+    class Holder:
+        run = wp.launch
+
+    holder = Holder()
+    assert Holder.run is launch
+    bound = holder.run
+    assert bound.__self__ is holder and bound.__func__ is launch
 
 
 def test_an_array_whose_getattr_launches_gets_the_rows_of_the_pure_path(tmp_path):

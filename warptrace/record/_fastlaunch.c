@@ -155,6 +155,7 @@ typedef struct {
     PyObject *c_ts;
     /* slot offsets of ThreadState and LaunchPlan (-1: use getattr) */
     SlotCache ts_slots, plan_slots;
+    PyObject *weakrefs;
     /* user positions seen in Sites.by_pos: (code, f_lasti) -> site (a hit stays one) */
     struct { void *code; int lasti; PyObject *site; } site_cache[SITE_SLOTS];
 } FastLaunch;
@@ -1375,6 +1376,8 @@ static void
 fl_dealloc(FastLaunch *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     fl_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1420,6 +1423,47 @@ fl_get_calls(FastLaunch *self, void *closure)
     return PyLong_FromUnsignedLongLong(self->calls);
 }
 
+/* pickled by reference, like the Python function it replaces: its qualified name, which
+ * pickle looks up in its __module__ (copy and deepcopy return the object itself) */
+static PyObject *
+fl_reduce(FastLaunch *self, PyObject *unused)
+{
+    PyObject *name = PyObject_GetAttrString((PyObject *)self, "__qualname__");
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        name = PyObject_GetAttrString((PyObject *)self, "__name__");
+    }
+    return name;
+}
+
+/* let the session go now (uninstall): the Recorder, its Session and ThreadState */
+static PyObject *
+fl_forget(FastLaunch *self, PyObject *unused)
+{
+    clear_session(self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fl_methods[] = {
+    {"__reduce__", (PyCFunction)fl_reduce, METH_NOARGS, "pickled by its qualified name"},
+    {"forget", (PyCFunction)fl_forget, METH_NOARGS,
+     "drop the references to the session that recorded last (called by uninstall())"},
+    {NULL},
+};
+
+/* a class attribute binds like a Python function (wp.launch is one) */
+static PyObject *
+fl_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
 static PyGetSetDef fl_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {"recorded_calls", (getter)fl_get_calls, NULL, "launches recorded by the compiled path", NULL},
@@ -1440,7 +1484,10 @@ static PyTypeObject FastLaunchType = {
     .tp_traverse = (traverseproc)fl_traverse,
     .tp_clear = (inquiry)fl_clear,
     .tp_getset = fl_getset,
+    .tp_methods = fl_methods,
+    .tp_descr_get = fl_descr_get,
     .tp_dictoffset = offsetof(FastLaunch, dict),
+    .tp_weaklistoffset = offsetof(FastLaunch, weakrefs),
     .tp_new = fl_new,
 };
 

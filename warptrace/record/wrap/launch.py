@@ -19,6 +19,7 @@ import inspect
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -198,6 +199,8 @@ PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
 # The C module's ABI_VERSION this file calls (its arguments, what it reads): an in-tree
 # build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
 COMPILED_ABI = 2
+# The compiled wrappers made (uninstall() tells them to let their session go).
+_compiled: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def compiled_launch_type() -> Any:
@@ -214,6 +217,13 @@ def compiled_launch_type() -> Any:
     if getattr(_fastlaunch, "ABI_VERSION", None) != COMPILED_ABI:
         return None
     return _fastlaunch.FastLaunch
+
+
+def forget_sessions() -> None:
+    """Every compiled wrapper drops its cached session (Recorder, ThreadState) now,
+    not at its next call: a wrapper the program kept after stop() holds nothing."""
+    for wrapper in list(_compiled):
+        wrapper.forget()
 
 
 def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -233,6 +243,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
                 state.dims, TAPE_ATTR, STATE, _record_launch, plan_for, dim_code_of, tape_id_of,
                 perf_ns, _LAUNCH,
             )  # fmt: skip
+            _compiled.add(compiled)
         except Exception:  # a build this file does not match: the pure-Python wrapper
             pass
         else:
