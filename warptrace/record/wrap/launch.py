@@ -37,6 +37,7 @@ from warptrace.record.wrap.common import (
     current_tape,
     getframe,
     mark,
+    positional_params,
     tape_id_of,
 )
 from warptrace.record.wrap.plans import LaunchPlan, dim_code_of, plan_for
@@ -116,16 +117,6 @@ _LAUNCH_PARAMS = (
     "kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_outputs", "device", "stream",
     "adjoint", "record_tape", "record_cmd", "max_blocks", "block_dim",
 )  # fmt: skip
-
-
-def _positional_params(function: Callable[..., Any]) -> tuple[str, ...] | None:
-    try:
-        params = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind not in (p.POSITIONAL_OR_KEYWORD,) for p in params):
-        return None
-    return tuple(p.name for p in params)
 
 
 def _record_launch(
@@ -233,7 +224,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
     tells whether Warp recorded the launch on it.
     """
     defaults = original.__defaults__ or ()
-    if _positional_params(original) != _LAUNCH_PARAMS or len(defaults) != len(_LAUNCH_PARAMS) - 2:
+    if positional_params(original) != _LAUNCH_PARAMS or len(defaults) != len(_LAUNCH_PARAMS) - 2:
         return _make_launch_generic(original)
     fast = compiled_launch_type()
     if fast is not None:
