@@ -84,6 +84,8 @@ def test_long_open_event_flushes_in_seq_order(trace_path, monkeypatch):
     held = rec.reserve()
     for _ in range(200):  # 12x a part while the reserved event is open
         wp.launch(store_kernel, dim=3, inputs=[x], outputs=[y], device=DEVICE)
+    # the rows above it wait; later flushes do not rescan them while it stays open
+    assert rec.held_below == held and len(rec.ev) >= 4 * rec.flush_ev_len
     rec.emit("copy", seq=held)
     for _ in range(10):
         wp.launch(store_kernel, dim=3, inputs=[x], outputs=[y], device=DEVICE)

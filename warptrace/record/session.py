@@ -131,6 +131,7 @@ class Recorder:
         self.local = threading.local()  # .state: this thread's ThreadState
         self.seq = 0  # next event sequence number
         self.open_seqs: set[int] = set()  # reserved seqs whose rows are not appended yet
+        self.held_below = -1  # the open seq a flush last found nothing below (see flush)
         self.disordered = False  # a reserved seq was appended after later ones
 
         self.ev: list[int] = []  # EVENT_ROW rows
@@ -371,7 +372,7 @@ class Recorder:
         return seq
 
     def release(self, seq: int) -> None:
-        """A reserved event that will never be appended (its Warp call raised)."""
+        """A reserved event that will never be appended (its Warp call raised, or recording it failed)."""
         with self.lock:
             self.open_seqs.discard(seq)
 
@@ -403,10 +404,12 @@ class Recorder:
                 # a parent event is still open (a copy between its reserved seq and its row):
                 # keep parent and children in one part, and let a part out only below the
                 # earliest open seq, so that parts stay in seq order
-                if not force and len(ev) < 4 * self.flush_ev_len:
-                    return
-                ev, extra, acc = self._split_below(min(self.open_seqs))
+                first = min(self.open_seqs)
+                if not force and (len(ev) < 4 * self.flush_ev_len or first == self.held_below):
+                    return  # (held_below: nothing below that seq is left to let out)
+                ev, extra, acc = self._split_below(first)
                 if not ev and not force:
+                    self.held_below = first
                     return
             self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
             batch = (

@@ -140,6 +140,7 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
                 seq,
             )  # fmt: skip
         except Exception as exc:
+            rec.release(seq)  # its row will never come: the seq must not hold back the flushes
             rec.fail(exc)
         return result
 
