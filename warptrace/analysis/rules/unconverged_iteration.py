@@ -13,9 +13,10 @@ A time-stepping rollout is not a solve: its state does not contract to a fixed p
 under fixed inputs (the changes stay level or grow), or its other inputs (forces,
 contacts) are recomputed between steps; both stay silent. Nor is a deliberately fixed
 number of steps whose intermediate states the objective itself uses (a loss over the
-trajectory: an iterate before the last is read, outside the chain, by an event the
-backpropagated loss depends on): the steps are the program, not an approximation of
-their fixed point.
+trajectory: what at least half of the steps before the last wrote is read, outside the
+chain, by events the backpropagated loss of the chain's tape depends on): the steps are
+the program, not an approximation of their fixed point. A solve whose buffers are reused
+by a later solve, or used in turn, still counts as a solve.
 Fix: iterate to convergence (more iterations or a residual test), or differentiate the
 converged solution implicitly (adjoint solve) instead of through the iterations.
 
@@ -32,7 +33,7 @@ from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.numerics import NumericsTable, Summary, numerics_of
-from warptrace.analysis.rules.common import DOC_DEBUG, Rule, access_rows, backpropagated, finding, quote
+from warptrace.analysis.rules.common import DOC_DEBUG, Rule, access_rows, finding, quote
 from warptrace.trace import schema as S
 
 WT504 = RuleInfo(
@@ -85,8 +86,6 @@ def _unconverged(model: Model, table: NumericsTable, chain: list[Summary]) -> Fi
         return None
     if len({int(model.kernel[ev]) for ev in evs}) != 1 or not _fixed_inputs(model, chain, evs):
         return None
-    if _trajectory_used(model, chain, evs):
-        return None
     changes = np.array([row.l2 for row in chain], dtype=np.float64)
     if not np.all(np.isfinite(changes)) or np.any(changes <= 0):
         return None
@@ -101,6 +100,8 @@ def _unconverged(model: Model, table: NumericsTable, chain: list[Summary]) -> Fi
     )
     size = written.l2 if written is not None else 0.0
     if size <= 0 or changes[-1] / size <= FAR:
+        return None
+    if _trajectory_used(model, evs):
         return None
     relative = float(changes[-1] / size)
     more = math.ceil(math.log(TARGET / relative) / math.log(rate)) if 0 < rate < 1 else -1
@@ -154,16 +155,25 @@ def _fixed_inputs(model: Model, chain: list[Summary], evs: list[int]) -> bool:
     return not bool(np.any(writes & np.isin(model.acc_array[window], list(others))))
 
 
-def _trajectory_used(model: Model, chain: list[Summary], evs: list[int]) -> bool:
-    """An iterate before the last is read, by an event outside the chain, that a
-    backpropagated objective depends on: the objective uses the steps themselves."""
-    intermediate = [row.array_id for row in chain[:-1]]
-    rows = np.flatnonzero(np.isin(model.acc_array, intermediate) & ((model.acc_role & S.ROLE_READ) != 0))
-    readers = {int(ev) for ev in model.acc_ev[rows]} - set(evs) - {-1}
+def _trajectory_used(model: Model, evs: list[int]) -> bool:
+    """The objective of the chain's own tape epoch reads, outside the chain, what at least
+    half of the launches before the last wrote: a loss over the trajectory, so the steps are
+    the program. The reads are traced to their writers (def-use), so an iterate buffer
+    reused by a later solve or used in turn (ping-pong) counts only for the values this
+    chain's steps wrote into it."""
+    df = dataflow_of(model)
+    epoch = int(df.ev_epoch[evs[0]])
+    if epoch < 0 or not df.epochs[epoch].backwards:
+        return False
+    chain = set(evs)
+    readers = sorted(df.objective_events(df.backward_calls[df.epochs[epoch].backwards[0]]) - chain)
     if not readers:
         return False
-    df = dataflow_of(model)
-    return any(not readers.isdisjoint(df.objective_events(call)) for _epoch, call in backpropagated(df))
+    rows, _ = df.rows_of_events(np.asarray(readers, dtype=np.int64))
+    writers, _ = df.writer_rows_many(rows[df.is_read[rows]])
+    steps = set(evs[:-1])
+    used = steps.intersection(model.acc_ev[writers].tolist())
+    return 2 * len(used) >= len(steps)
 
 
 RULE = Rule((WT504,), check)
