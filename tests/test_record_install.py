@@ -163,3 +163,17 @@ def test_flush_writes_parts_while_running(trace_path):
     wp.launch(store_kernel, dim=2, inputs=[x, x], device=DEVICE)
     warptrace.stop()
     assert len(Trace(trace_path).launches()) == 2
+
+
+def test_spelled_out_wrappers_only_for_originals_without_defaults():
+    # a wrapper that spells out the original's parameters must not drop a default: an
+    # original with one gets the generic wrapper (launch and copy copy or check theirs)
+    from warptrace.record.wrap.common import positional_params
+
+    def plain(self, value): ...
+
+    def with_default(self, value=0.0): ...
+
+    assert positional_params(plain) == ("self", "value")
+    assert positional_params(with_default) is None
+    assert positional_params(with_default, with_defaults=True) == ("self", "value")

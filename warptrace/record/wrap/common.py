@@ -85,18 +85,22 @@ def in_place_of(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Ca
     return stand_in
 
 
-def positional_params(function: Callable[..., Any]) -> tuple[str, ...] | None:
-    """Parameter names of ``function`` when all are plain positional-or-keyword ones, else None.
+def positional_params(function: Callable[..., Any], with_defaults: bool = False) -> tuple[str, ...] | None:
+    """Parameter names of ``function`` when all are plain positional-or-keyword ones without a
+    default (``with_defaults``: defaults allowed; the caller checks or copies them), else None.
 
     A wrapper that spells out its original's parameters forwards a call ~0.1 µs faster
     than one that forwards ``*args, **kwargs``; the wrappers that do so check the
-    original's signature with this first and fall back to the generic form.
+    original's signature with this first and fall back to the generic form (a default the
+    wrapper does not repeat would make a call that omits the argument fail).
     """
     try:
         params = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
         return None
     if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    if not with_defaults and any(p.default is not p.empty for p in params):
         return None
     return tuple(p.name for p in params)
 

@@ -224,7 +224,10 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
     tells whether Warp recorded the launch on it.
     """
     defaults = original.__defaults__ or ()
-    if positional_params(original) != _LAUNCH_PARAMS or len(defaults) != len(_LAUNCH_PARAMS) - 2:
+    if (
+        positional_params(original, with_defaults=True) != _LAUNCH_PARAMS
+        or len(defaults) != len(_LAUNCH_PARAMS) - 2
+    ):
         return _make_launch_generic(original)
     fast = compiled_launch_type()
     if fast is not None:

@@ -146,7 +146,12 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
 
     # record calls the original: its frame must look like Warp's too (see in_place_of)
     record = in_place_of(original, record)
-    if positional_params(original) == _COPY_PARAMS and original.__defaults__ == (0, 0, 0, None):
+    if positional_params(original, with_defaults=True) == _COPY_PARAMS and original.__defaults__ == (
+        0,
+        0,
+        0,
+        None,
+    ):
 
         def copy(
             dest: Any, src: Any, dest_offset: Any = 0, src_offset: Any = 0, count: Any = 0, stream: Any = None
