@@ -143,7 +143,7 @@ class Sites:
             frame = frame.f_back
         return -1
 
-    def alloc_caller(self, constructor: CodeType, depth: int = 1) -> tuple[int, bool]:
+    def alloc_caller(self, constructor: CodeType, depth: int) -> tuple[int, bool]:
         """Like :meth:`caller`, plus whether the user line made *this* array directly.
 
         The line's assignment target names the array only when the user called an

@@ -20,6 +20,17 @@ from warptrace.trace.schema import SET_GRAD, SET_REQUIRES_GRAD
 _INIT_NEW_PARAMS = ("self", "dtype", "shape", "strides", "device", "pinned")
 
 
+def _generic_then(original: Callable[..., Any], record: Callable[[Any], None]) -> Callable[..., Any]:
+    """The wrapper for an original of another signature: call it, then ``record(self)``."""
+
+    def generic(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        record(self)
+        return result
+
+    return mark(original, generic)
+
+
 def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
     """``array._init_new``: the single path to fresh device memory.
 
@@ -65,12 +76,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
 
         return mark(original, _init_new)
 
-    def _init_new_generic(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
-        record(self)
-        return result
-
-    return mark(original, _init_new_generic)
+    return _generic_then(original, record)
 
 
 _INIT_FROM_PTR_PARAMS = (
@@ -119,12 +125,7 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
 
         return mark(original, _init_from_ptr)
 
-    def _init_from_ptr_generic(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
-        record(self)
-        return result
-
-    return mark(original, _init_from_ptr_generic)
+    return _generic_then(original, record)
 
 
 def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
