@@ -59,28 +59,24 @@ class BisectCommand(Command):
     def parse_args(self, parser: CommandParser, argv: Sequence[str]) -> argparse.Namespace:
         argv = list(argv)
         if "--run" in split_program(parser, argv)[0]:
-            args = parse_program_args(parser, argv, "target")
-            if args.tape is not None or args.all:
-                raise UsageError(
-                    "bisect --run cuts the tape of the measured backward; --tape and --all are for plans"
-                )
-            return args
-        at = _first_positional(parser, argv)
-        if at < len(argv) and "--run" not in argv[:at]:
-            # a plan: options may follow TRACE (only a script's own arguments come after it)
-            argv = [*argv[:at], *argv[at + 1 :], argv[at]]
-        args = parser.parse_args(argv)
-        if args.module is not None and not args.run:
-            raise UsageError("bisect: -m MODULE: only with --run (a plan reads a TRACE)")
-        if args.target is None:
-            parser.error("the following arguments are required: TRACE | SCRIPT.py")
-        if not args.run:
-            if args.args:
-                parser.error(f"unrecognized arguments: {' '.join(args.args)}")
-            used = [f"--{name}" for name in _PROBE_ONLY if getattr(args, name) is not None]
-            if used:
-                raise UsageError(f"bisect: {', '.join(used)}: only with --run (a plan measures nothing)")
-        elif args.tape is not None or args.all:
+            args = parse_program_args(parser, argv, "target")  # SCRIPT.py or -m MODULE, then its args
+        else:
+            at = _first_positional(parser, argv)
+            if at < len(argv) and "--run" not in argv[:at]:
+                # a plan: options may follow TRACE (only a script's own arguments come after it)
+                argv = [*argv[:at], *argv[at + 1 :], argv[at]]
+            args = parser.parse_args(argv)
+            if args.module is not None and not args.run:
+                raise UsageError("bisect: -m MODULE: only with --run (a plan reads a TRACE)")
+            if args.target is None:
+                parser.error("the following arguments are required: TRACE | SCRIPT.py")
+            if not args.run:
+                if args.args:
+                    parser.error(f"unrecognized arguments: {' '.join(args.args)}")
+                used = [f"--{name}" for name in _PROBE_ONLY if getattr(args, name) is not None]
+                if used:
+                    raise UsageError(f"bisect: {', '.join(used)}: only with --run (a plan measures nothing)")
+        if args.run and (args.tape is not None or args.all):
             raise UsageError(
                 "bisect --run cuts the tape of the measured backward; --tape and --all are for plans"
             )
