@@ -80,16 +80,17 @@ def test_host_detail_text_is_json_dumps_of_its_facts(monkeypatch, cap):
     """The directly formatted details are the text json.dumps gives (key order included)."""
     monkeypatch.setattr(hostdata, "DIGEST_MAX_BYTES", cap)
     arrays = [np.ones(16, np.float32), np.zeros(0), np.arange(12).reshape(3, 4)[:, ::2], np.float64(3.0)]
-    extras = [None, {"view": True}, {"view": False}, {}, {"view": 1}, {"view": True, "k": 2}]
     for values in arrays:
         for direction in ("read", "write"):
-            for extra in extras:
-                nbytes, digest = hostdata.digest_of(values)
-                facts = {**(extra or {}), "host": direction, "nbytes": nbytes, "digest": digest}
-                assert hostdata.host_detail(direction, values, extra) == json.dumps(facts)
             for view in (False, True):
-                expected = hostdata.host_detail(direction, values, {"view": True} if view else None)
-                assert hostdata.transfer_detail(direction, values, view) == expected
+                nbytes, digest = hostdata.digest_of(values)
+                facts = {
+                    **({"view": True} if view else {}),
+                    "host": direction,
+                    "nbytes": nbytes,
+                    "digest": digest,
+                }
+                assert hostdata.transfer_detail(direction, values, view) == json.dumps(facts)
 
 
 def test_small_and_large_transfers_get_the_digest_of_their_c_order_bytes(monkeypatch):

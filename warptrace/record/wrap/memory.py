@@ -26,7 +26,7 @@ from warptrace.record.wrap.common import (
     mark,
     positional_params,
 )
-from warptrace.record.wrap.hostdata import host_detail, transfer_detail
+from warptrace.record.wrap.hostdata import transfer_detail
 from warptrace.trace.schema import (
     COPY,
     EVENT_KIND_CODES,
@@ -193,7 +193,7 @@ def _host_write(src: Any) -> str | None:
     try:
         if not src.device.is_cpu:
             return None
-        return host_detail("write", np.asarray(src))
+        return transfer_detail("write", np.asarray(src), False)
     except Exception:
         return None
 
