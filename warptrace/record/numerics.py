@@ -169,7 +169,7 @@ class Numerics:
         rec.flush()
         with rec.lock:
             if not rec.closed:
-                rec._queue.put(((("numerics", rows),), False, None))
+                rec.submit((("numerics", rows),))
 
     # ---------------------------------------------------------------- events
     def after_launch(self, seq: int, named: dict[str, Any]) -> None:

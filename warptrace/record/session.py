@@ -44,6 +44,8 @@ import warp
 
 from warptrace.record.callsite import Sites
 from warptrace.record.identity import Identity
+from warptrace.trace import sink as sink_process
+from warptrace.trace.rows import ACCESS_WIDTH, EVENT_ROW, EVENT_WIDTH, Batch, PartSink, event_matrix, int_rows
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     COPY,
@@ -51,35 +53,29 @@ from warptrace.trace.schema import (
     EVENT_KINDS,
     LAUNCH,
     MEMSET,
-    SCHEMAS,
     TAPE_CREATE,
 )
 from warptrace.trace.writer import TraceWriter
+
+__all__ = ["ACCESS_WIDTH", "EVENT_ROW", "EVENT_WIDTH", "Recorder", "ThreadState"]
 
 FLUSH_EVENTS = 4096
 FLUSH_ACCESSES = 16384
 FLUSH_SECONDS = 2.0
 MAX_ERRORS = 20
-WRITER_THREAD = os.environ.get("WARPTRACE_SYNC_WRITES", "") in ("", "0")
 
-_WIDTH = {table: len(schema.names) for table, schema in SCHEMAS.items()}
 
-_CODED = ("kind", "dim", "arg", "field")  # int codes into a string table in memory
+def _writer_mode() -> str:
+    """``WARPTRACE_WRITER``: ``process`` (the default: a trace-writer process once the run has
+    something to flush before it ends; :mod:`warptrace.trace.sink`), ``thread`` (Parquet
+    encoding on an in-process thread) or ``sync`` (on the recording thread, at each flush).
+    ``WARPTRACE_SYNC_WRITES=1`` is ``sync``, as before."""
+    mode = os.environ.get("WARPTRACE_WRITER", "").strip().lower()
+    if os.environ.get("WARPTRACE_SYNC_WRITES", "") not in ("", "0"):
+        return "sync"
+    return mode if mode in ("process", "thread", "sync") else "process"
 
-# In-memory rows of the two big tables (all ints; see the module docstring).
-EVENT_ROW = (
-    "seq", "kind", "tape", "recorded", "phase", "adjoint", "executed", "site", "kernel",
-    "thread", "t_ns", "parent", "array_id", "ref_id", "dim",
-)  # fmt: skip
-EVENT_WIDTH = len(EVENT_ROW)
-ACCESS_ROW = ("seq", "array_id", "alloc_id", "role", "flags", "arg", "field")
-ACCESS_WIDTH = len(ACCESS_ROW)
-# numpy dtype of each integer/bool column of the two rows (pyarrow's to_pandas_dtype() would
-# import numpy.ma, 6 ms, at the first flush)
-_INT_DTYPES = {
-    table: {name: np.dtype(str(SCHEMAS[table].field(name).type)) for name in row if name not in _CODED}
-    for table, row in (("events", EVENT_ROW), ("accesses", ACCESS_ROW))
-}
+
 _perf_ns = time.perf_counter_ns
 
 # Set WARPTRACE_STRICT=1 to make recorder bugs raise instead of being logged (tests).
@@ -175,6 +171,16 @@ class Recorder:
         full_meta.update(meta)
         self.writer = TraceWriter(self.path, full_meta)
         self.closed = False
+        self.pid = os.getpid()  # a forked child of the program writes nothing (see flush)
+        # where the parts are encoded: in this process (the writer thread, or the recording
+        # thread in "sync" mode) until the run flushes before its end, then, in "process"
+        # mode, in the trace-writer process (warptrace.trace.sink)
+        self.writer_mode = _writer_mode()
+        self.parts = PartSink(self.writer, self.kinds, self.names, self.dim_texts)
+        self.sink: sink_process.SinkProcess | None = None
+        self.sink_failed = self.writer_mode != "process" or not sink_process.usable()
+        # meta.json "writer": where the parts were encoded ("process" once the child ran)
+        self.writer_used = "sync" if self.writer_mode == "sync" else "thread"
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._writer_loop, name="warptrace-writer", daemon=True)
         self._thread.start()
@@ -397,8 +403,8 @@ class Recorder:
         nothing. ``wait`` blocks until the part files are on disk.
         """
         with self.lock:
-            if self.closed:
-                return
+            if self.closed or os.getpid() != self.pid:
+                return  # (a forked child: the parent's writer is not this process')
             ev, extra, acc = self.ev, self.ev_extra, self.acc
             if self.open_seqs:
                 # a parent event is still open (a copy between its reserved seq and its row):
@@ -433,13 +439,25 @@ class Recorder:
                 self.ev_extra = []
                 self.disordered = False
             self.sites.rebind(self.site_rows.extend)
-            if not WRITER_THREAD:
-                self._write_batch(batch, disordered)
+            if self.writer_mode == "sync":
+                self._write_batch(batch, disordered, False)
                 return
             done = threading.Event() if wait else None
-            self._queue.put((batch, disordered, done))
+            # a flush the run's size or time asked for (not the final one, nor an explicit
+            # warptrace.flush()) moves the encoding to the trace-writer process
+            self._queue.put((batch, disordered, done, not force))
         if done is not None:
             done.wait()
+
+    def submit(self, batch: Batch) -> None:
+        """Queue rows of other tables (``numerics``) after the parts flushed before them."""
+        with self.lock:
+            if self.closed or os.getpid() != self.pid:
+                return
+            if self.writer_mode == "sync":
+                self._write_batch(batch, False, False)
+            else:
+                self._queue.put((batch, False, None, False))
 
     def _split_below(
         self, first: int
@@ -459,77 +477,65 @@ class Recorder:
         self.ev_extra = [row for row in self.ev_extra if row[0] >= first]
         return taken[0], extra, taken[1]
 
-    def _write_batch(self, batch: tuple[tuple[str, Any], ...], disordered: bool) -> None:
-        # dimension tables first: a reader never sees an event whose site/array is missing
+    def _write_batch(self, batch: Batch, disordered: bool, spawn: bool) -> None:
+        """Write one flushed batch: the int rows become matrices here (one C pass each, the
+        only part that needs the interpreter lock for long), the rest is encoding, done in
+        the trace-writer process once it runs (``spawn``: start it now if it may)."""
+        converted: list[tuple[str, Any]] = []
         for table, buf in batch:
             if table == "events":
-                if buf[0]:
-                    self.writer.write(table, self._event_columns(buf[0], buf[1], disordered))
-                continue
-            if not buf:
-                continue
-            if table == "accesses":
-                self.writer.write(table, self._access_columns(buf))
-                continue
-            width = _WIDTH[table]
-            names = SCHEMAS[table].names
-            self.writer.write(table, {name: buf[i::width] for i, name in enumerate(names)})
+                converted.append((table, (event_matrix(buf[0], disordered, self._note), buf[1])))
+            elif table == "accesses":
+                converted.append((table, int_rows(buf, ACCESS_WIDTH, self._note)))
+            else:
+                converted.append((table, buf))
+        out = tuple(converted)
+        if self.sink is None and spawn and not self.sink_failed:
+            try:
+                self.sink = sink_process.SinkProcess(
+                    self.path, self.writer.meta["trace_id"], self.writer.part_index
+                )
+                self.writer_used = "process"
+            except Exception as exc:  # no usable interpreter: keep encoding here
+                self.sink_failed = True
+                self.writer.meta["writer_fallback"] = str(exc)
+        if self.sink is not None:
+            try:
+                self.sink.write(out, self.kinds, self.names, self.dim_texts)
+                return
+            except sink_process.SinkError as exc:
+                self._sink_lost(exc)
+        self.parts.write(out)
 
-    def _int_rows(self, buf: list[int], row: tuple[str, ...]) -> np.ndarray:
-        """The buffer as an ``(n, width)`` int64 matrix (one C pass over the list)."""
+    def _sink_lost(self, exc: BaseException) -> None:
+        """The trace-writer process ended on its own: what it had not written is lost (noted as
+        a recorder error); the parts on disk are recounted and encoding continues here."""
+        self._note(exc)
+        sink, self.sink, self.sink_failed = self.sink, None, True
+        if sink is not None:
+            sink.kill()
+        self.writer.rescan()
+
+    def _sink_sync(self, finish: bool) -> None:
+        """Wait for the trace-writer process (and end it when ``finish``); take its errors and,
+        at the end, its counters."""
+        sink = self.sink
+        if sink is None:
+            return
         try:
-            values = np.fromiter(buf, dtype=np.int64, count=len(buf))
-        except (TypeError, ValueError, OverflowError) as exc:  # a recorder bug put a non-int in a row
-            self._note(exc)
-            values = np.array([_as_int(v) for v in buf], dtype=np.int64)
-        return values.reshape(-1, len(row))
-
-    def _event_columns(
-        self, ev: list[int], extra: list[tuple[int, float | None, str | None]], disordered: bool
-    ) -> dict[str, Any]:
-        rows = self._int_rows(ev, EVENT_ROW)
-        if disordered:  # a copy's row is appended after its nested grad copy's
-            rows = rows[np.argsort(rows[:, 0], kind="stable")]
-        n = len(rows)
-        dtypes = _INT_DTYPES["events"]
-        columns: dict[str, Any] = {}
-        for i, name in enumerate(EVENT_ROW):
-            column = rows[:, i]
-            if name == "kind":
-                columns[name] = _decode(self.kinds, column)
-            elif name == "dim":
-                columns[name] = _decode(self.dim_texts, column)
+            if finish:
+                self.sink = None
+                report = sink.finish()
+                self.writer.absorb(report["part_index"], report["rows_written"], report["bytes_written"])
+                errors = report.get("errors", [])
             else:
-                columns[name] = pa.array(column.astype(dtypes[name]))
-        value = np.zeros(n, dtype=np.float64)
-        has_value = np.zeros(n, dtype=bool)
-        detail_index = np.full(n, -1, dtype=np.int64)
-        details: list[str] = []
-        if extra:
-            where = np.searchsorted(rows[:, 0], np.array([e[0] for e in extra], dtype=np.int64))
-            with_value = [i for i, e in enumerate(extra) if e[1] is not None]
-            if with_value:
-                at = where[with_value]
-                value[at] = [extra[i][1] for i in with_value]
-                has_value[at] = True
-            with_detail = [i for i, e in enumerate(extra) if e[2] is not None]
-            if with_detail:
-                detail_index[where[with_detail]] = np.arange(len(with_detail))
-                details = [str(extra[i][2]) for i in with_detail]
-        columns["value"] = pa.array(value, mask=~has_value)
-        columns["detail"] = _decode(details, detail_index)
-        return columns
-
-    def _access_columns(self, acc: list[int]) -> dict[str, Any]:
-        rows = self._int_rows(acc, ACCESS_ROW)
-        dtypes = _INT_DTYPES["accesses"]
-        columns: dict[str, Any] = {}
-        for i, name in enumerate(ACCESS_ROW):
-            if name in ("arg", "field"):
-                columns[name] = _decode(self.names, rows[:, i])
-            else:
-                columns[name] = pa.array(rows[:, i].astype(dtypes[name]))
-        return columns
+                errors = sink.sync()
+        except sink_process.SinkError as exc:
+            self.sink = sink
+            self._sink_lost(exc)
+            return
+        for text in errors:
+            self._note(sink_process.SinkError(text))
 
     def _writer_loop(self) -> None:
         """The writer thread: write queued batches; flush on its own every FLUSH_SECONDS when idle."""
@@ -547,10 +553,16 @@ class Recorder:
                     self._note(exc)
                 continue
             if item is None:
+                try:
+                    self._sink_sync(finish=True)
+                except Exception as exc:  # pragma: no cover - a bug: the trace must still close
+                    self._note(exc)
                 return
-            batch, disordered, done = item
+            batch, disordered, done, spawn = item
             try:
-                self._write_batch(batch, disordered)
+                self._write_batch(batch, disordered, spawn)
+                if done is not None:
+                    self._sink_sync(finish=False)
             except Exception as exc:  # disk full, unwritable path: keep the program running
                 self._note(exc)
             finally:
@@ -600,6 +612,10 @@ class Recorder:
         }
 
     def close(self, exit_status: int | None, error: str | None) -> dict[str, Any]:
+        if os.getpid() != self.pid:  # a forked child of the program: the trace is the parent's
+            with self.lock:
+                self.closed = True
+            return self.summary()
         with self.lock:  # nothing can be appended between the last flush and closing
             self.open_seqs.clear()  # an event still open now is never appended: write the rest
             self.flush(force=True)
@@ -608,7 +624,7 @@ class Recorder:
         self._thread.join()
         with self.lock:
             summary = self.summary()
-            meta: dict[str, Any] = {"summary": summary}
+            meta: dict[str, Any] = {"summary": summary, "writer": self.writer_used}
             if self.errors:
                 meta["recorder_errors"] = self.errors
             runtime = getattr(warp._src.context, "runtime", None)
@@ -617,18 +633,3 @@ class Recorder:
                     meta["devices"] = [str(d.alias) for d in warp.get_devices()]
             self.writer.close(exit_status=exit_status, error=error, **meta)
         return summary
-
-
-def _decode(texts: list[str], codes: np.ndarray) -> pa.Array:
-    """String column from codes into ``texts`` (-1: null), without a Python object per row."""
-    table = pa.array(texts[:], type=pa.string())  # a snapshot: the list may grow meanwhile
-    indices = codes.astype(np.int32)
-    missing = indices < 0
-    return table.take(pa.array(indices, mask=missing) if missing.any() else pa.array(indices))
-
-
-def _as_int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return -1

@@ -97,6 +97,47 @@ class TraceWriter:
         self._write_meta()
         self.closed = False
 
+    @classmethod
+    def attach(
+        cls, path: str | os.PathLike[str], trace_id: str, part_index: Mapping[str, int]
+    ) -> TraceWriter:
+        """A writer of parts only, continuing the trace another writer started at ``path``
+        (the trace-writer process, :mod:`warptrace.trace.sink`): it numbers its parts from
+        ``part_index`` on, counts only what it writes, and never touches ``meta.json``."""
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        self._part_index = {table: int(part_index.get(table, 0)) for table in ALL_TABLES}
+        self.rows_written = dict.fromkeys(ALL_TABLES, 0)
+        self.bytes_written = dict.fromkeys(ALL_TABLES, 0)
+        self.meta = {"trace_id": trace_id}
+        self.closed = False
+        return self
+
+    def absorb(
+        self, part_index: Mapping[str, int], rows: Mapping[str, int], nbytes: Mapping[str, int]
+    ) -> None:
+        """Take over after an attached writer: its next part numbers and what it wrote."""
+        for table in ALL_TABLES:
+            self._part_index[table] = max(self._part_index[table], int(part_index.get(table, 0)))
+            self.rows_written[table] += int(rows.get(table, 0))
+            self.bytes_written[table] += int(nbytes.get(table, 0))
+
+    def rescan(self) -> None:
+        """Recount the parts from the disk (after an attached writer ended without saying
+        what it wrote): the next part numbers, rows and bytes of the parts present."""
+        for table in ALL_TABLES:
+            folder = self.path / table
+            parts = sorted(folder.glob("part-*.parquet")) if folder.is_dir() else []
+            indices = [int(p.stem.split("-")[1]) for p in parts if p.stem.split("-")[1].isdigit()]
+            self._part_index[table] = max(indices, default=-1) + 1
+            self.rows_written[table] = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+            self.bytes_written[table] = sum(p.stat().st_size for p in parts)
+
+    @property
+    def part_index(self) -> dict[str, int]:
+        """The index the next part of each table gets."""
+        return dict(self._part_index)
+
     def update_meta(self, **values: Any) -> None:
         self.meta.update(values)
         self._write_meta()

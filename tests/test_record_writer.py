@@ -1,0 +1,206 @@
+"""Where the parts are encoded: the trace-writer process, the writer thread, the recording
+thread. The three write the same trace; the process is started only by a flush the run's
+size or time asked for, and a process that ends on its own loses nothing it had written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import warp as wp
+
+import warptrace
+from tests.test_record_common import DEVICE, store_kernel
+from warptrace.record import recorder, session
+from warptrace.trace import sink as sink_process
+from warptrace.trace.reader import read_trace
+
+REPO = Path(__file__).resolve().parents[1]
+
+# small parts, copies (rows appended out of seq order), memsets with values and details,
+# several dims, a tape with backward, value reads, numerics rows
+PROGRAM = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import warp as wp
+    wp.config.quiet = True
+    import warptrace
+    from warptrace.record import recorder, session
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * 2.0
+
+    warptrace.start(sys.argv[1], numerics=True)
+    recorder.active().flush_ev_len = 8 * session.EVENT_WIDTH
+    x = wp.array(np.arange(6, dtype=np.float32), device="cpu", requires_grad=True)
+    y = wp.zeros(6, dtype=float, device="cpu", requires_grad=True)
+    v = wp.zeros(3, dtype=wp.vec3, device="cpu")
+    for step in range(12):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(scale, dim=6, inputs=[x], outputs=[y], device="cpu")
+            wp.copy(y, x)
+            wp.launch(scale, dim=[2, 3] if step % 2 else 6, inputs=[x], outputs=[y], device="cpu")
+        tape.backward(grads={y: wp.ones(6, dtype=float, device="cpu")})
+        v.fill_(wp.vec3(1.0, 2.0, float(step)))
+        x.fill_(float("nan") if step == 5 else 1.5)
+        y.numpy()
+        tape.zero()
+    warptrace.stop()
+    """
+)
+
+
+def _record(tmp_path: Path, mode: str) -> Path:
+    script = tmp_path / "program.py"  # a real file: Warp reads kernel source from it
+    script.write_text(PROGRAM)
+    trace = tmp_path / f"{mode}.wtrace"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WARPTRACE_WRITER": mode}
+    env.pop("WARPTRACE_SYNC_WRITES", None)
+    subprocess.run([sys.executable, str(script), str(trace)], check=True, env=env, capture_output=True)
+    return trace
+
+
+def _comparable(trace: Path) -> dict[str, list[dict]]:
+    loaded = read_trace(trace)
+    assert not loaded.warnings
+    out = {}
+    for name, table in loaded.tables.items():
+        drop = [c for c in ("t_ns", "ptr") if c in table.column_names]
+        out[name] = [
+            {
+                key: "nan" if isinstance(value, float) and value != value else value
+                for key, value in row.items()
+            }
+            for row in table.drop_columns(drop).to_pylist()
+        ]  # (NaN is a value here: the fill of step 5)
+    return out
+
+
+def test_the_three_writers_write_the_same_trace(tmp_path):
+    traces = {mode: _record(tmp_path, mode) for mode in ("process", "thread", "sync")}
+    metas = {mode: json.loads((trace / "meta.json").read_text()) for mode, trace in traces.items()}
+    assert {mode: meta["writer"] for mode, meta in metas.items()} == {
+        "process": "process",
+        "thread": "thread",
+        "sync": "sync",
+    }
+    assert all(meta["complete"] and "recorder_errors" not in meta for meta in metas.values())
+    tables = {mode: _comparable(trace) for mode, trace in traces.items()}
+    assert len(tables["process"]["events"]) > 100 and tables["process"]["numerics"]
+    assert len(list((traces["process"] / "events").glob("part-*.parquet"))) > 5
+    for name, rows in tables["thread"].items():
+        assert tables["process"][name] == rows, name
+        assert tables["sync"][name] == rows, name
+    assert metas["process"]["counts"] == metas["thread"]["counts"] == metas["sync"]["counts"]
+    assert metas["process"]["parts"] == metas["thread"]["parts"]
+
+
+@pytest.fixture
+def trace_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARPTRACE_WRITER", "process")
+    monkeypatch.delenv("WARPTRACE_SYNC_WRITES", raising=False)
+    yield tmp_path / "run.wtrace"
+    warptrace.stop()
+
+
+def _launches(x, y, n: int) -> None:
+    for _ in range(n):
+        wp.launch(store_kernel, dim=4, inputs=[x], outputs=[y], device=DEVICE)
+
+
+def test_a_short_run_never_starts_the_process(trace_path):
+    """Only a flush before the end starts the child: a run whose rows all fit in memory
+    (most tests, short scripts) encodes its parts in process, at stop()."""
+    warptrace.start(trace_path)
+    x = wp.zeros(4, dtype=float, device=DEVICE)
+    _launches(x, x, 20)
+    recorder.flush()  # an explicit flush does not start it either
+    _launches(x, x, 20)
+    warptrace.stop()
+    meta = json.loads((trace_path / "meta.json").read_text())
+    assert meta["writer"] == "thread" and meta["summary"]["launches"] == 40
+
+
+def test_the_process_ending_on_its_own_loses_nothing_it_wrote(trace_path):
+    warptrace.start(trace_path)
+    rec = recorder.active()
+    rec.flush_ev_len = 8 * session.EVENT_WIDTH
+    x = wp.zeros(4, dtype=float, device=DEVICE)
+    _launches(x, x, 40)  # size-triggered flushes start the child
+    recorder.flush()  # everything so far on disk
+    assert rec.sink is not None
+    rec.sink.proc.kill()
+    rec.sink.proc.wait()
+    _launches(x, x, 40)  # the next batch finds the pipe broken and is written in process
+    warptrace.stop()
+
+    meta = json.loads((trace_path / "meta.json").read_text())
+    assert meta["writer"] == "process"
+    assert meta["summary"]["recorder_errors"] >= 1
+    assert any("trace-writer process ended unexpectedly" in text for text in meta["recorder_errors"])
+    loaded = read_trace(trace_path)
+    assert not loaded.warnings
+    assert loaded.tables["events"].column("seq").to_pylist() == list(range(80))
+
+
+def test_an_interpreter_that_cannot_start_the_process_writes_in_process(trace_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/opt/app/bin/kit")  # an embedding application
+    assert not sink_process.usable()
+    warptrace.start(trace_path)
+    recorder.active().flush_ev_len = 8 * session.EVENT_WIDTH
+    x = wp.zeros(4, dtype=float, device=DEVICE)
+    _launches(x, x, 40)
+    warptrace.stop()
+    meta = json.loads((trace_path / "meta.json").read_text())
+    assert meta["writer"] == "thread" and "recorder_errors" not in meta
+    assert read_trace(trace_path).tables["events"].num_rows == 40
+
+
+def test_a_child_that_cannot_start_costs_no_row(trace_path, monkeypatch):
+    """The child says it is ready before anything else is sent: one that fails at start
+    (here: an interpreter that exits at once) leaves the rows to the writer thread."""
+    fake = trace_path.parent / "python3"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    warptrace.start(trace_path)
+    recorder.active().flush_ev_len = 8 * session.EVENT_WIDTH
+    x = wp.array(np.ones(4, dtype=np.float32), device=DEVICE)
+    _launches(x, x, 40)
+    warptrace.stop()
+    meta = json.loads((trace_path / "meta.json").read_text())
+    assert meta["writer"] == "thread" and "exit status 3" in meta["writer_fallback"]
+    loaded = read_trace(trace_path)
+    assert not loaded.warnings and loaded.tables["events"].num_rows == 41  # the array's copy, 40 launches
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_leaves_the_trace_to_its_parent(trace_path):
+    warptrace.start(trace_path)
+    recorder.active().flush_ev_len = 8 * session.EVENT_WIDTH
+    x = wp.zeros(4, dtype=float, device=DEVICE)
+    _launches(x, x, 20)
+    pid = os.fork()
+    if pid == 0:  # the child records into its copy of the buffers, flushes and stops: no effect
+        try:
+            _launches(x, x, 20)
+            recorder.flush()
+            warptrace.stop()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    _launches(x, x, 20)
+    warptrace.stop()
+    meta = json.loads((trace_path / "meta.json").read_text())
+    assert meta["summary"]["launches"] == 40 and meta["complete"]
+    assert read_trace(trace_path).tables["events"].column("seq").to_pylist() == list(range(40))

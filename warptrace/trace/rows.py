@@ -1,0 +1,150 @@
+"""The recorder's in-memory rows, turned into Parquet parts.
+
+The recorder keeps its two big tables as flat lists of ints (see
+:mod:`warptrace.record.session`): an event row is :data:`EVENT_ROW` (``kind`` and ``dim``
+as codes into string tables), an access row is :data:`ACCESS_ROW` (``arg``/``field`` as
+codes). :func:`int_rows` turns such a list into an ``(n, width)`` int64 matrix in one C
+pass; :class:`PartSink` turns a batch of matrices and row lists into one part per table.
+
+No Warp here: the same code writes parts inside the recorded process (the writer thread,
+or synchronously) and in the trace-writer process (:mod:`warptrace.trace.sink`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from warptrace.trace.schema import SCHEMAS
+from warptrace.trace.writer import TraceWriter
+
+# In-memory rows of the two big tables (all ints).
+EVENT_ROW = (
+    "seq", "kind", "tape", "recorded", "phase", "adjoint", "executed", "site", "kernel",
+    "thread", "t_ns", "parent", "array_id", "ref_id", "dim",
+)  # fmt: skip
+EVENT_WIDTH = len(EVENT_ROW)
+ACCESS_ROW = ("seq", "array_id", "alloc_id", "role", "flags", "arg", "field")
+ACCESS_WIDTH = len(ACCESS_ROW)
+_CODED = ("kind", "dim", "arg", "field")  # int codes into a string table in memory
+# numpy dtype of each integer/bool column of the two rows (pyarrow's to_pandas_dtype() would
+# import numpy.ma, 6 ms, at the first flush)
+_INT_DTYPES = {
+    table: {name: np.dtype(str(SCHEMAS[table].field(name).type)) for name in row if name not in _CODED}
+    for table, row in (("events", EVENT_ROW), ("accesses", ACCESS_ROW))
+}
+WIDTH = {table: len(schema.names) for table, schema in SCHEMAS.items()}
+
+# (seq, value, detail) of the events that have a value or a detail
+Extra = list[tuple[int, "float | None", "str | None"]]
+# One flush: ((table, rows), ...) in writing order, dimension tables first; "events" holds
+# (EVENT_ROW matrix, extra), "accesses" an ACCESS_ROW matrix, the others flat row lists.
+Batch = tuple[tuple[str, Any], ...]
+
+
+def int_rows(buf: Sequence[int], width: int, note: Callable[[BaseException], None]) -> np.ndarray:
+    """The flat list as an ``(n, width)`` int64 matrix (one C pass over the list).
+
+    A value that is not an int (a recorder bug) is reported to ``note`` and written as -1."""
+    try:
+        values = np.fromiter(buf, dtype=np.int64, count=len(buf))
+    except (TypeError, ValueError, OverflowError) as exc:
+        note(exc)
+        values = np.array([_as_int(v) for v in buf], dtype=np.int64)
+    return values.reshape(-1, width)
+
+
+def event_matrix(ev: Sequence[int], disordered: bool, note: Callable[[BaseException], None]) -> np.ndarray:
+    """:func:`int_rows` of an event buffer, sorted by seq when rows were appended out of order
+    (a copy's row is appended after its nested grad copy's)."""
+    rows = int_rows(ev, EVENT_WIDTH, note)
+    if disordered:
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    return rows
+
+
+class PartSink:
+    """Writes batches as Parquet parts through a :class:`TraceWriter`.
+
+    ``kinds``, ``names`` and ``dim_texts`` are the string tables the coded columns index
+    (append-only; a code is appended before any row that uses it)."""
+
+    def __init__(self, writer: TraceWriter, kinds: list[str], names: list[str], dim_texts: list[str]) -> None:
+        self.writer = writer
+        self.kinds = kinds
+        self.names = names
+        self.dim_texts = dim_texts
+
+    def write(self, batch: Batch) -> None:
+        # dimension tables first: a reader never sees an event whose site/array is missing
+        writer = self.writer
+        for table, buf in batch:
+            if table == "events":
+                rows, extra = buf
+                if len(rows):
+                    writer.write(table, self.event_columns(rows, extra))
+            elif table == "accesses":
+                if len(buf):
+                    writer.write(table, self.access_columns(buf))
+            elif buf:
+                width = WIDTH[table]
+                writer.write(table, {name: buf[i::width] for i, name in enumerate(SCHEMAS[table].names)})
+
+    def event_columns(self, rows: np.ndarray, extra: Extra) -> dict[str, Any]:
+        n = len(rows)
+        dtypes = _INT_DTYPES["events"]
+        columns: dict[str, Any] = {}
+        for i, name in enumerate(EVENT_ROW):
+            column = rows[:, i]
+            if name == "kind":
+                columns[name] = decode(self.kinds, column)
+            elif name == "dim":
+                columns[name] = decode(self.dim_texts, column)
+            else:
+                columns[name] = pa.array(column.astype(dtypes[name]))
+        value = np.zeros(n, dtype=np.float64)
+        has_value = np.zeros(n, dtype=bool)
+        detail_index = np.full(n, -1, dtype=np.int64)
+        details: list[str] = []
+        if extra:
+            where = np.searchsorted(rows[:, 0], np.array([e[0] for e in extra], dtype=np.int64))
+            with_value = [i for i, e in enumerate(extra) if e[1] is not None]
+            if with_value:
+                at = where[with_value]
+                value[at] = [extra[i][1] for i in with_value]
+                has_value[at] = True
+            with_detail = [i for i, e in enumerate(extra) if e[2] is not None]
+            if with_detail:
+                detail_index[where[with_detail]] = np.arange(len(with_detail))
+                details = [str(extra[i][2]) for i in with_detail]
+        columns["value"] = pa.array(value, mask=~has_value)
+        columns["detail"] = decode(details, detail_index)
+        return columns
+
+    def access_columns(self, rows: np.ndarray) -> dict[str, Any]:
+        dtypes = _INT_DTYPES["accesses"]
+        columns: dict[str, Any] = {}
+        for i, name in enumerate(ACCESS_ROW):
+            if name in ("arg", "field"):
+                columns[name] = decode(self.names, rows[:, i])
+            else:
+                columns[name] = pa.array(rows[:, i].astype(dtypes[name]))
+        return columns
+
+
+def decode(texts: list[str], codes: np.ndarray) -> pa.Array:
+    """String column from codes into ``texts`` (-1: null), without a Python object per row."""
+    table = pa.array(texts[:], type=pa.string())  # a snapshot: the list may grow meanwhile
+    indices = codes.astype(np.int32)
+    missing = indices < 0
+    return table.take(pa.array(indices, mask=missing) if missing.any() else pa.array(indices))
+
+
+def _as_int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1

@@ -1,0 +1,230 @@
+"""The trace-writer process: Parquet encoding outside the recorded program's interpreter.
+
+Why a process: the recorder's writer thread shares the program's interpreter lock.
+Every Arrow or Parquet call the thread makes gives the lock back and takes it again,
+and each time the program's thread is made to wait and woken (a futex wake and a
+context switch). On the 2-core development VM that cost the program ~250 µs of its own
+CPU time per training step of ``tools/bench_record.py`` (b), more than writing the same
+rows synchronously (~80 µs), against ~45 µs with this process (CHANGELOG). The writer
+thread now only turns the int lists into int64 matrices (one C pass, under the lock
+once) and pickles each batch into a pipe; this process builds the columns and writes
+the parts, with its own interpreter lock.
+
+Protocol (length-prefixed pickles on the child's stdin, one JSON line per reply on its
+stdout):
+
+- ``("attach", path, trace_id, part_index)``: first message; parts are numbered from
+  ``part_index`` on (the recorded process may have written some itself). Reply
+  ``{"ready": true}`` once the child has imported what it needs: until then the
+  recorded process sends nothing else, so a child that cannot start loses no row.
+- ``("batch", (kinds, names, dim_texts), batch)``: the string tables' new entries since
+  the last batch, then a :data:`~warptrace.trace.rows.Batch` to write.
+- ``("sync",)``: reply ``{"errors": [...]}`` once everything before it is on disk.
+- ``("finish",)``: reply ``{"part_index", "rows_written", "bytes_written", "errors"}``
+  and exit. The recorded process writes ``meta.json`` itself.
+
+End of input without ``finish`` (the recorded process was killed): the batches received
+are written, then the process exits; the trace stays readable up to its last part,
+``complete`` false, as after a crash with the in-process writer. The process ignores
+SIGINT (a Ctrl-C in the terminal is the program's to handle; the program then finishes
+the trace through this process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import re
+import signal
+import struct
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, BinaryIO
+
+_HEADER = struct.Struct("<Q")
+_PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ where Linux allows it: a batch rarely blocks the writer thread
+_F_SETPIPE_SZ = 1031
+# the interpreters a child can be started with: not an embedding application (Blender,
+# Omniverse Kit) whose executable would start the application itself
+_PYTHON_NAME = re.compile(r"python[0-9.]*w?(\.exe)?$", re.IGNORECASE)
+
+
+class SinkError(RuntimeError):
+    """The trace-writer process could not be started or ended without being asked."""
+
+
+def usable() -> bool:
+    """Whether a trace-writer process can be started from this interpreter."""
+    exe = sys.executable or ""
+    return bool(exe) and _PYTHON_NAME.match(os.path.basename(exe)) is not None and os.path.isfile(exe)
+
+
+class SinkProcess:
+    """The recorded process' end: start the child, send it batches, collect its report."""
+
+    def __init__(self, path: str | os.PathLike[str], trace_id: str, part_index: dict[str, int]) -> None:
+        import pyarrow
+
+        import warptrace
+
+        # the child finds this warptrace and this pyarrow, whatever put them on sys.path here
+        roots = [str(Path(module.__file__ or "").resolve().parents[1]) for module in (warptrace, pyarrow)]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*roots, *filter(None, [env.get("PYTHONPATH")])]))
+        env.pop("PYTHONSTARTUP", None)
+        kwargs: dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True  # no terminal signals: the program ends the child
+        else:  # pragma: no cover - Windows
+            kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from warptrace.trace.sink import serve; serve()"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                close_fds=True,
+                **kwargs,
+            )
+        except OSError as exc:
+            raise SinkError(f"the trace-writer process did not start: {exc}") from None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._out = self.proc.stdin.fileno()
+        self._in = self.proc.stdout
+        if sys.platform.startswith("linux"):
+            try:
+                import fcntl
+
+                fcntl.fcntl(self._out, _F_SETPIPE_SZ, _PIPE_BYTES)
+            except OSError:
+                pass  # above /proc/sys/fs/pipe-max-size: the default pipe works too
+        self._sent = [0, 0, 0]  # entries of (kinds, names, dim_texts) the child has
+        try:
+            self._send(("attach", str(path), trace_id, dict(part_index)))
+            self._reply()  # ready: nothing is sent to a child that could not start
+        except SinkError:
+            self.kill()
+            raise
+
+    def write(self, batch: Any, kinds: list[str], names: list[str], dim_texts: list[str]) -> None:
+        codes = []
+        for i, table in enumerate((kinds, names, dim_texts)):
+            new = table[self._sent[i] :]  # the tables only grow (another thread may append now)
+            self._sent[i] += len(new)
+            codes.append(new)
+        self._send(("batch", tuple(codes), batch))
+
+    def sync(self) -> list[str]:
+        """Wait until everything sent is on disk; the errors the child met meanwhile."""
+        self._send(("sync",))
+        return list(self._reply().get("errors", []))
+
+    def finish(self) -> dict[str, Any]:
+        """Everything sent is on disk and the child has ended: its counters and errors."""
+        self._send(("finish",))
+        report = self._reply()
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait()
+        self._in.close()
+        return report
+
+    def kill(self) -> None:
+        """End the child without waiting for what it has not written."""
+        for stream in (self.proc.stdin, self._in):
+            with contextlib.suppress(OSError):
+                stream.close()  # type: ignore[union-attr]
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def _send(self, message: Any) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_HEADER.pack(len(data)) + data)
+        try:
+            while view:
+                view = view[os.write(self._out, view) :]
+        except OSError as exc:  # BrokenPipeError: the child has ended
+            raise SinkError(self._ended(exc)) from None
+
+    def _reply(self) -> dict[str, Any]:
+        try:
+            line = self._in.readline()
+        except OSError as exc:
+            raise SinkError(self._ended(exc)) from None
+        if not line:
+            raise SinkError(self._ended(None))
+        return dict(json.loads(line))
+
+    def _ended(self, exc: BaseException | None) -> str:
+        try:
+            status = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            status = None
+        why = f" ({exc.__class__.__name__}: {exc})" if exc is not None else ""
+        return f"the trace-writer process ended unexpectedly (exit status {status}){why}"
+
+
+def _read(stream: BinaryIO) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        return None  # the recorded process died mid-message: nothing of it is written
+    return pickle.loads(data)
+
+
+def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+    """The child's main loop (see the module docstring)."""
+    if hasattr(signal, "SIGINT"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from warptrace.trace.rows import PartSink
+    from warptrace.trace.writer import TraceWriter
+
+    inp = stdin or sys.stdin.buffer
+    out = stdout or sys.stdout.buffer
+    first = _read(inp)
+    if not first or first[0] != "attach":
+        return
+    _, path, trace_id, part_index = first
+    writer = TraceWriter.attach(path, trace_id, part_index)
+    sink = PartSink(writer, [], [], [])
+    errors: list[str] = []
+
+    def reply(**values: Any) -> None:
+        out.write(json.dumps(values).encode() + b"\n")
+        out.flush()
+
+    reply(ready=True)
+
+    while True:
+        message = _read(inp)
+        if message is None:  # the recorded process ended without finishing (killed)
+            return
+        what = message[0]
+        if what == "batch":
+            kinds, names, dim_texts = message[1]
+            sink.kinds.extend(kinds)
+            sink.names.extend(names)
+            sink.dim_texts.extend(dim_texts)
+            try:
+                sink.write(message[2])
+            except Exception as exc:  # disk full, unwritable path: report, keep going
+                errors.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        elif what == "sync":
+            reply(errors=errors)
+            errors = []
+        elif what == "finish":
+            reply(
+                part_index=writer.part_index,
+                rows_written=writer.rows_written,
+                bytes_written=writer.bytes_written,
+                errors=errors,
+            )
+            return
