@@ -17,7 +17,12 @@
     gradient with ``numpy()``, builds a new parameter array and calls ``tape.zero()``.
 
 Plain and traced blocks alternate in one process (``start()``/``stop()`` around each
-traced block), so machine load drifts hit both alike; Warp's verify flag changes
+traced block), so machine load drifts hit both alike. A traced block measures the
+steady state of a long run: inside its session the block runs once untimed (first
+registrations, call sites) and a flush starts the trace-writer process, then the timed
+run ends with ``warptrace.flush()``, so every row it recorded is on disk inside the
+timed span and short blocks do not hide the cost of writing; ``start``/``stop``
+themselves are not timed. CPU time counts all threads and the trace-writer process. Warp's verify flag changes
 module hashes and forces a native recompile, so that mode runs in its own process.
 Wall time is the minimum over ``--repeat`` blocks (the least disturbed run); CPU time
 (all threads, including warptrace's writer thread) is the median. Kernels are
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -50,6 +56,8 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
         wp.config.verify_autograd_array_access = True
     sys.path.insert(0, str(REPO))
     import warptrace
+    from warptrace.record import recorder
+    from warptrace.record.recorder import flush
 
     @wp.kernel
     def tiny(x: wp.array(dtype=float), y: wp.array(dtype=float)):
@@ -196,17 +204,42 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
     tmp = Path(tempfile.mkdtemp(prefix="wt_bench_"))
     traces: list[Path] = []
 
+    def child_cpu() -> float:
+        """CPU seconds of the trace-writer process so far (Linux /proc; 0 without one)."""
+        rec = recorder.active()
+        sink = getattr(rec, "sink", None)
+        if sink is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{sink.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
     def timed(block: Callable[[], None], traced: bool, numerics: bool = False) -> tuple[float, float, float]:
+        recording = traced or numerics
         if numerics:
             warptrace.start(tmp / f"numerics{time.perf_counter_ns()}.wtrace", numerics=True)
         elif traced:
             traces.append(tmp / f"run{len(traces)}.wtrace")
             warptrace.start(traces[-1])
+        if recording:
+            # the steady state of a long run: first registrations done, the trace-writer
+            # process started (a flush the run's size asks for starts it), nothing buffered
+            block()
+            rec = recorder.active()
+            assert rec is not None
+            rec.flush()
+            flush()
+        child = child_cpu()
         wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
         block()
+        if recording:
+            flush()  # writing the block's rows is part of its cost (returns once on disk)
         wall, cpu, main = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - main
-        if traced or numerics:
-            warptrace.stop()  # the final flush is not part of the run's cost
+        cpu += child_cpu() - child
+        if recording:
+            warptrace.stop()  # fixed costs of a session (restoring Warp, meta.json): not per operation
         return wall, cpu, main
 
     modes = ["plain", "traced", "numerics"] if mode == "compare" else ["plain"]
@@ -321,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ):
         print(f"{what} [{unit}; wall = min, cpu/main = median of {args.repeat}]")
-        print("    cpu: all threads (incl. warptrace's writer thread); main: the program's thread only")
+        print("    cpu: all threads and the trace-writer process; main: the program's thread only")
         for mode in modes:
             print(
                 f"    {mode:7s} wall {r[f'{mode}_{name}_wall_us']:9.2f}   cpu {r[f'{mode}_{name}_cpu_us']:9.2f}"
