@@ -41,7 +41,7 @@ WIDTH = {table: len(schema.names) for table, schema in SCHEMAS.items()}
 # (seq, value, detail) of the events that have a value or a detail
 Extra = list[tuple[int, "float | None", "str | None"]]
 # One flush: ((table, rows), ...) in writing order, dimension tables first; "events" holds
-# (EVENT_ROW matrix, extra), "accesses" an ACCESS_ROW matrix, the others flat row lists.
+# (flat EVENT_ROW list, extra), the others flat row lists.
 Batch = tuple[tuple[str, Any], ...]
 
 
@@ -70,25 +70,35 @@ class PartSink:
     """Writes batches as Parquet parts through a :class:`TraceWriter`.
 
     ``kinds``, ``names`` and ``dim_texts`` are the string tables the coded columns index
-    (append-only; a code is appended before any row that uses it)."""
+    (append-only; a code is appended before any row that uses it); ``note`` hears of a
+    value in an int row that is not an int (a recorder bug; written as -1)."""
 
-    def __init__(self, writer: TraceWriter, kinds: list[str], names: list[str], dim_texts: list[str]) -> None:
+    def __init__(
+        self,
+        writer: TraceWriter,
+        kinds: list[str],
+        names: list[str],
+        dim_texts: list[str],
+        note: Callable[[BaseException], None],
+    ) -> None:
         self.writer = writer
         self.kinds = kinds
         self.names = names
         self.dim_texts = dim_texts
+        self.note = note
 
-    def write(self, batch: Batch) -> None:
+    def write(self, batch: Batch, disordered: bool) -> None:
+        """Write a flushed batch; ``disordered``: its event rows are not in seq order."""
         # dimension tables first: a reader never sees an event whose site/array is missing
         writer = self.writer
         for table, buf in batch:
             if table == "events":
                 rows, extra = buf
-                if len(rows):
-                    writer.write(table, self.event_columns(rows, extra))
+                if rows:
+                    writer.write(table, self.event_columns(event_matrix(rows, disordered, self.note), extra))
             elif table == "accesses":
-                if len(buf):
-                    writer.write(table, self.access_columns(buf))
+                if buf:
+                    writer.write(table, self.access_columns(int_rows(buf, ACCESS_WIDTH, self.note)))
             elif buf:
                 width = WIDTH[table]
                 writer.write(table, {name: buf[i::width] for i, name in enumerate(SCHEMAS[table].names)})

@@ -6,9 +6,9 @@ and each time the program's thread is made to wait and woken (a futex wake and a
 context switch). On the 2-core development VM that cost the program ~250 µs of its own
 CPU time per training step of ``tools/bench_record.py`` (b), more than writing the same
 rows synchronously (~80 µs), against ~45 µs with this process (CHANGELOG). The writer
-thread now only turns the int lists into int64 matrices (one C pass, under the lock
-once) and pickles each batch into a pipe; this process builds the columns and writes
-the parts, with its own interpreter lock.
+thread now only pickles each batch of the recorder's int lists into a pipe (one C pass
+under the lock, ~9 ns per int); this process turns them into int64 matrices, builds the
+columns and writes the parts, with its own interpreter lock.
 
 Protocol (length-prefixed pickles on the child's stdin, one JSON line per reply on its
 stdout):
@@ -17,8 +17,9 @@ stdout):
   ``part_index`` on (the recorded process may have written some itself). Reply
   ``{"ready": true}`` once the child has imported what it needs: until then the
   recorded process sends nothing else, so a child that cannot start loses no row.
-- ``("batch", (kinds, names, dim_texts), batch)``: the string tables' new entries since
-  the last batch, then a :data:`~warptrace.trace.rows.Batch` to write.
+- ``("batch", (kinds, names, dim_texts), batch, disordered)``: the string tables' new
+  entries since the last batch, then a :data:`~warptrace.trace.rows.Batch` to write
+  (the recorder's own lists: the int rows become matrices here).
 - ``("sync",)``: reply ``{"errors": [...]}`` once everything before it is on disk.
 - ``("finish",)``: reply ``{"part_index", "rows_written", "bytes_written", "errors"}``
   and exit. The recorded process writes ``meta.json`` itself.
@@ -111,13 +112,15 @@ class SinkProcess:
             self.kill()
             raise
 
-    def write(self, batch: Any, kinds: list[str], names: list[str], dim_texts: list[str]) -> None:
+    def write(
+        self, batch: Any, disordered: bool, kinds: list[str], names: list[str], dim_texts: list[str]
+    ) -> None:
         codes = []
         for i, table in enumerate((kinds, names, dim_texts)):
             new = table[self._sent[i] :]  # the tables only grow (another thread may append now)
             self._sent[i] += len(new)
             codes.append(new)
-        self._send(("batch", tuple(codes), batch))
+        self._send(("batch", tuple(codes), batch, disordered))
 
     def sync(self) -> list[str]:
         """Wait until everything sent is on disk; the errors the child met meanwhile."""
@@ -194,8 +197,12 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
         return
     _, path, trace_id, part_index = first
     writer = TraceWriter.attach(path, trace_id, part_index)
-    sink = PartSink(writer, [], [], [])
     errors: list[str] = []
+
+    def note(exc: BaseException) -> None:
+        errors.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+    sink = PartSink(writer, [], [], [], note)
 
     def reply(**values: Any) -> None:
         out.write(json.dumps(values).encode() + b"\n")
@@ -214,9 +221,9 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
             sink.names.extend(names)
             sink.dim_texts.extend(dim_texts)
             try:
-                sink.write(message[2])
+                sink.write(message[2], message[3])
             except Exception as exc:  # disk full, unwritable path: report, keep going
-                errors.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+                note(exc)
         elif what == "sync":
             reply(errors=errors)
             errors = []
