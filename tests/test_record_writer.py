@@ -204,3 +204,25 @@ def test_a_forked_child_leaves_the_trace_to_its_parent(trace_path):
     meta = json.loads((trace_path / "meta.json").read_text())
     assert meta["summary"]["launches"] == 40 and meta["complete"]
     assert read_trace(trace_path).tables["events"].column("seq").to_pylist() == list(range(40))
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_a_program_that_changes_its_directory_keeps_one_trace(tmp_path, monkeypatch, mode):
+    monkeypatch.setenv("WARPTRACE_WRITER", mode)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    warptrace.start("relative.wtrace")
+    try:
+        recorder.active().flush_ev_len = 8 * session.EVENT_WIDTH
+        x = wp.zeros(4, dtype=float, device=DEVICE)
+        _launches(x, x, 20)
+        os.chdir(tmp_path / "elsewhere")  # (monkeypatch.chdir restores the first one)
+        _launches(x, x, 20)
+    finally:
+        assert warptrace.stop() == "relative.wtrace"
+    assert not (tmp_path / "elsewhere" / "relative.wtrace").exists()
+    meta = json.loads((tmp_path / "relative.wtrace" / "meta.json").read_text())
+    assert meta["complete"] and meta["writer"] == mode
+    assert read_trace(tmp_path / "relative.wtrace").tables["events"].column("seq").to_pylist() == list(
+        range(40)
+    )

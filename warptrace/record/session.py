@@ -121,7 +121,10 @@ class Recorder:
     """
 
     def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
-        self.path = Path(path)
+        self.path = Path(path)  # as given (what stop() returns and the summary shows)
+        # where the parts go: fixed at start, so that a program that changes its working
+        # directory does not scatter its trace (the trace-writer process starts later)
+        self.dir = self.path.absolute()
         self.tok = object()  # session token stored with every per-object id
         self.lock = threading.RLock()
         self.local = threading.local()  # .state: this thread's ThreadState
@@ -169,7 +172,7 @@ class Recorder:
             "pid": os.getpid(),
         }
         full_meta.update(meta)
-        self.writer = TraceWriter(self.path, full_meta)
+        self.writer = TraceWriter(self.dir, full_meta)
         self.closed = False
         self.pid = os.getpid()  # a forked child of the program writes nothing (see flush)
         # where the parts are encoded: in this process (the writer thread, or the recording
@@ -485,7 +488,7 @@ class Recorder:
         if self.sink is None and spawn and not self.sink_failed:
             try:
                 self.sink = sink_process.SinkProcess(
-                    self.path, self.writer.meta["trace_id"], self.writer.part_index
+                    self.dir, self.writer.meta["trace_id"], self.writer.part_index
                 )
                 self.writer_used = "process"
             except Exception as exc:  # no usable interpreter: keep encoding here
@@ -571,7 +574,7 @@ class Recorder:
             import pyarrow.compute as pc
             import pyarrow.parquet as pq  # ParquetFile: pq.read_table would import pyarrow.dataset (6 ms)
 
-            files = sorted(str(f) for f in (self.path / "events").glob("part-*.parquet"))
+            files = sorted(str(f) for f in (self.dir / "events").glob("part-*.parquet"))
             if files:
                 columns = ["kind", "recorded", "adjoint"]
                 table = pa.concat_tables([pq.ParquetFile(f).read(columns=columns) for f in files])
