@@ -151,17 +151,20 @@ class SinkProcess:
         try:
             while view:
                 view = view[os.write(self._out, view) :]
-        except OSError as exc:  # BrokenPipeError: the child has ended
+        except OSError as exc:  # BrokenPipeError: the child has ended; EBADF: the program closed the pipe
             raise SinkError(self._ended(exc)) from None
 
     def _reply(self) -> dict[str, Any]:
         try:
             line = self._in.readline()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: the program closed our descriptor
             raise SinkError(self._ended(exc)) from None
         if not line:
             raise SinkError(self._ended(None))
-        return dict(json.loads(line))
+        try:
+            return dict(json.loads(line))
+        except ValueError as exc:  # something else wrote to the child's stdout
+            raise SinkError(f"the trace-writer process answered {line[:80]!r}") from exc
 
     def _ended(self, exc: BaseException | None) -> str:
         try:
