@@ -97,3 +97,72 @@ def test_a_new_run_clears_what_a_killed_run_left_at_the_same_path(tmp_path):
     assert not (path / "numerics").exists()
     assert list((path / "events").iterdir()) == []
     assert read_trace(path).meta["argv"] == ["again.py"]
+
+
+HOLDING = textwrap.dedent(
+    """
+    import sys, time
+    import warp as wp
+    wp.config.quiet = True
+    import warptrace
+    from warptrace.record import recorder, session
+
+    @wp.kernel
+    def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * 2.0
+
+    x = wp.zeros(4, dtype=float, device="cpu")
+    y = wp.zeros(4, dtype=float, device="cpu")
+    warptrace.start(sys.argv[1])
+    rec = recorder.active()
+    rec.flush_ev_len = 50 * session.EVENT_WIDTH  # batches of 50 launches for the writer process
+    for _ in range(1000):
+        wp.launch(double, dim=4, inputs=[x], outputs=[y], device="cpu")
+    deadline = time.monotonic() + 20
+    while (rec.sink is None or not rec._queue.empty()) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the writer thread has handed every batch to the process
+    time.sleep(0.2)
+    print("ready", rec.sink.proc.pid, flush=True)
+    time.sleep(120)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_the_writer_process_writes_what_it_holds_when_the_program_is_killed(tmp_path):
+    """The trace-writer process gathers batches for up to 2 s before it writes a part: a
+    program killed meanwhile still gets every batch it handed over on disk."""
+    script = tmp_path / "victim.py"
+    script.write_text(HOLDING)
+    trace = tmp_path / "killed.wtrace"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WARPTRACE_WRITER": "process"}
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(trace)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        for line in process.stdout:
+            if line.startswith("ready"):
+                child = int(line.split()[1])
+                break
+        else:
+            pytest.fail("the script ended before it was ready")
+        held = not list((trace / "events").glob("part-*.parquet"))
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the trace-writer process did not end after the program was killed")
+    assert held, "the process wrote before the test could kill the program (it should hold ~2 s)"
+    loaded = read_trace(trace)
+    events = loaded.tables["events"]
+    assert events.num_rows == 1000 and not loaded.warnings  # 20 batches of 50, none lost
+    assert events.column("seq").to_pylist() == list(range(1000))
+    assert json.loads((trace / "meta.json").read_text())["complete"] is False

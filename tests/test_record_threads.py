@@ -13,7 +13,9 @@ from warptrace.trace.reader import read_trace
 
 
 @pytest.fixture
-def trace_path(tmp_path):
+def trace_path(tmp_path, monkeypatch):
+    # parts cut where the recorder flushes (the trace-writer process would gather them)
+    monkeypatch.setenv("WARPTRACE_WRITER", "thread")
     yield tmp_path / "run.wtrace"
     warptrace.stop()
 

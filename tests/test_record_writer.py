@@ -97,12 +97,14 @@ def test_the_three_writers_write_the_same_trace(tmp_path):
     assert all(meta["complete"] and "recorder_errors" not in meta for meta in metas.values())
     tables = {mode: _comparable(trace) for mode, trace in traces.items()}
     assert len(tables["process"]["events"]) > 100 and tables["process"]["numerics"]
-    assert len(list((traces["process"] / "events").glob("part-*.parquet"))) > 5
+    parts = {mode: len(list((trace / "events").glob("part-*.parquet"))) for mode, trace in traces.items()}
+    # the recorder flushed many small batches; the process gathered them into fewer parts
+    assert parts["thread"] > 5 and parts["sync"] == parts["thread"] and parts["process"] < parts["thread"]
     for name, rows in tables["thread"].items():
         assert tables["process"][name] == rows, name
         assert tables["sync"][name] == rows, name
     assert metas["process"]["counts"] == metas["thread"]["counts"] == metas["sync"]["counts"]
-    assert metas["process"]["parts"] == metas["thread"]["parts"]
+    assert metas["process"]["parts"]["events"] == parts["process"]
 
 
 @pytest.fixture
