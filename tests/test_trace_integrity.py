@@ -9,6 +9,7 @@ part is a warning and an analysis of its consistent prefix.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +33,9 @@ def _record(path: Path) -> Path:
 
     program = next(p for p in discover() if p.name == PROGRAM)
     module = load(program, module_name="integrity_" + path.stem)
-    saved = session.FLUSH_EVENTS
-    session.FLUSH_EVENTS = 8  # several parts per table
+    saved = session.FLUSH_EVENTS, os.environ.get("WARPTRACE_WRITER")
+    session.FLUSH_EVENTS = 8  # several parts per table...
+    os.environ["WARPTRACE_WRITER"] = "thread"  # ...cut where the recorder flushes
     try:
         warptrace.start(path)
         try:
@@ -41,7 +43,11 @@ def _record(path: Path) -> Path:
         finally:
             warptrace.stop()
     finally:
-        session.FLUSH_EVENTS = saved
+        session.FLUSH_EVENTS = saved[0]
+        if saved[1] is None:
+            os.environ.pop("WARPTRACE_WRITER", None)
+        else:
+            os.environ["WARPTRACE_WRITER"] = saved[1]
     return path
 
 
