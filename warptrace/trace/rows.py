@@ -45,10 +45,15 @@ Extra = list[tuple[int, "float | None", "str | None"]]
 Batch = tuple[tuple[str, Any], ...]
 
 
-def int_rows(buf: Sequence[int], width: int, note: Callable[[BaseException], None]) -> np.ndarray:
-    """The flat list as an ``(n, width)`` int64 matrix (one C pass over the list).
+def int_rows(
+    buf: Sequence[int] | np.ndarray, width: int, note: Callable[[BaseException], None]
+) -> np.ndarray:
+    """The flat list as an ``(n, width)`` int64 matrix (one C pass over the list; an int64
+    array is only reshaped).
 
     A value that is not an int (a recorder bug) is reported to ``note`` and written as -1."""
+    if isinstance(buf, np.ndarray):
+        return buf.reshape(-1, width)
     try:
         values = np.fromiter(buf, dtype=np.int64, count=len(buf))
     except (TypeError, ValueError, OverflowError) as exc:
@@ -57,7 +62,9 @@ def int_rows(buf: Sequence[int], width: int, note: Callable[[BaseException], Non
     return values.reshape(-1, width)
 
 
-def event_matrix(ev: Sequence[int], disordered: bool, note: Callable[[BaseException], None]) -> np.ndarray:
+def event_matrix(
+    ev: Sequence[int] | np.ndarray, disordered: bool, note: Callable[[BaseException], None]
+) -> np.ndarray:
     """:func:`int_rows` of an event buffer, sorted by seq when rows were appended out of order
     (a copy's row is appended after its nested grad copy's)."""
     rows = int_rows(ev, EVENT_WIDTH, note)
@@ -94,10 +101,10 @@ class PartSink:
         for table, buf in batch:
             if table == "events":
                 rows, extra = buf
-                if rows:
+                if len(rows):
                     writer.write(table, self.event_columns(event_matrix(rows, disordered, self.note), extra))
             elif table == "accesses":
-                if buf:
+                if len(buf):
                     writer.write(table, self.access_columns(int_rows(buf, ACCESS_WIDTH, self.note)))
             elif buf:
                 width = WIDTH[table]

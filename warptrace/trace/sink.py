@@ -44,6 +44,7 @@ import struct
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -225,9 +226,11 @@ class _Frames:
 
 
 class _Pending:
-    """Batches received and not written yet, merged table by table."""
+    """Batches received and not written yet, merged table by table. The two big tables
+    are kept as flat int64 arrays (compact, and nothing for the cyclic GC to walk)."""
 
-    def __init__(self) -> None:
+    def __init__(self, note: Callable[[BaseException], None]) -> None:
+        self.note = note
         self.tables: dict[str, list[Any]] = {}
         self.extra: list[Any] = []
         self.events = self.accesses = 0
@@ -235,18 +238,25 @@ class _Pending:
         self.since: float | None = None
 
     def add(self, batch: Any, disordered: bool, now: float) -> None:
-        from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH
+        from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH, int_rows
 
         for table, buf in batch:
             if table == "events":
                 rows, extra = buf
-                self.tables.setdefault(table, []).extend(rows)
+                if rows:
+                    self.tables.setdefault(table, []).append(
+                        int_rows(rows, EVENT_WIDTH, self.note).reshape(-1)
+                    )
+                    self.events += len(rows) // EVENT_WIDTH
                 self.extra.extend(extra)
-                self.events += len(rows) // EVENT_WIDTH
+            elif table == "accesses":
+                if buf:
+                    self.tables.setdefault(table, []).append(
+                        int_rows(buf, ACCESS_WIDTH, self.note).reshape(-1)
+                    )
+                    self.accesses += len(buf) // ACCESS_WIDTH
             else:
                 self.tables.setdefault(table, []).extend(buf)
-                if table == "accesses":
-                    self.accesses += len(buf) // ACCESS_WIDTH
         self.disordered = self.disordered or disordered  # seqs are unique: one sort orders all
         if self.since is None:
             self.since = now
@@ -255,10 +265,19 @@ class _Pending:
         return self.events >= COALESCE_EVENTS or self.accesses >= COALESCE_ACCESSES
 
     def take(self) -> tuple[Any, bool]:
+        import numpy as np
+
         names = [t for t in _ORDER if t in self.tables] + [t for t in self.tables if t not in _ORDER]
-        batch = tuple((t, (self.tables[t], self.extra) if t == "events" else self.tables[t]) for t in names)
+        merged = {
+            t: np.concatenate(self.tables[t]) if t in ("events", "accesses") else self.tables[t]
+            for t in names
+        }
+        batch = tuple((t, (merged[t], self.extra) if t == "events" else merged[t]) for t in names)
         disordered = self.disordered
-        self.__init__()  # type: ignore[misc]
+        self.tables, self.extra = {}, []
+        self.events = self.accesses = 0
+        self.disordered = False
+        self.since = None
         return batch, disordered
 
 
@@ -284,7 +303,7 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
         errors.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
     sink = PartSink(writer, [], [], [], note)
-    pending = _Pending()
+    pending = _Pending(note)
     timed = os.name == "posix"
 
     def write_pending() -> None:
