@@ -7,19 +7,21 @@ and one C call per row keeps the per-launch cost near a microsecond. A single
 re-entrant lock guards the buffers and the counters; per-thread state (re-entrancy
 guard, backward phase, thread index) lives in a ``threading.local``.
 
-The two big tables hold *only ints* in memory, so that the writer thread turns a whole
-buffer into an int64 matrix with one ``np.fromiter`` pass and slices its columns without
-touching a Python object per value (the GIL-held part of a flush): an event row is
+The two big tables hold *only ints* in memory, so that a whole buffer becomes an int64
+matrix in one ``np.fromiter`` pass whose columns are sliced without touching a Python
+object per value (:mod:`warptrace.trace.rows`; in the trace-writer process once it runs,
+:mod:`warptrace.trace.sink`, which the writer thread hands each batch to as a pickle of
+these lists): an event row is
 :data:`EVENT_ROW` (``kind`` and ``dim`` as codes into :attr:`Recorder.kinds` /
 :attr:`Recorder.dim_texts`; the rare ``value``/``detail`` go to ``ev_extra`` as
-``(seq, value, detail)``), an access row is :data:`ACCESS_ROW` (``arg``/``field`` as
+``(seq, value, detail)``), an access row is :data:`~warptrace.trace.rows.ACCESS_ROW` (``arg``/``field`` as
 codes into :attr:`Recorder.names`). The code tables only grow, so a code appended
 before its row is always resolvable when the row is written.
 
 Parts are flushed every ``FLUSH_EVENTS`` events or ``FLUSH_SECONDS`` seconds (checked
-on append, no background thread), dimension tables (sites, kernels, arrays, ...)
-before the events that reference them, so a run killed with SIGKILL leaves a trace
-that is consistent up to its last flush.
+on append; the writer thread also flushes when the program is idle), dimension tables
+(sites, kernels, arrays, ...) before the events that reference them, so a run killed
+with SIGKILL leaves a trace that is consistent up to its last flush.
 
 The module API that starts and stops a session (``start``/``stop``/``flush``) is
 :mod:`warptrace.record.recorder`; this module is the session object it creates.
