@@ -228,3 +228,21 @@ def test_a_program_that_changes_its_directory_keeps_one_trace(tmp_path, monkeypa
     assert read_trace(tmp_path / "relative.wtrace").tables["events"].column("seq").to_pylist() == list(
         range(40)
     )
+
+
+def test_a_module_beside_the_program_does_not_shadow_the_writer_process(tmp_path, monkeypatch):
+    """The child runs in the trace folder with -P: a json.py in the program's working
+    directory (first on the child's path otherwise) is not what it imports."""
+    monkeypatch.setenv("WARPTRACE_WRITER", "process")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "json.py").write_text("raise SystemExit('the wrong json')\n")
+    warptrace.start(tmp_path / "run.wtrace")
+    try:
+        rec = recorder.active()
+        rec.flush_ev_len = 8 * session.EVENT_WIDTH
+        x = wp.zeros(4, dtype=float, device=DEVICE)
+        _launches(x, x, 40)
+    finally:
+        warptrace.stop()
+    meta = json.loads((tmp_path / "run.wtrace" / "meta.json").read_text())
+    assert meta["writer"] == "process" and "recorder_errors" not in meta

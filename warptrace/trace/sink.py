@@ -84,13 +84,17 @@ class SinkProcess:
             kwargs["start_new_session"] = True  # no terminal signals: the program ends the child
         else:  # pragma: no cover - Windows
             kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+        # the trace folder as its working directory and -P (3.11+): a module in the program's
+        # folder (a numpy.py, a json.py) cannot shadow what the child imports
+        safe_path = ["-P"] if sys.version_info >= (3, 11) else []
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from warptrace.trace.sink import serve; serve()"],
+                [sys.executable, *safe_path, "-c", "from warptrace.trace.sink import serve; serve()"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 env=env,
+                cwd=str(path),
                 close_fds=True,
                 **kwargs,
             )
