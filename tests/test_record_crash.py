@@ -166,3 +166,48 @@ def test_the_writer_process_writes_what_it_holds_when_the_program_is_killed(tmp_
     assert events.num_rows == 1000 and not loaded.warnings  # 20 batches of 50, none lost
     assert events.column("seq").to_pylist() == list(range(1000))
     assert json.loads((trace / "meta.json").read_text())["complete"] is False
+
+
+DEFAULT_SIGPIPE = textwrap.dedent(
+    """
+    import signal, sys
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as some command-line programs do
+    import warp as wp
+    wp.config.quiet = True
+    import warptrace
+    from warptrace.record import recorder, session
+
+    @wp.kernel
+    def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] * 2.0
+
+    x = wp.zeros(4, dtype=float, device="cpu")
+    warptrace.start(sys.argv[1])
+    rec = recorder.active()
+    rec.flush_ev_len = 20 * session.EVENT_WIDTH
+    for _ in range(100):
+        wp.launch(double, dim=4, inputs=[x], outputs=[x], device="cpu")
+    recorder.flush()
+    rec.sink.proc.kill()
+    rec.sink.proc.wait()
+    for _ in range(100):  # the next batch meets a broken pipe
+        wp.launch(double, dim=4, inputs=[x], outputs=[x], device="cpu")
+    warptrace.stop()
+    print("survived", flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGPIPE"), reason="needs SIGPIPE")
+def test_a_dead_writer_process_does_not_kill_a_program_with_default_sigpipe(tmp_path):
+    script = tmp_path / "sigpipe.py"
+    script.write_text(DEFAULT_SIGPIPE)
+    trace = tmp_path / "run.wtrace"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WARPTRACE_WRITER": "process"}
+    done = subprocess.run(
+        [sys.executable, str(script), str(trace)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0 and "survived" in done.stdout, (done.returncode, done.stderr[-2000:])
+    loaded = read_trace(trace)
+    assert loaded.tables["events"].column("seq").to_pylist() == list(range(200)) and not loaded.warnings

@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -538,6 +539,10 @@ class Recorder:
         """The writer thread: write queued batches; flush on its own every FLUSH_SECONDS when idle."""
         with contextlib.suppress(Exception):
             import pyarrow.compute  # noqa: F401  # Array.take imports it: once, here, not at the first flush
+        with contextlib.suppress(Exception):
+            # a write to the pipe of a trace-writer process that died fails with EPIPE here
+            # even in a program that restored SIGPIPE's default action (which would kill it)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
         while True:
             try:
                 item = self._queue.get(timeout=FLUSH_SECONDS)
