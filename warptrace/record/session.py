@@ -48,7 +48,7 @@ import warp
 from warptrace.record.callsite import Sites
 from warptrace.record.identity import Identity
 from warptrace.trace import sink as sink_process
-from warptrace.trace.rows import ACCESS_WIDTH, EVENT_ROW, EVENT_WIDTH, Batch, PartSink
+from warptrace.trace.rows import ACCESS_WIDTH, EVENT_ROW, EVENT_WIDTH, WRITE_ORDER, Batch, PartSink
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     COPY,
@@ -424,15 +424,13 @@ class Recorder:
                     self.held_below = first
                     return
             self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
-            batch = (
-                ("sites", self.site_rows),
-                ("kernels", self.kernel_rows),
-                ("kernel_args", self.karg_rows),
-                ("allocs", self.alloc_rows),
-                ("arrays", self.array_rows),
-                ("accesses", acc),
-                ("events", (ev, extra)),
-            )
+            batch = tuple(
+                zip(
+                    WRITE_ORDER,
+                    (self.site_rows, self.kernel_rows, self.karg_rows, self.alloc_rows, self.array_rows, acc,
+                     (ev, extra)),
+                )
+            )  # fmt: skip
             disordered = self.disordered
             self.site_rows = []
             self.kernel_rows = []

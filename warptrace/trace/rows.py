@@ -4,7 +4,8 @@ The recorder keeps its two big tables as flat lists of ints (see
 :mod:`warptrace.record.session`): an event row is :data:`EVENT_ROW` (``kind`` and ``dim``
 as codes into string tables), an access row is :data:`ACCESS_ROW` (``arg``/``field`` as
 codes). :func:`int_rows` turns such a list into an ``(n, width)`` int64 matrix in one C
-pass; :class:`PartSink` turns a batch of matrices and row lists into one part per table.
+pass; :class:`PartSink` turns a flushed batch (those lists, or int64 arrays already
+converted, and the row lists of the other tables) into one part per table.
 
 No Warp here: the same code writes parts inside the recorded process (the writer thread,
 or synchronously) and in the trace-writer process (:mod:`warptrace.trace.sink`).
@@ -40,9 +41,12 @@ WIDTH = {table: len(schema.names) for table, schema in SCHEMAS.items()}
 
 # (seq, value, detail) of the events that have a value or a detail
 Extra = list[tuple[int, "float | None", "str | None"]]
-# One flush: ((table, rows), ...) in writing order, dimension tables first; "events" holds
-# (flat EVENT_ROW list, extra), the others flat row lists.
+# One flush: ((table, rows), ...) in WRITE_ORDER (other tables, such as numerics, in
+# batches of their own); "events" holds (flat EVENT_ROW list, extra), the others flat row
+# lists. Dimension tables come first: a reader never sees an event whose site or array
+# is missing.
 Batch = tuple[tuple[str, Any], ...]
+WRITE_ORDER = ("sites", "kernels", "kernel_args", "allocs", "arrays", "accesses", "events")
 
 
 def int_rows(

@@ -39,14 +39,23 @@ import json
 import os
 import pickle
 import re
+import select
 import signal
 import struct
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow
+
+import warptrace
+from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH, WRITE_ORDER, PartSink, int_rows
+from warptrace.trace.writer import TraceWriter
 
 _HEADER = struct.Struct("<Q")
 _PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ where Linux allows it: a batch rarely blocks the writer thread
@@ -70,10 +79,6 @@ class SinkProcess:
     """The recorded process' end: start the child, send it batches, collect its report."""
 
     def __init__(self, path: str | os.PathLike[str], trace_id: str, part_index: dict[str, int]) -> None:
-        import pyarrow
-
-        import warptrace
-
         # the child finds this warptrace and this pyarrow, whatever put them on sys.path here
         roots = [str(Path(module.__file__ or "").resolve().parents[1]) for module in (warptrace, pyarrow)]
         env = dict(os.environ)
@@ -190,8 +195,6 @@ class SinkProcess:
 COALESCE_EVENTS = 32768
 COALESCE_ACCESSES = 131072
 COALESCE_SECONDS = 2.0
-# the recorder's writing order (dimension tables before the events that name them)
-_ORDER = ("sites", "kernels", "kernel_args", "allocs", "arrays", "accesses", "events")
 _TIMEOUT = object()
 
 
@@ -218,8 +221,6 @@ class _Frames:
             if self.eof:
                 return None
             if timeout is not None:
-                import select
-
                 ready, _, _ = select.select([self.fd], [], [], max(timeout, 0.0))
                 if not ready:
                     return _TIMEOUT
@@ -242,8 +243,6 @@ class _Pending:
         self.since: float | None = None
 
     def add(self, batch: Any, disordered: bool, now: float) -> None:
-        from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH, int_rows
-
         for table, buf in batch:
             if table == "events":
                 rows, extra = buf
@@ -269,9 +268,9 @@ class _Pending:
         return self.events >= COALESCE_EVENTS or self.accesses >= COALESCE_ACCESSES
 
     def take(self) -> tuple[Any, bool]:
-        import numpy as np
-
-        names = [t for t in _ORDER if t in self.tables] + [t for t in self.tables if t not in _ORDER]
+        names = [t for t in WRITE_ORDER if t in self.tables] + [
+            t for t in self.tables if t not in WRITE_ORDER
+        ]
         merged = {
             t: np.concatenate(self.tables[t]) if t in ("events", "accesses") else self.tables[t]
             for t in names
@@ -289,11 +288,6 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
     """The child's main loop (see the module docstring)."""
     if hasattr(signal, "SIGINT"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import time
-
-    from warptrace.trace.rows import PartSink
-    from warptrace.trace.writer import TraceWriter
-
     frames = _Frames((stdin or sys.stdin.buffer).fileno())
     out = stdout or sys.stdout.buffer
     first = frames.next(None)
