@@ -18,13 +18,14 @@ from warptrace.trace.reader import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
 
-SCRIPT = textwrap.dedent(
+# what every victim script below starts with: a kernel, two arrays, the recorder started
+VICTIM_HEAD = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     import warp as wp
     wp.config.quiet = True
     import warptrace
-    from warptrace.record import recorder
+    from warptrace.record import recorder, session
 
     @wp.kernel
     def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
@@ -34,6 +35,11 @@ SCRIPT = textwrap.dedent(
     x = wp.zeros(4, dtype=float, device="cpu")
     y = wp.zeros(4, dtype=float, device="cpu")
     warptrace.start(sys.argv[1])
+    """
+)
+
+SCRIPT = VICTIM_HEAD + textwrap.dedent(
+    """
     for _ in range(100):
         wp.launch(double, dim=4, inputs=[x], outputs=[y], device="cpu")
     if sys.argv[2] == "flush":
@@ -99,22 +105,8 @@ def test_a_new_run_clears_what_a_killed_run_left_at_the_same_path(tmp_path):
     assert read_trace(path).meta["argv"] == ["again.py"]
 
 
-HOLDING = textwrap.dedent(
+HOLDING = VICTIM_HEAD + textwrap.dedent(
     """
-    import sys, time
-    import warp as wp
-    wp.config.quiet = True
-    import warptrace
-    from warptrace.record import recorder, session
-
-    @wp.kernel
-    def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
-        i = wp.tid()
-        y[i] = x[i] * 2.0
-
-    x = wp.zeros(4, dtype=float, device="cpu")
-    y = wp.zeros(4, dtype=float, device="cpu")
-    warptrace.start(sys.argv[1])
     rec = recorder.active()
     rec.flush_ev_len = 50 * session.EVENT_WIDTH  # batches of 50 launches for the writer process
     for _ in range(1000):
@@ -168,22 +160,9 @@ def test_the_writer_process_writes_what_it_holds_when_the_program_is_killed(tmp_
     assert json.loads((trace / "meta.json").read_text())["complete"] is False
 
 
-DEFAULT_SIGPIPE = textwrap.dedent(
+DEFAULT_SIGPIPE = VICTIM_HEAD + textwrap.dedent(
     """
-    import signal, sys
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as some command-line programs do
-    import warp as wp
-    wp.config.quiet = True
-    import warptrace
-    from warptrace.record import recorder, session
-
-    @wp.kernel
-    def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
-        i = wp.tid()
-        y[i] = x[i] * 2.0
-
-    x = wp.zeros(4, dtype=float, device="cpu")
-    warptrace.start(sys.argv[1])
     rec = recorder.active()
     rec.flush_ev_len = 20 * session.EVENT_WIDTH
     for _ in range(100):
