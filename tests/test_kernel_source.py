@@ -279,3 +279,44 @@ def test_version_1_trace_gives_the_same_report(name, tmp_path):
     _downgrade_to_version_1(trace_path)
     rebuilt = render(warptrace.analyze(trace_path), "json")
     assert rebuilt == stored
+
+
+# ---------------------------------------------------------------- store first, inside callees
+
+_STORE_FIRST_CASES = {
+    # the function stores into `a` before any read, and never after: the replay stores again first
+    "def f(a: wp.array(dtype=float), x: float, i: int):\n    a[i] = x\n    return a[i] * a[i]\n": True,
+    "def f(a: wp.array(dtype=float), x: float, i: int):\n    if x > 0.0:\n        a[i] = x\n    y = a[i]\n    return y\n": True,
+    # a read first, a read in the stored value, or a store after a read
+    "def f(a: wp.array(dtype=float), i: int):\n    s = a[i]\n    a[i] = s * 2.0\n": False,
+    "def f(a: wp.array(dtype=float), i: int):\n    a[i] = (\n        a[i] * 2.0)\n": False,
+    "def f(a: wp.array(dtype=float), x: float, i: int):\n    a[i] = x\n    y = a[i]\n    a[i] = y * y\n": False,
+    # uses it cannot order: read-modify-writes, the array passed on or aliased, no store
+    "def f(a: wp.array(dtype=float), x: float, i: int):\n    a[i] += x\n    return a[i]\n": False,
+    "def f(a: wp.array(dtype=wp.vec2), x: float, i: int):\n    a[i][0] = x\n    return a[i][0]\n": False,
+    "def f(a: wp.array(dtype=wp.vec2), x: float, i: int):\n    a[i].x = x\n    return a[i].x\n": False,
+    "def f(a: wp.array(dtype=float), x: float, i: int):\n    a[i] = x\n    return g(a, i)\n": False,
+    "def f(a: wp.array(dtype=float), x: float, i: int):\n    b = a\n    b[i] = x\n    return a[i]\n": False,
+    "def f(a: wp.array(dtype=float), i: int):\n    return a[i]\n": False,
+    "def f(a: wp.array(dtype=float), x: float, i: int):\n    a[i], y = x, 1.0\n    return a[i]\n": False,
+}
+
+
+@pytest.mark.parametrize("source", list(_STORE_FIRST_CASES), ids=range(len(_STORE_FIRST_CASES)))
+def test_stores_before_reads(source: str) -> None:
+    from warptrace.kernel_source.stores import stores_before_reads
+
+    assert stores_before_reads(source, "a") is _STORE_FIRST_CASES[source]
+
+
+def test_whole_array_calls() -> None:
+    from warptrace.kernel_source.stores import whole_array_calls
+
+    kernel = "def k(a: wp.array(dtype=float), b: wp.array(dtype=float)):\n    i = wp.tid()\n    y = h.f(b, a, i)\n    g(a)\n"
+    assert whole_array_calls(kernel, "a") == (("h.f", "f", 1), ("g", "g", 0))
+    assert whole_array_calls(kernel, "b") == (("h.f", "f", 0),)
+    assert whole_array_calls(kernel, "c") == ()
+    direct = "def k(a: wp.array(dtype=float)):\n    i = wp.tid()\n    g(a)\n    a[i] = 1.0\n"
+    assert whole_array_calls(direct, "a") is None  # a direct store besides the call
+    keyword = "def k(a: wp.array(dtype=float)):\n    g(arr=a)\n"
+    assert whole_array_calls(keyword, "a") is None

@@ -187,6 +187,29 @@ class KernelSource:
         absolute ``line``."""
         return stores.stores_after(self._lines, line - self.kernel.line + self._def_index, target)
 
+    def stores_first_in_calls(self, arg: str) -> bool:
+        """Whether the kernel uses array argument ``arg`` only by handing it whole to user
+        functions (``f(arg, ...)``), each of which stores into it before it reads it
+        (:func:`stores.stores_before_reads`) and has no custom adjoint or replay. The
+        adjoint replays each call, which stores the same values again before reading them:
+        the in-callee form of a kernel that stores first and reads its own result back."""
+        uses = stores.whole_array_calls(self.kernel.source, arg) if self.kernel.source else None
+        if not uses:
+            return False
+        for called, last, position in uses:
+            callees = [f for f in self.functions if f.role == F.FUNC and _names_function(called, last, f)]
+            if not callees:
+                return False  # a Warp builtin or a function whose source is not known
+            for function in callees:
+                if (
+                    self.has_custom_adjoint(function)
+                    or self.has_replay(function)
+                    or position >= len(function.params)
+                    or not stores.stores_before_reads(function.source, function.params[position])
+                ):
+                    return False
+        return True
+
     def adjoint_needs_value(
         self, target: str, array_params: tuple[str, ...], active: tuple[str, ...]
     ) -> bool:
@@ -347,8 +370,13 @@ _ADDITIVE = ("+=", "-=", "&=", "|=", "^=")
 def _calls_function(call: F.Call, function: FunctionFacts) -> bool:
     """Whether ``call`` calls ``function``: the last part of its name (``Sim.meth`` is the
     function key ``Sim__meth``; generic overloads keep the template's name)."""
+    return _names_function(call.func, call.name, function)
+
+
+def _names_function(called: str, last: str, function: FunctionFacts) -> bool:
+    """Whether the called expression ``called`` (last name part ``last``) names ``function``."""
     name = function.name.replace(".", "__").split("__")[-1]
-    return call.name == name or call.func.replace(".", "__") == function.name
+    return last == name or called.replace(".", "__") == function.name
 
 
 def _function(data: dict[str, Any]) -> FunctionFacts:

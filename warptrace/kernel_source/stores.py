@@ -17,7 +17,9 @@ __all__ = [
     "RESULT_USED",
     "passes_to_function",
     "stores_after",
+    "stores_before_reads",
     "stores_twice",
+    "whole_array_calls",
 ]
 
 # How the adjoint replays a write to forward memory (see passes_to_function)
@@ -123,3 +125,67 @@ def stores_after(lines: list[str], start: int, target_text: str) -> bool:
         if store.search(code) or passed.search(code):
             return True
     return False
+
+
+def _parents(func: ast.FunctionDef) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(func) for child in ast.iter_child_nodes(node)}
+
+
+def _body_names(func: ast.FunctionDef, name: str) -> list[ast.Name]:
+    """The uses of ``name`` in the body (the signature's annotations and defaults left out)."""
+    return [
+        n for statement in func.body for n in ast.walk(statement) if isinstance(n, ast.Name) and n.id == name
+    ]
+
+
+@lru_cache(maxsize=1024)
+def stores_before_reads(source: str, name: str) -> bool:
+    """Whether the function stores into array ``name`` before it reads it, and never after:
+    every use is a plain element store (``name[i] = v``, a statement of its own) or an
+    element read (``name[i]`` in an expression), and every store ends before the first read
+    begins, in source order. The replay then stores the same values again before reading
+    them. False when unsure: another use (augmented assignment, a component store
+    ``name[i][j] = v``, the array passed on, aliased or its attributes read), a read first,
+    or no store at all."""
+    func = parse_function(source)
+    if func is None:
+        return False
+    parents = _parents(func)
+    store_ends: list[tuple[int, int]] = []
+    read_starts: list[tuple[int, int]] = []
+    for node in _body_names(func, name):
+        parent = parents.get(id(node))
+        if not isinstance(parent, ast.Subscript) or parent.value is not node:
+            return False
+        if isinstance(parent.ctx, ast.Load):
+            outer = parents.get(id(parent))
+            if isinstance(outer, (ast.Subscript, ast.Attribute)) and not isinstance(outer.ctx, ast.Load):
+                return False  # name[i][j] = v, name[i].x = v: a read-modify-write of element i
+            read_starts.append((node.lineno, node.col_offset))
+            continue
+        statement = parents.get(id(parent))
+        if not isinstance(statement, ast.Assign) or parent not in statement.targets:
+            return False
+        store_ends.append((statement.end_lineno or statement.lineno, statement.end_col_offset or 0))
+    if not store_ends or not read_starts:
+        return False
+    return max(store_ends) < min(read_starts)
+
+
+@lru_cache(maxsize=1024)
+def whole_array_calls(source: str, name: str) -> tuple[tuple[str, str, int], ...] | None:
+    """When every use of ``name`` in the function body is a positional argument of a call
+    (``f(name, ...)``): the (called text, last name part, argument position) of each; None
+    when some other use exists or the source does not parse."""
+    func = parse_function(source)
+    if func is None:
+        return None
+    parents = _parents(func)
+    found = []
+    for node in _body_names(func, name):
+        call = parents.get(id(node))
+        if not isinstance(call, ast.Call) or node not in call.args:
+            return None
+        called = text_of(call.func)
+        found.append((called, called.rsplit(".", 1)[-1], call.args.index(node)))
+    return tuple(found)

@@ -3,7 +3,8 @@
 One recorded launch reads an argument and stores plain values into it
 (``x[i] = f(x[i])``), directly or inside a ``@wp.func`` it calls. The adjoint
 re-reads the overwritten values. ``+=`` and atomics are exempt, and so is a kernel
-that stores first and reads its own result back (``y[i] = f(x); h = y[i]``).
+that stores first and reads its own result back (``y[i] = f(x); h = y[i]``), also when
+it does so inside the ``@wp.func`` callees it hands the array to.
 
 Exempt too: a kernel whose adjoint never looks at the values it read from the array
 (:func:`warptrace.kernel_source.linearity.adjoint_needs_value`, the linearity WT101 and

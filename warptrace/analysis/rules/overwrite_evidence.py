@@ -154,13 +154,17 @@ def store_after_read(kernel: KernelInfo | None, arg: str, field_path: str) -> bo
     same value again. Only a read followed by a plain store loses the value the adjoint
     needs. The facts give the first read and first write lines; when the first write comes
     first, the kernel source after the first read decides (a store there, or the array
-    handed to a function call, counts as a later store)."""
+    handed to a function call, counts as a later store). A kernel that only hands the array
+    to ``@wp.func`` callees that each store first is fine the same way
+    (:meth:`KernelSource.stores_first_in_calls`)."""
     if kernel is None:
         return True
+    model = kernel.source_model
+    if not field_path and model.stores_first_in_calls(arg):
+        return False  # the same, inside the @wp.func callees the array is handed to
     fact = kernel.arg(arg, field_path)
     if fact is None or fact.read_line < 0 or fact.write_line < 0 or fact.read_line <= fact.write_line:
         return True
-    model = kernel.source_model
     if model.kernel_line_text(fact.read_line) is None:
         return True  # read inside a @wp.func callee: its statements are not in the kernel source
     return model.stores_after(fact.read_line, arg_path(arg, field_path))
