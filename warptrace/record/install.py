@@ -29,7 +29,7 @@ import warp._src.utils as _utils
 from warptrace.record import state
 from warptrace.record.numerics import wrap_factory
 from warptrace.record.session import Recorder
-from warptrace.record.wrap import allocation, bridge, capture, launch, memory, tape
+from warptrace.record.wrap import allocation, bridge, capture, launch, memory, plans, tape
 from warptrace.record.wrap.common import ORIGINAL_ATTR
 from warptrace.trace.schema import SET_REQUIRES_GRAD, SET_RETAIN_GRAD
 
@@ -104,6 +104,7 @@ def _class_patches() -> Iterator[tuple[type, str, Callable[[Any], Any]]]:
     yield tape_cls, "zero", tape.make_tape_zero
     yield tape_cls, "reset", tape.make_tape_reset
     yield tape_cls, "record_func", tape.make_record_func
+    yield _context.Module, "mark_modified", plans.make_mark_modified
 
 
 def _modules() -> list[ModuleType]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Optional
 
 import warp
@@ -66,7 +66,7 @@ from warptrace.record.kernel_refs import (
 )
 from warptrace.record.kernel_walk import Walker, function_def
 
-__all__ = ["ArgFact", "KernelFacts", "kernel_facts"]
+__all__ = ["ArgFact", "KernelFacts", "kernel_facts", "refresh_enable_backward"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,36 @@ def _kernel_facts_slow(kernel: Any, args: Optional[Sequence[Any]]) -> KernelFact
         if cheap is not None:
             _BY_GENERIC_ARGS[cheap] = facts
         return facts
+
+
+def refresh_enable_backward(module: Any) -> set[Any]:
+    """``module``'s options changed (``wp.set_module_options``): the cached facts of its
+    kernels whose ``enable_backward`` is not what the options give now are replaced by
+    copies with the new value (new facts, so a new ``kernels`` row from the next launch
+    on: launches before the change keep the old row). Returns the kernels (generic
+    templates and overloads) whose facts changed."""
+    changed: set[Any] = set()
+    with _LOCK:
+        renewed: dict[int, KernelFacts] = {}  # one new object per old one: caches share facts
+        caches: tuple[tuple[dict[Any, KernelFacts], bool], ...] = (
+            (_BY_KERNEL, False),
+            (_BY_SIGNATURE, True),
+            (_BY_GENERIC_ARGS, True),
+        )
+        for cache, keyed_by_tuple in caches:
+            for key, facts in list(cache.items()):
+                kernel = key[0] if keyed_by_tuple else key
+                if getattr(kernel, "module", None) is not module:
+                    continue
+                now = _enable_backward(kernel)
+                if now == facts.enable_backward:
+                    continue
+                new = renewed.get(id(facts))
+                if new is None:
+                    new = renewed[id(facts)] = replace(facts, enable_backward=now)
+                cache[key] = new
+                changed.add(kernel)
+    return changed
 
 
 def _cheap_type_key(value: Any) -> Any:

@@ -12,15 +12,15 @@ uncertain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import warp
 
 from warptrace.record import state
-from warptrace.record.kernels import kernel_facts
+from warptrace.record.kernels import kernel_facts, refresh_enable_backward
 from warptrace.record.session import Recorder
-from warptrace.record.wrap.common import WARP_ARRAY
+from warptrace.record.wrap.common import WARP_ARRAY, mark
 from warptrace.trace.schema import (
     FLAG_ACCUMULATE,
     FLAG_CONSUME,
@@ -133,6 +133,28 @@ def plan_for(rec: Recorder, kernel: Any, args: Sequence[Any] | None) -> LaunchPl
     return plan
 
 
+def make_mark_modified(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Module.mark_modified``, which ``wp.set_module_options`` calls: when the module's
+    ``enable_backward`` changed, its kernels get new facts and plans, so launches from now on
+    name a ``kernels`` row with the value Warp builds them with (the earlier ones keep theirs)."""
+
+    def mark_modified(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        rec = state.rec
+        if rec is not None:
+            try:
+                changed = refresh_enable_backward(self)
+                for kernel in changed:
+                    state.plans.pop(kernel, None)
+                for key in [key for key in state.generic_plans if key[0] in changed]:
+                    del state.generic_plans[key]
+            except Exception as exc:
+                rec.fail(exc)
+        return result
+
+    return mark(original, mark_modified)
+
+
 def _generic_positions(kernel: Any, count: int) -> tuple[int, ...] | None:
     """Indices of the arguments whose annotation is generic (None: look at all of them).
 
@@ -187,4 +209,4 @@ def dim_code_of(rec: Recorder, dim: Any) -> int:
     return code
 
 
-__all__ = ["LaunchPlan", "dim_code_of", "plan_for"]
+__all__ = ["LaunchPlan", "dim_code_of", "make_mark_modified", "plan_for"]
