@@ -424,6 +424,14 @@ class _Collector:
             }
         )
         carried, carried_lines, carried_kinds = local_flow.carried_state(node)
+        # an array (parameter or local alias) is memory, not a value the replay carries:
+        # `a[k] = a.dtype(...)` reads and writes the name `a` in every iteration
+        arrays = self.array_params | self.array_locals
+        if arrays & set(carried):
+            kept = [i for i, name in enumerate(carried) if name not in arrays]
+            carried = tuple(carried[i] for i in kept)
+            carried_lines = tuple(carried_lines[i] for i in kept)
+            carried_kinds = tuple(carried_kinds[i] for i in kept)
         offset = line - node.lineno
         carried_at = tuple(n + offset for n in carried_lines)
         if isinstance(node, ast.For):
