@@ -124,14 +124,43 @@ class Seeds(GradState):
         """Whether gradient buffer ``grad_id`` was cleared or overwritten in (after_seq, before_seq):
         a memset, copy or plain store outside any backward, or ``tape.zero()``/``tape.reset()`` of a
         tape whose backward had accumulated into it (``Tape.zero`` zeroes the gradients its
-        backward calls looked up)."""
-        m = self.model
+        backward calls looked up). A store that transforms the values in place is not a clear
+        (:attr:`clearing_store`)."""
         writes = self.writes_between(grad_id, after_seq, before_seq)
-        if len(writes) and bool(np.any(self.is_store[writes] & (m.phase[self.acc_ev[writes]] == S.FORWARD))):
+        if len(writes) and bool(np.any(self.clearing_store[writes])):
             return True
         zeros = self._fill_info(grad_id)[2]
         i = bisect.bisect_right(zeros, after_seq)
         return i < len(zeros) and zeros[i] < before_seq
+
+    @cached_property
+    def clearing_store(self) -> np.ndarray:
+        """Per access row: a plain store outside any backward that replaces what the memory held
+        (what clears a gradient buffer). A store by an event that also reads the memory it
+        stores (``g.grad -= P @ g.grad``, a clip or scale in place) transforms the values
+        instead, and is not one."""
+        m = self.model
+        mask = self.is_store & (m.phase[self.acc_ev] == S.FORWARD)
+        rows = np.nonzero(mask)[0]
+        if not len(rows):
+            return mask
+        # candidates: the event reads some memory of the same allocation; then the exact overlap
+        big = int(m.acc_alloc.max(initial=0)) + 2
+        reads = np.nonzero(self.is_read & (m.acc_alloc >= 0))[0]
+        read_keys = self.acc_ev[reads] * big + m.acc_alloc[reads]
+        keys = self.acc_ev[rows] * big + m.acc_alloc[rows]
+        for row in rows[np.isin(keys, read_keys)].tolist():
+            ev = int(self.acc_ev[row])
+            same = np.arange(m.acc_start[ev], m.acc_stop[ev])
+            lo, hi = self.acc_lo[row], self.acc_hi[row]
+            if np.any(
+                self.is_read[same]
+                & (m.acc_alloc[same] == m.acc_alloc[row])
+                & (self.acc_lo[same] < hi)
+                & (lo < self.acc_hi[same])
+            ):
+                mask[row] = False
+        return mask
 
     def _fill_info(self, array_id: int) -> tuple[list[int], list[int], list[int]]:
         """(filling call indexes, their end seqs, seqs of tape zero/reset events that clear it)."""

@@ -127,11 +127,12 @@ def _updated_pairs(model: Model, df: Dataflow) -> list[tuple[int, int, int, int,
     after, before = end_seqs[earlier_of], begin_seqs[later_of]
     grad_ids = model.acc_array[groups.first_row[group_of]]
 
-    # zeroed in between: a plain store outside any backward (a window search over those writes),
+    # zeroed in between: a clearing store (Dataflow.clearing_store; a window search over those writes),
     # or a tape zero/reset of a tape whose backward filled it
     grad_alloc, grad_lo, grad_hi = _memory_of(model, grad_ids)
-    forward_store = (model.phase[df.acc_ev] == S.FORWARD) & df.is_store
-    zeroed = df.first_writes(df.write_index(forward_store), grad_alloc, grad_lo, grad_hi, after, before) >= 0
+    zeroed = (
+        df.first_writes(df.write_index(df.clearing_store), grad_alloc, grad_lo, grad_hi, after, before) >= 0
+    )
     bounds = [0, *(np.nonzero(np.diff(group_of))[0] + 1).tolist(), len(group_of)]
     for start, stop in zip(bounds, bounds[1:]):
         zeros = np.asarray(df._fill_info(int(grad_ids[start]))[2], dtype=np.int64)
@@ -182,9 +183,10 @@ def _memory_of(model: Model, array_ids: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _read_after(model: Model, df: Dataflow, grad_id: int, later: BackwardCall) -> bool:
     """Whether the accumulated grad is used after the later backward (a value read, an optimizer
-    kernel, a copy), before it is overwritten."""
+    kernel, a copy), before it is overwritten. A store that transforms it in place (a clip) reads
+    it too: its own event counts."""
     store = df.next_store(grad_id, later.end_seq)
-    stop = int(model.acc_seq[store]) if store >= 0 else None
+    stop = int(model.acc_seq[store]) + (0 if df.clearing_store[store] else 1) if store >= 0 else None
     for row in df.iter_reads(grad_id, later.begin_seq, stop):
         ev = int(df.acc_ev[row])
         if model.phase[ev] == S.FORWARD and int(df.ev_backward[ev]) < 0:
