@@ -327,6 +327,12 @@ def k_generic(x: wp.array(dtype=Any), y: wp.array(dtype=Any)):
     y[i] = x[i] + x[i]  # @k_generic
 
 
+@wp.kernel
+def k_generic_launched(x: wp.array(dtype=Any), y: wp.array(dtype=Any)):  # @k_generic_launched_def
+    i = wp.tid()
+    y[i] = x[i] * x[i]  # @k_generic_launched
+
+
 def make_scale_kernel(factor: float):
     @wp.func
     def scale(v: float) -> float:

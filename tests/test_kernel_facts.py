@@ -290,6 +290,18 @@ def test_generic_kernel_analyses_the_launched_overload():
     )
 
 
+def test_generic_overload_made_by_a_launch_has_file_lines():
+    """Facts taken after Warp made the overload (the launch comes first) name lines of the
+    file: an overload's ``fun_lineno`` is 0, its lines are the template's."""
+    x = wp.zeros(4, dtype=wp.float64, device="cpu")
+    y = wp.zeros(4, dtype=wp.float64, device="cpu")
+    wp.launch(K.k_generic_launched, dim=4, inputs=[x, y], device="cpu")
+    facts = kernel_facts(K.k_generic_launched, [x, y])
+    assert facts.line == line_of("k_generic_launched_def")
+    check(facts, "x", "R..", read="k_generic_launched")
+    check(facts, "y", ".S.", write="k_generic_launched")
+
+
 def test_cache_hit_returns_the_same_facts():
     """The cost of a hit and of a first analysis is measured by ``tools/bench_kernel_facts.py``."""
     first = kernel_facts(K.k_callees)

@@ -252,7 +252,7 @@ def _analyse(kernel: Any, arg_types: Optional[list[Any]]) -> KernelFacts:
     names = [a.label for a in adj.args]
     types = list(arg_types) if arg_types is not None else [a.type for a in adj.args]
     tree = function_def(adj)
-    offset = int(getattr(adj, "fun_lineno", 0) or 0) - 1
+    offset = _first_line(adj) - 1
     env: dict[str, frozenset] = {}
     for i, (name, t) in enumerate(zip(names, types)):
         ref = ref_for_type(i, (), t)
@@ -273,15 +273,21 @@ def _analyse(kernel: Any, arg_types: Optional[list[Any]]) -> KernelFacts:
     )
 
 
+def _first_line(adj: Any) -> int:
+    """Absolute line of the first line of ``adj.source`` (the decorator): the Python function's
+    own first line. An overload of a generic kernel or function is built from the template's
+    source, and its ``fun_lineno`` is 0, not a line of the file."""
+    code = getattr(getattr(adj, "func", None), "__code__", None)
+    if code is not None:
+        return int(code.co_firstlineno)
+    return int(getattr(adj, "fun_lineno", 0) or 0)
+
+
 def _function_source(func: Any, role: str, of: str = "", max_unroll: int = 16) -> FunctionSource:
     adj = func.adj
     line = -1
     with contextlib.suppress(Exception):
-        # the Python function's own first line: an overload of a generic function is built
-        # from the template's source, and its `fun_lineno` does not point into the file
-        code = getattr(getattr(adj, "func", None), "__code__", None)
-        first = int(code.co_firstlineno) if code is not None else int(adj.fun_lineno)
-        line = first + function_def(adj).lineno - 1
+        line = _first_line(adj) + function_def(adj).lineno - 1
     name = str(getattr(getattr(adj, "func", None), "__name__", "") or func.key) if of else str(func.key)
     return FunctionSource(
         role,
@@ -453,7 +459,7 @@ def _make_facts(
     source = str(getattr(adj, "source", "") or "")
     line = -1
     with contextlib.suppress(Exception):
-        line = int(adj.fun_lineno) + function_def(adj).lineno - 1
+        line = _first_line(adj) + function_def(adj).lineno - 1
     module = getattr(kernel, "module", None)
     return KernelFacts(
         key=str(kernel.key),
