@@ -68,6 +68,7 @@ EXPLANATIONS: dict[str, tuple[str, str]] = {
         "`self.tape.zero()` moved: now after `self.tape.backward",
     ),
     "wt203_train_loop": ("tape_zero_added", "`tape.zero()` added before `tape.backward(loss)`"),
+    "wt103_implicit_solve": ("record_func_added", "`tape.record_func(adjoint_solve, arrays=(rhs, x))` added"),
     "wt301_empty_like": ("requires_grad", "`warped`: requires_grad False → True"),
     "wt301_model/wt301_model_main": ("requires_grad", "`self.acts`: requires_grad False → True"),
     "wt301_struct": ("requires_grad", "`springs.strain`: requires_grad False → True"),

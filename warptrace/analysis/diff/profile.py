@@ -37,7 +37,7 @@ from warptrace.trace.reader import Trace
 # event kinds that are program steps (forward phase, not nested in another event)
 STEP_KINDS = (
     S.LAUNCH, S.CMD_LAUNCH, S.COPY, S.MEMSET, S.NATIVE, S.VALUE_READ,
-    S.TAPE_ZERO, S.TAPE_RESET, S.BACKWARD_BEGIN,
+    S.TAPE_ZERO, S.TAPE_RESET, S.BACKWARD_BEGIN, S.RECORD_FUNC,
 )  # fmt: skip
 UNTAPED = -1  # tape role of an event outside any tape
 UNKNOWN_TAPE = -2  # a tape whose creation was not recorded
@@ -55,6 +55,7 @@ class Token:
     tape: int
     recorded: bool
     loss: GroupKey | None  # the array a backward call differentiates
+    subjects: tuple[str, ...] = ()  # a tape.record_func: the names of the arrays it declares
 
 
 @dataclass
@@ -325,9 +326,16 @@ class _Builder:
                     tape=self._tape_site(int(m.tape[ev])),
                     recorded=bool(m.recorded[ev]),
                     loss=self.group_keys[loss] if loss >= 0 else None,
+                    subjects=self._declared_names(ev) if m.kind[ev] == K[S.RECORD_FUNC] else (),
                 )
             )
         return tokens, ev_token
+
+    def _declared_names(self, ev: int) -> tuple[str, ...]:
+        """The names of the arrays a ``tape.record_func(backward, arrays=...)`` event declares."""
+        detail = self.m.detail(ev)
+        ids = detail.get("arrays") if isinstance(detail, dict) else None
+        return tuple(self.m.array_label(int(i)) for i in ids or () if isinstance(i, int))
 
     def _allocation_copies(self) -> np.ndarray:
         """Per event: an untaped copy into an array allocated on the same line (``wp.array(data)``,

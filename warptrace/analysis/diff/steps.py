@@ -35,6 +35,7 @@ _NOUN = {
     S.TAPE_ZERO: "tape_zero",
     S.TAPE_RESET: "tape_reset",
     S.BACKWARD_BEGIN: "backward",
+    S.RECORD_FUNC: "record_func",
 }
 
 
@@ -373,7 +374,12 @@ class StepDiff(Comparison):
         if anchor is not None and site_of_key(side, anchor) >= 0:
             loc.append(self.loc(side, site_of_key(side, anchor)))
         self.add(
-            f"{noun}_{what}", message, loc if what == "removed" else [], loc if what == "added" else [], times
+            f"{noun}_{what}",
+            message,
+            loc if what == "removed" else [],
+            loc if what == "added" else [],
+            times,
+            subjects=list(token.subjects),
         )
 
     # ------------------------------------------------------------ buffers per argument

@@ -31,6 +31,12 @@ WT103 mutation-before-backward (error)
     Warp's own overwrite tracker cannot see any of these. (What decides WT101 versus
     WT103 is whether T recorded the write; a write through an alias recorded on T is
     WT101, and its message says which object aliased the memory.)
+    Not reported: the implicit-function idiom of Warp's FEM optimization examples. A
+    residual launch on T reads the state ``x`` (zero then) and writes ``rhs``; ``x`` is
+    solved outside the tape; ``tape.record_func(adjoint_solve, arrays=(rhs, x))`` then
+    declares the solve to T, before the backward. The residual's adjoint is meant to
+    see the solved ``x``: the mutation is the forward of that recorded function (the
+    declared arrays hold both the mutated memory and memory the reading launch wrote).
     Fix: move the mutation after ``tape.backward()``.
 
 WT104 struct-field-overwrite (error)
@@ -190,6 +196,9 @@ def _overwrites(
     grad_args: dict[int, frozenset[str] | None] | None = None  # reader event -> grad paths
     copy_windows: dict[int, tuple[int, int] | None] = {}
 
+    solves = _declared_functions(model)
+    reached: dict[tuple[int, int], frozenset[int]] = {}
+
     overlap_cache: dict[tuple[int, int], bool] = {}
     geometry_rep = {gid: model.arrays[aid] for aid, gid in geom_of.items()}
     launch_code, copy_code, memset_code = K[S.LAUNCH], K[S.COPY], K[S.MEMSET]
@@ -257,6 +266,14 @@ def _overwrites(
             )
             if not on_tape:
                 code = "WT103"
+                if r_tape in solves and any(
+                    seq < f_seq < r_bwd
+                    and alloc_id in declared
+                    and not declared.isdisjoint(_reached(model, e_ev[r], f_seq, reached))
+                    for f_seq, declared in solves[r_tape]
+                ):
+                    consumed.append(key)  # solved outside the tape, declared to it: the idiom above
+                    continue
             elif e_field[r] or e_field[p] or (e_flags[r] | w_flags) & S.FLAG_FIELD:
                 code = "WT104"
             else:
@@ -309,6 +326,49 @@ def _overwrites(
             )
         )
     return findings, clobbered
+
+
+def _declared_functions(model: Model) -> dict[int, list[tuple[int, frozenset[int]]]]:
+    """Per tape, the ``tape.record_func(backward, arrays=...)`` calls of the program (not those
+    ``wp.copy`` makes): (seq, allocations of the declared arrays)."""
+    out: dict[int, list[tuple[int, frozenset[int]]]] = {}
+    evs = np.nonzero((model.kind == K[S.RECORD_FUNC]) & (model.parent < 0) & (model.tape >= 0))[0]
+    for ev in evs.tolist():
+        detail = model.detail(ev)
+        ids = detail.get("arrays") if isinstance(detail, dict) else None
+        infos = [model.arrays.get(int(i)) for i in ids or () if isinstance(i, int)]
+        allocs = frozenset(info.alloc_id for info in infos if info is not None and info.alloc_id >= 0)
+        if allocs:
+            out.setdefault(int(model.tape[ev]), []).append((int(model.seq[ev]), allocs))
+    return out
+
+
+def _reached(
+    model: Model, ev: int, until_seq: int, cache: dict[tuple[int, int], frozenset[int]]
+) -> frozenset[int]:
+    """Allocations that what event ``ev`` wrote flows into along the events recorded on its tape
+    before ``until_seq`` (``ev``'s own writes included): a launch writing a temporary that a
+    recorded add then folds into ``rhs`` reaches ``rhs``."""
+    key = (ev, until_seq)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    lo = int(np.searchsorted(model.seq, model.seq[ev], side="right"))  # events are in seq order
+    hi = int(np.searchsorted(model.seq, until_seq, side="left"))
+    window = np.arange(lo, hi)
+    evs = window[(model.tape[window] == model.tape[ev]) & model.recorded[window]]
+    reached = set(_allocs(model, ev, S.ROLE_WRITE))
+    for later in evs.tolist():
+        if not reached.isdisjoint(_allocs(model, later, S.ROLE_READ)):
+            reached.update(_allocs(model, later, S.ROLE_WRITE))
+    result = cache[key] = frozenset(reached)
+    return result
+
+
+def _allocs(model: Model, ev: int, role: int) -> list[int]:
+    rows = np.arange(model.acc_start[ev], model.acc_stop[ev])
+    rows = rows[((model.acc_role[rows] & role) != 0) & (model.acc_alloc[rows] >= 0)]
+    return model.acc_alloc[rows].tolist()
 
 
 def _writes_in_windows(
