@@ -34,6 +34,12 @@ def _report(name: str, tmp_path):
             ("`gain`", "launch on line 33", "backpropagated on line 35"),
         ),
         ("wt401_forward_only.py", "WT401", Severity.INFO, ("never backpropagated",)),
+        (
+            "wt401_off_the_loss.py",
+            "WT401",
+            Severity.INFO,
+            ("backpropagated (line 39), but no recorded launch or copy links it to the loss",),
+        ),
         ("wt407_springs.py", "WT407", Severity.WARNING, ("`positions` carries the gradient",)),
         (
             "wt408_quantize.py",

@@ -61,6 +61,7 @@ class Program:
 
 
 WARP_OPTIM = "warp.examples.optim"
+WARP_FEM = "warp.examples.fem"
 NEWTON_DIFFSIM = "newton.examples.diffsim"
 
 PROGRAMS: tuple[Program, ...] = (
@@ -80,6 +81,12 @@ PROGRAMS: tuple[Program, ...] = (
              "--headless"), 600, note="reduced spin-up/lead steps"),
     Program("navier_stokes", WARP_PY, f"{WARP_OPTIM}.example_navier_stokes_perturbation",
             ("--device", "cpu", "--train-iters", "1", "--headless"), 900, slow=True),
+    Program("darcy_ls", WARP_PY, f"{WARP_FEM}.example_darcy_ls_optimization",
+            ("--device", "cpu", "--resolution", "16", "--num-iters", "4", "--headless"), 600,
+            note="implicit-function adjoint: solve outside the tape + tape.record_func"),
+    Program("elastic_shape", WARP_PY, f"{WARP_FEM}.example_elastic_shape_optimization",
+            ("--device", "cpu", "--resolution", "10", "--num-iters", "10", "--headless"), 600,
+            note="implicit-function adjoint; gradient projected in place before the step"),
     Program("cloth", NEWTON_PY, f"{NEWTON_DIFFSIM}.example_diffsim_cloth",
             ("--device", "cpu", "--viewer", "null", "--test", "--num-frames", "480"), 900),
     Program("ball", NEWTON_PY, f"{NEWTON_DIFFSIM}.example_diffsim_ball",

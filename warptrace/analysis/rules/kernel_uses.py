@@ -194,6 +194,13 @@ def evidence_phrase(model: Model, use: KernelUse, args: frozenset[str] | set[str
         )
     if use.call is None or not args:
         if use.taped:
+            after = model.backward_after_many(model.tape[[use.launch]], model.seq[[use.launch]])[0]
+            if after >= 0:  # backpropagated, but the trace shows no path from this launch to the loss
+                backward_line = model.event_location(int(np.searchsorted(model.seq, after))).line
+                return (
+                    f"`{use.kernel.key}` is recorded on a tape (launch line {launch_line}) that is "
+                    f"backpropagated (line {backward_line}), but no recorded launch or copy links it to the loss"
+                )
             return f"`{use.kernel.key}` is recorded on a tape (launch line {launch_line}) that is never backpropagated"
         return f"`{use.kernel.key}` is launched outside any tape (line {launch_line})"
     names = ", ".join(f"`{a}`" for a in sorted(args))
