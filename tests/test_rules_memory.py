@@ -374,6 +374,38 @@ def test_linearity_of_a_kernel_read(body, linear):
             ("qd", "q"),
             False,
         ),
+        # in place: stored back into the array it was loaded from
+        ("t = wp.tile_load(qd, shape=(4, 4))\n    wp.tile_store(qd, t * 2.0)", ("qd", "q"), True),
+        (
+            "t = wp.tile_load(qd, shape=(4, 4))\n    wp.tile_store(qd, t, offset=(int(qd[0]), 0))",
+            ("qd",),
+            False,
+        ),
+        # tile_matmul: linear in its accumulator, bilinear in its factors
+        (
+            "a = wp.tile_load(q, shape=(4, 4))\n    c = wp.tile_load(qd, shape=(4, 4))\n"
+            "    wp.tile_matmul(a, a, c, alpha=0.5, beta=-1.3)\n    wp.tile_store(qd, c)",
+            ("qd", "q"),
+            True,
+        ),
+        (
+            "a = wp.tile_load(qd, shape=(4, 4))\n    b = wp.tile_load(q, shape=(4, 4))\n"
+            "    c = wp.tile_zeros(shape=(4, 4), dtype=float)\n    wp.tile_matmul(a, b, c)\n    wp.tile_store(mask, c)",
+            ("qd", "q"),
+            False,
+        ),
+        (
+            "a = wp.tile_load(qd, shape=(4, 4))\n    b = wp.tile_load(mask, shape=(4, 4))\n"
+            "    wp.tile_store(q, wp.tile_matmul(a, b))",
+            ("qd", "q"),
+            True,
+        ),
+        (
+            "a = wp.tile_load(qd, shape=(4, 4))\n    b = wp.tile_load(mask, shape=(4, 4))\n"
+            "    wp.tile_store(q, wp.tile_matmul(a, b))",
+            ("qd", "q", "mask"),
+            False,
+        ),
     ],
 )
 def test_linearity_depends_on_which_arrays_carry_gradients(body, active, linear):

@@ -213,6 +213,15 @@ class _Linearity:
                 if root in self.array_params:
                     return False, source in self.active_params or root in self.active_params
                 return self.expr(node.args[0])
+            if name in ("tile_store", "tile_atomic_add") and len(node.args) >= 2:
+                # a store (or linear accumulation) of the tile into the array: not a use of the
+                # destination's values; the offsets are indices
+                if self._any(node.args[2:] + [kw.value for kw in node.keywords])[0]:
+                    raise _NonLinear
+                self.expr(node.args[1])
+                return False, False
+            if name == "tile_matmul" and len(node.args) >= 2:
+                return self._tile_matmul(node)
             if name in _CONSTANT_CALLS:
                 if self._any(args)[0]:
                     raise _NonLinear
@@ -241,6 +250,27 @@ class _Linearity:
         if isinstance(node, ast.Slice):
             return self._any([part for part in (node.lower, node.upper, node.step) if part is not None])
         raise _NonLinear
+
+    def _tile_matmul(self, node: ast.Call) -> tuple[bool, bool]:
+        """``c = wp.tile_matmul(a, b)``, or in place ``wp.tile_matmul(a, b, out, alpha, beta)``
+        (``out = alpha * a @ b + beta * out``): bilinear in ``a`` and ``b``, linear in ``out``."""
+        aw, aa = self.expr(node.args[0])
+        bw, ba = self.expr(node.args[1])
+        if (aw and ba) or (bw and aa):
+            raise _NonLinear  # a product of the watched values with gradient-carrying ones
+        scalars = self._any(node.args[3:] + [kw.value for kw in node.keywords])
+        if scalars[0] or (scalars[1] and (aw or bw)):
+            raise _NonLinear
+        if len(node.args) < 3:
+            return aw or bw, aa or ba or scalars[1]
+        out = node.args[2]
+        ow, oa = self.expr(out)
+        if ow and scalars[1]:
+            raise _NonLinear  # beta * out with an active beta
+        if not isinstance(out, ast.Name):
+            raise _NonLinear
+        self.assign(out, aw or bw or ow, aa or ba or oa or scalars[1])
+        return False, False
 
     def _any(self, nodes: list[ast.expr]) -> tuple[bool, bool]:
         results = [self.expr(n) for n in nodes]
