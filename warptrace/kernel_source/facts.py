@@ -356,6 +356,7 @@ class _Collector:
         self.array_params = {a.arg for a in tree.args.args if _is_array_annotation(a.annotation)}
         # locals bound to an array view: `y_slice[0, i] = v` stores into the array
         self.array_locals = local_flow.array_locals(tree)
+        self.tile_locals = local_flow.tile_locals(tree)
         self.statements: list[Statement] = []
         self.loops: list[Loop] = []
         self.aug_assigns: list[AugAssign] = []
@@ -507,7 +508,12 @@ class _Collector:
             self.adjoint_assigns.append(AdjointAssign(line, text_of(target.slice), op))
             return
         access = local_flow.component_target(target)
-        if access is not None and access[0] not in self.params and access[0] not in self.array_locals:
+        if (
+            access is not None
+            and access[0] not in self.params
+            and access[0] not in self.array_locals
+            and access[0] not in self.tile_locals
+        ):
             self.components.append(ComponentAssign(line, access[0], access[1], op, loop))
 
     def expr(self, node: ast.expr, loop: int, used: bool) -> None:

@@ -142,6 +142,31 @@ def array_locals(tree: ast.FunctionDef) -> frozenset[str]:
     return frozenset(known) - params
 
 
+def tile_locals(tree: ast.FunctionDef) -> frozenset[str]:
+    """Locals bound to a tile (the result of a ``wp.tile*`` call, or another tile local): an
+    assignment into one (``t[0] = r``, ``t[0:4, :] = v``) is a tile operation whose adjoint
+    Warp routes by region, not a component of a vector or matrix value."""
+    binds = [
+        (target.id, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, value in binds:
+            is_tile = (isinstance(value, ast.Call) and call_name(value.func).startswith("tile")) or (
+                isinstance(value, ast.Name) and value.id in found
+            )
+            if is_tile and name not in found:
+                found.add(name)
+                changed = True
+    return frozenset(found)
+
+
 # ---------------------------------------------------------------- loop-carried state
 
 
