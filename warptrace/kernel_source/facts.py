@@ -424,7 +424,10 @@ class _Collector:
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
             }
         )
-        carried, carried_lines, carried_kinds = local_flow.carried_state(node)
+        # a scaling by what is the same in every iteration (literals, module constants, a
+        # kernel's scalar arguments) is linear: `p *= 0.99` in a dynamic loop replays exactly
+        varying = frozenset(self.per_thread | self.array_params | self.array_locals | self.tile_locals)
+        carried, carried_lines, carried_kinds = local_flow.carried_state(node, varying)
         # an array (parameter or local alias) is memory, not a value the replay carries:
         # `a[k] = a.dtype(...)` reads and writes the name `a` in every iteration
         arrays = self.array_params | self.array_locals

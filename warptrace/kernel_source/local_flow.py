@@ -174,17 +174,39 @@ def _loads(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _additive(expr: ast.expr, name: str) -> bool:
-    """Whether ``name`` appears in ``expr`` only as a term of sums and differences (the
-    adjoint of such an expression does not need the value of ``name``)."""
+def _constant(expr: ast.expr, varying: frozenset[str] | None) -> bool:
+    """Whether ``expr`` is the same in every iteration and thread and reads no array: literals,
+    and names outside ``varying`` (module constants, a kernel's scalar arguments) in
+    arithmetic. None: nothing counts as constant."""
+    if varying is None:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name):
+            if node.id in varying:
+                return False
+        elif not isinstance(node, (ast.Constant, ast.UnaryOp, ast.BinOp, ast.Attribute, ast.operator,
+                                   ast.unaryop, ast.expr_context)):  # fmt: skip
+            return False
+    return True
+
+
+def _additive(expr: ast.expr, name: str, varying: frozenset[str] | None = None) -> bool:
+    """Whether ``name`` appears in ``expr`` only as a term of sums and differences, or scaled
+    by a constant (the adjoint of such an expression does not need the value of ``name``)."""
     if name not in _loads(expr):
         return True
     if isinstance(expr, ast.Name):
         return True
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
-        return _additive(expr.operand, name)
+        return _additive(expr.operand, name, varying)
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
-        return _additive(expr.left, name) and _additive(expr.right, name)
+        return _additive(expr.left, name, varying) and _additive(expr.right, name, varying)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return (_constant(expr.left, varying) and _additive(expr.right, name, varying)) or (
+            _constant(expr.right, varying) and _additive(expr.left, name, varying)
+        )
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+        return _constant(expr.right, varying) and _additive(expr.left, name, varying)
     if isinstance(expr, (ast.Subscript, ast.Attribute)) and root_name(expr) == name:
         # a component (`color[0]`, `v.x`) at an index that does not depend on the value
         return isinstance(expr.value, ast.Name) and not (
@@ -241,27 +263,30 @@ def _writes(stmt: ast.stmt) -> set[str]:
     return out
 
 
-def _additive_use(stmt: ast.stmt, name: str) -> bool:
-    """Whether statement ``stmt`` (which reads ``name``) uses it only additively."""
+def _additive_use(stmt: ast.stmt, name: str, varying: frozenset[str] | None = None) -> bool:
+    """Whether statement ``stmt`` (which reads ``name``) uses it only additively (or scales it
+    by a constant: ``p *= 0.99``, whose adjoint is the same scaling whatever ``p`` holds)."""
     if isinstance(stmt, ast.AugAssign):
         if root_name(stmt.target) == name and not isinstance(stmt.target, ast.Name):
             # v[0] += e on the carried vector itself
             return isinstance(stmt.op, (ast.Add, ast.Sub)) and name not in _loads(stmt.value)
         if isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+            if isinstance(stmt.op, (ast.Mult, ast.Div)):
+                return _constant(stmt.value, varying)
             return isinstance(stmt.op, (ast.Add, ast.Sub)) and name not in _loads(stmt.value)
         return (
             isinstance(stmt.op, (ast.Add, ast.Sub))
-            and _additive(stmt.value, name)
+            and _additive(stmt.value, name, varying)
             and not _index_reads(stmt.target, name)
         )
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
         targets = _targets(stmt)
-        return _additive(stmt.value, name) and not any(_index_reads(t, name) for t in targets)
+        return _additive(stmt.value, name, varying) and not any(_index_reads(t, name) for t in targets)
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
         if call_name(call.func) in _ADDITIVE_ATOMICS and call.args:
             *head, last = call.args
-            return not any(name in _loads(a) for a in head) and _additive(last, name)
+            return not any(name in _loads(a) for a in head) and _additive(last, name, varying)
     return False
 
 
@@ -270,7 +295,9 @@ def _index_reads(target: ast.expr, name: str) -> bool:
     return any(name in _loads(n.slice) for n in ast.walk(target) if isinstance(n, ast.Subscript))
 
 
-def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+def carried_state(
+    loop: ast.For | ast.While, varying: frozenset[str] | None = None
+) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
     """Locals the loop carries non-additively from one iteration to the next, for each the
     (relative) line to change, and how it is used: "value" (a product, a recurrence: the
     adjoint uses the final value instead of each iteration's) or "branch" (only a branch
@@ -297,7 +324,7 @@ def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int
                 if not isinstance(stmt, (ast.If, ast.While, ast.For))
                 and name in _writes(stmt)
                 and name in _stmt_loads(stmt)
-                and not _additive_use(stmt, name)
+                and not _additive_use(stmt, name, varying)
             ),
             None,
         )
@@ -307,7 +334,7 @@ def carried_state(loop: ast.For | ast.While) -> tuple[tuple[str, ...], tuple[int
                 for stmt in sequence
                 if not isinstance(stmt, (ast.If, ast.While, ast.For))
                 and name in _stmt_loads(stmt)
-                and not _additive_use(stmt, name)
+                and not _additive_use(stmt, name, varying)
             ),
             None,
         )
