@@ -226,7 +226,10 @@ def adjoint_needs_value(
     False only when every use of those values is provably linear (sums, differences,
     products with values that do not depend on arrays, linear atomics, stores), e.g.
     ``q[i] += DT * qd[i]``. Then an accumulation into that array after the launch leaves
-    the launch's gradient intact."""
+    the launch's gradient intact. False too when no argument of the launch carries a gradient
+    (``grad_args`` empty): its adjoint then propagates nothing."""
+    if grad_args is not None and not grad_args:
+        return False
     if kernel is None or not kernel.source:
         return True
     array_params = tuple(a.name for a in kernel.args if a.is_array or a.field)
