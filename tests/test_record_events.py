@@ -276,6 +276,31 @@ def test_native_utilities_are_opaque_events(trace_path):
     assert not trace.launches(), "the kernels Warp launches inside a utility are part of the NATIVE event"
 
 
+def test_array_cast_is_its_launch_on_the_tape(trace_path):
+    """``wp.utils.array_cast`` is Python over ``wp.launch``: Warp's tape records that launch
+    and its backward replays it, so the trace has it as a recorded launch (one tape position
+    per entry of ``tape.launches``), not as an opaque native event."""
+    warptrace.start(trace_path)
+    acc = wp.array([2.0], dtype=wp.float64, device=DEVICE, requires_grad=True)
+    loss = wp.zeros(1, dtype=wp.float32, device=DEVICE, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.utils.array_cast(acc, loss)  # site:cast
+    tape.backward(loss)
+    entries = len(tape.launches)
+    warptrace.stop()
+    assert acc.grad.numpy().tolist() == [1.0]
+
+    trace = Trace(trace_path)
+    assert not trace.of_kind("native")
+    (cast,) = [e for e in trace.launches() if not e["adjoint"]]
+    assert cast["recorded"] and trace.site_line(cast) == _line("site:cast")
+    assert trace.label(trace.access(cast["seq"], "src")["array_id"]) == "acc"
+    assert trace.access(cast["seq"], "src")["role"] == ROLE_READ
+    assert trace.access(cast["seq"], "dest")["role"] == ROLE_WRITE
+    assert entries == 1
+
+
 def test_tape_visualize_keeps_the_user_call_site(trace_path):
     warptrace.start(trace_path)
     x = wp.array([1.0, 2.0], dtype=float, device=DEVICE, requires_grad=True)
