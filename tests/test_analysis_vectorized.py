@@ -223,3 +223,40 @@ def test_wt303_prune_never_hides_a_seeded_pair(name, zoo_traces):
             seen += 1
     if name in ("wt303_checkpoint", "wt303_helper"):
         assert seen  # a boundary with a seeded pair (wt303_host_checkpoint's comes through the host)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ok_flow_grad_projection",
+        "wt203_clip_in_place",
+        "wt101_pingpong",
+        "wt303_checkpoint",
+        "ok_mem_inplace_linear",
+    ],
+)
+def test_clearing_store_matches_a_per_row_check(name, zoo_traces):
+    """Dataflow.clearing_store (pairs of store and read rows in numpy) against the plain
+    definition: a forward store none of whose event's read rows overlaps its memory."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    expected = np.zeros(len(model.acc_array), dtype=bool)
+    for row in range(len(model.acc_array)):
+        if not (df.is_store[row] and model.phase[df.acc_ev[row]] == S.FORWARD):
+            continue
+        ev = int(df.acc_ev[row])
+        same = range(model.acc_start[ev], model.acc_stop[ev])
+        expected[row] = not any(
+            df.is_read[r]
+            and model.acc_alloc[r] == model.acc_alloc[row]
+            and df.acc_lo[r] < df.acc_hi[row]
+            and df.acc_lo[row] < df.acc_hi[r]
+            for r in same
+        )
+    assert np.array_equal(df.clearing_store, expected)
+    if name in ("ok_flow_grad_projection", "wt203_clip_in_place"):
+        assert (df.is_store & ~df.clearing_store & (model.phase[df.acc_ev] == S.FORWARD)).any()

@@ -141,25 +141,29 @@ class Seeds(GradState):
         instead, and is not one."""
         m = self.model
         mask = self.is_store & (m.phase[self.acc_ev] == S.FORWARD)
+        mask &= ~self.is_read  # a read-and-store row (x[i] = f(x[i])) rereads what it stores
         rows = np.nonzero(mask)[0]
         if not len(rows):
             return mask
-        # candidates: the event reads some memory of the same allocation; then the exact overlap
+        # pairs (store row, read row of the same event and allocation), then the exact overlap
         big = int(m.acc_alloc.max(initial=0)) + 2
         reads = np.nonzero(self.is_read & (m.acc_alloc >= 0))[0]
         read_keys = self.acc_ev[reads] * big + m.acc_alloc[reads]
+        order = np.argsort(read_keys, kind="stable")
+        read_keys, reads = read_keys[order], reads[order]
         keys = self.acc_ev[rows] * big + m.acc_alloc[rows]
-        for row in rows[np.isin(keys, read_keys)].tolist():
-            ev = int(self.acc_ev[row])
-            same = np.arange(m.acc_start[ev], m.acc_stop[ev])
-            lo, hi = self.acc_lo[row], self.acc_hi[row]
-            if np.any(
-                self.is_read[same]
-                & (m.acc_alloc[same] == m.acc_alloc[row])
-                & (self.acc_lo[same] < hi)
-                & (lo < self.acc_hi[same])
-            ):
-                mask[row] = False
+        first = np.searchsorted(read_keys, keys, side="left")
+        counts = np.searchsorted(read_keys, keys, side="right") - first
+        has = counts > 0
+        rows, first, counts = rows[has], first[has], counts[has]
+        owner = np.repeat(np.arange(len(rows)), counts)
+        offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        pair_reads = reads[np.repeat(first, counts) + offsets]
+        pair_rows = rows[owner]
+        overlap = (self.acc_lo[pair_reads] < self.acc_hi[pair_rows]) & (
+            self.acc_lo[pair_rows] < self.acc_hi[pair_reads]
+        )
+        mask[rows[np.bincount(owner[overlap], minlength=len(rows)) > 0]] = False
         return mask
 
     def _fill_info(self, array_id: int) -> tuple[list[int], list[int], list[int]]:
