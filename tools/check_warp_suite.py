@@ -3,6 +3,7 @@
     python tools/check_warp_suite.py                          # the default CPU list
     python tools/check_warp_suite.py test_tape test_copy --timeout 600
     python tools/check_warp_suite.py --analyze --json out.json
+    python tools/check_warp_suite.py --extended --traced-only --analyze   # 37 more modules
 
 Each module runs as ``python -m unittest -v warp.tests.MODULE`` and as
 ``python -m warptrace -q --no-analyze -o OUT/MODULE.wtrace -m unittest -v
@@ -36,6 +37,20 @@ DEFAULT_MODULES = (
     "test_generics", "test_composite_component_adjoint", "test_conditional", "test_lvalue", "test_grad",
     "test_array", "test_atomic", "test_spatial", "test_quat", "test_vec_lite", "matrix.test_mat_lite",
     "test_codegen", "test_math",
+)  # fmt: skip
+
+# More CPU-runnable modules with gradients, tried after the default list (README: "37 more
+# modules"); a few minutes each at most, most much less once Warp's kernel cache is warm.
+EXTENDED_MODULES = (
+    "deterministic.test_deterministic_backward", "test_apic", "test_arithmetic", "test_array_subclass",
+    "test_codegen_continue", "test_cpu_block_dim", "test_fast_math", "test_fp16", "test_implicit_init",
+    "test_map", "test_noise", "test_options", "test_sparse", "test_vec", "geometry.test_mesh_query_point",
+    "geometry.test_mesh_query_ray", "geometry.test_volume", "tile.test_tile", "tile.test_tile_mlp",
+    "tile.test_tile_load", "fem.test_fem_linalg", "fem.test_fem_quadrature", "geometry.test_marching_cubes",
+    "geometry.test_surface_nets", "matrix.test_mat_constructors", "matrix.test_mat_elementwise_ops",
+    "matrix.test_mat_linalg", "tile.test_tile_reduce", "tile.test_tile_matmul", "tile.test_tile_view",
+    "tile.test_tile_construction", "tile.test_tile_load_indexed", "tile.test_tile_fused_ops",
+    "test_vec_constructors", "test_bf16", "test_cpu_vectorization", "fem.test_fem_integrate",
 )  # fmt: skip
 
 _RAN = re.compile(r"^Ran (\d+) tests? in ([\d.]+)s", re.MULTILINE)
@@ -188,8 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--analyze", action="store_true", help="analyze each trace and count findings")
     parser.add_argument("--traced-only", action="store_true", help="skip the plain runs")
     parser.add_argument("--json", type=Path, help="write the full results here")
+    parser.add_argument(
+        "--extended",
+        action="store_true",
+        help="the 37 more modules of EXTENDED_MODULES instead of the default list",
+    )
     args = parser.parse_args(argv)
-    modules = [m.removeprefix("warp.tests.") for m in (args.modules or DEFAULT_MODULES)]
+    default = EXTENDED_MODULES if args.extended else DEFAULT_MODULES
+    modules = [m.removeprefix("warp.tests.") for m in (args.modules or default)]
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
 
