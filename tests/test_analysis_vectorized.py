@@ -223,3 +223,27 @@ def test_wt303_prune_never_hides_a_seeded_pair(name, zoo_traces):
             seen += 1
     if name in ("wt303_checkpoint", "wt303_helper"):
         assert seen  # a boundary with a seeded pair (wt303_host_checkpoint's comes through the host)
+
+
+@pytest.mark.parametrize("name", ["wt303_checkpoint", "wt303_helper", "ok_flow_capture_replay"])
+def test_grad_arrays_ever_covers_grad_array(name, zoo_traces):
+    """WT303 tests an array's seeded gradient only when one of ``grad_arrays_ever`` is seeded
+    memory: every ``grad_array`` answer at every seq of the trace is among them."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    seqs = sorted({int(s) for s in model.seq.tolist()} | {-1, int(model.seq.max()) + 1})
+    answered = 0
+    for array_id in model.arrays:
+        ever = set(df.grad_arrays_ever(array_id))
+        for seq in seqs:
+            grad = df.grad_array(array_id, seq)
+            if grad >= 0:
+                assert grad in ever
+                answered += 1
+    assert answered

@@ -104,6 +104,11 @@ class GradState(Tapes):
             grad = changes[0][1] if changes else -1
         return int(grad)
 
+    def grad_arrays_ever(self, array_id: int) -> list[int]:
+        """Every array object that :meth:`grad_array` can return for ``array_id`` at some seq
+        (-1 aside): the ``.grad`` objects ever registered or set for it."""
+        return [int(ref) for _, ref in self._grad_ids.get(int(array_id), ()) if ref >= 0]
+
     def owner_of(self, grad_id: int) -> int:
         """Whose gradient the array object ``grad_id`` is (following views up to a grad); -1."""
         m = self.model

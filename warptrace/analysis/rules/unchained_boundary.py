@@ -18,6 +18,7 @@ Findings are grouped by root cause (the user line to change) with a count.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 
 import numpy as np
 
@@ -221,7 +222,28 @@ def _may_pair_seeded(
     if not hit.any():
         return False
     candidates = np.unique(model.acc_array[rows[np.isin(keys, keys[hit])]])
-    return any(_seeded_grad(model, df, a, call_a, seeded) for a in candidates.tolist())
+    # only an array whose .grad was ever seeded memory can be seeded at call_a: that set test
+    # first, the exact test (the gradient at call_a) for those that pass
+    grad_keys = _grad_keys_ever(model, df)
+    seeded_keys = seeded.keys()
+    return any(
+        not seeded_keys.isdisjoint(grad_keys(a)) and _seeded_grad(model, df, a, call_a, seeded)
+        for a in candidates.tolist()
+    )
+
+
+def _grad_keys_ever(model: Model, df: Dataflow) -> Callable[[int], frozenset[tuple[int, int, int]]]:
+    """Array -> the memory keys of every ``.grad`` it ever has (:meth:`GradState.grad_arrays_ever`),
+    cached per array: a superset of the keys :func:`_seeded_grad` can look up for it."""
+    cache: dict[int, frozenset[tuple[int, int, int]]] = shared(model, "wt303_grad_keys_ever", lambda m: {})
+
+    def keys(array_id: int) -> frozenset[tuple[int, int, int]]:
+        found = cache.get(array_id)
+        if found is None:
+            found = cache[array_id] = frozenset(memory_key(model, g) for g in df.grad_arrays_ever(array_id))
+        return found
+
+    return keys
 
 
 def _forward_outputs(model: Model, df: Dataflow) -> dict[tuple[int, int], set[int]]:
