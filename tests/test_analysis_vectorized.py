@@ -247,3 +247,32 @@ def test_grad_arrays_ever_covers_grad_array(name, zoo_traces):
                 assert grad in ever
                 answered += 1
     assert answered
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dictionary_strings_match_object_strings(seed):
+    """The capture expansion hands the model dictionary-encoded arg/field columns: their
+    strings and codes are those of the plain string column (nulls read as "", "" also in the
+    dictionary, values first seen late, more values than an int8 code holds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from warptrace.analysis.model import _object_strings
+
+    rng = np.random.default_rng(seed)
+    pool = ["", "x", "src", "dest", "q", "inner.q"] + [f"v{i}" for i in range(200 if seed == 2 else 5)]
+    values: list[str | None] = [pool[i] for i in rng.integers(0, len(pool), 20_000)]
+    for i in rng.integers(0, len(values), 50).tolist():
+        values[i] = None
+    values[-1] = "seen last"
+    plain = pa.chunked_array([pa.array(values, type=pa.string())])
+    coded = pa.chunked_array([pc.dictionary_encode(plain.chunk(0))])
+    split = pa.chunked_array(
+        [pc.dictionary_encode(plain.chunk(0)[:7000]), pc.dictionary_encode(plain.chunk(0)[7000:])]
+    )
+    want_strings, want_codes = _object_strings(plain)
+    for column in (coded, split):
+        strings, codes = _object_strings(column)
+        assert strings.values.tolist() == want_strings.values.tolist()
+        assert codes.dtype == want_codes.dtype
+        assert np.array_equal(codes, want_codes)

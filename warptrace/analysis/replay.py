@@ -104,6 +104,12 @@ def expand_captures(trace: Trace) -> Trace:
 
     # accesses follow their event, once per copy
     accesses = trace.tables["accesses"].combine_chunks()
+    # the strings as dictionary codes: the copies take ints, and the model reads the codes
+    # (model._object_strings) instead of hashing every copied string again
+    for name in ("arg", "field"):
+        column = accesses.column(name)
+        if pa.types.is_string(column.type):
+            accesses = _set(accesses, name, pc.dictionary_encode(column))
     acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
     acc_order = np.argsort(acc_seq, kind="stable")
     acc_seq = acc_seq[acc_order]
