@@ -276,3 +276,50 @@ def test_dictionary_strings_match_object_strings(seed):
         assert strings.values.tolist() == want_strings.values.tolist()
         assert codes.dtype == want_codes.dtype
         assert np.array_equal(codes, want_codes)
+
+
+@pytest.mark.parametrize(
+    "name", ["wt303_checkpoint", "wt303_helper", "ok_flow_capture_replay", "wt303_checkpoint_fixed"]
+)
+def test_wt303_content_cache_matches_direct(name, zoo_traces):
+    """WT303 computes B's exposed inputs and A's pair candidates once per segment content (the
+    replays of a captured graph share it): on every segment pair, the cached answers are the
+    ones computed for that pair directly."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import unchained_boundary as wt303
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    for call_a in df.backward_calls[1:]:
+        call_b = df.backward_calls[call_a.index - 1]
+        epoch_a, epoch_b = df.epochs[call_a.epoch], df.epochs[call_b.epoch]
+        if call_b.epoch == call_a.epoch or not epoch_a.events or not epoch_b.events:
+            continue
+        objective_b = df.objective_events(call_b)
+        evs_b = np.asarray(epoch_b.events, dtype=np.int64)
+        in_objective = np.array([ev in objective_b for ev in epoch_b.events], dtype=bool)
+        exposed = wt303._exposed(model, df, epoch_b, call_b)
+        assert exposed == wt303._exposed_inputs(model, df, evs_b, in_objective)
+        seeded = wt303._seeded_memory(model, df, call_a)
+        candidates = wt303._pair_candidates(model, df, np.asarray(epoch_a.events, dtype=np.int64), exposed)
+        direct = bool(exposed) and any(wt303._seeded_grad(model, df, a, call_a, seeded) for a in candidates)
+        assert wt303._may_pair_seeded(model, df, epoch_a, call_a, exposed, seeded) == direct
+
+
+def test_orig_seq_of_replayed_events(tmp_path):
+    """Model.orig_seq: each replayed copy carries its captured event's recorded seq, and copies
+    with the same orig_seq have the same access rows."""
+    model = Model(expand_captures(read_trace(_capture_trace(tmp_path).write(tmp_path / "t.wtrace"))))
+    assert len(model.orig_seq) == model.n_events
+    rows_of: dict[int, list[tuple]] = {}
+    for ev in range(model.n_events):
+        rows = [
+            (int(model.acc_array[r]), int(model.acc_role[r]), int(model.acc_flags[r]), model.acc_arg[r])
+            for r in range(model.acc_start[ev], model.acc_stop[ev])
+        ]
+        assert rows_of.setdefault(int(model.orig_seq[ev]), rows) == rows
+    assert len(rows_of) < model.n_events  # some event is replayed more than once

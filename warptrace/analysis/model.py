@@ -214,6 +214,11 @@ class Model:
         self.array_id = _column(ev, "array_id", -1, np.int64)
         self.ref_id = _column(ev, "ref_id", -1, np.int64)
         self.value = _column(ev, "value", None, np.float64)  # nulls -> nan
+        # the recorded seq of each event: the copies of a captured event at each graph replay
+        # share it (analysis.replay), and so do their access rows; elsewhere the event's own seq
+        self.orig_seq = (
+            _column(ev, "orig_seq", -1, np.int64) if "orig_seq" in ev.column_names else self.seq.copy()
+        )
         self._detail = ev.column("detail")
         self._dim = ev.column("dim")
         self.n_events = len(self.seq)
