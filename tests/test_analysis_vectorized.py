@@ -279,7 +279,14 @@ def test_dictionary_strings_match_object_strings(seed):
 
 
 @pytest.mark.parametrize(
-    "name", ["wt303_checkpoint", "wt303_helper", "ok_flow_capture_replay", "wt303_checkpoint_fixed"]
+    "name",
+    [
+        "wt303_checkpoint",
+        "wt303_helper",
+        "wt303_host_checkpoint",
+        "ok_flow_capture_replay",
+        "wt303_checkpoint_fixed",
+    ],
 )
 def test_wt303_content_cache_matches_direct(name, zoo_traces):
     """WT303 computes B's exposed inputs and A's pair candidates once per segment content (the
@@ -308,6 +315,16 @@ def test_wt303_content_cache_matches_direct(name, zoo_traces):
         candidates = wt303._pair_candidates(model, df, np.asarray(epoch_a.events, dtype=np.int64), exposed)
         direct = bool(exposed) and any(wt303._seeded_grad(model, df, a, call_a, seeded) for a in candidates)
         assert wt303._may_pair_seeded(model, df, epoch_a, call_a, exposed, seeded) == direct
+        evs_a = np.asarray(epoch_a.events, dtype=np.int64)
+        restored_read = set()
+        if any(
+            model.kind[ev] == S.EVENT_KIND_CODES[S.LAUNCH] and not model.adjoint[ev] for ev in evs_a.tolist()
+        ):
+            for ev in evs_a.tolist():
+                for row in range(model.acc_start[ev], model.acc_stop[ev]):
+                    if df.is_read[row] and int(model.acc_array[row]) in df.host_restored:
+                        restored_read.add(int(model.acc_array[row]))
+        assert wt303._restored_reads(model, df, evs_a) == sorted(restored_read)
 
 
 def test_orig_seq_of_replayed_events(tmp_path):

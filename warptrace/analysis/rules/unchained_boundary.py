@@ -396,19 +396,14 @@ def _host_boundary(
     if not restored:
         return []
     launch = K[S.LAUNCH]
+    hits = _restored_reads(model, df, np.asarray(epoch_a.events, dtype=np.int64))
+    if not hits:
+        return []
     own_a = [ev for ev in epoch_a.events if model.kind[ev] == launch and not model.adjoint[ev]]
-    if not own_a:
-        return []
     # when A's checkpoint was read: the latest value read A's restored inputs came from
-    rows, _ = df.rows_of_events(np.asarray(epoch_a.events, dtype=np.int64))
-    rows = rows[df.is_read[rows]]
-    ids = model.acc_array[rows]
-    hits = np.unique(ids[np.isin(ids, np.fromiter(restored, dtype=np.int64, count=len(restored)))])
-    if not len(hits):
-        return []
     start = -1
     epoch_set = set(epoch_a.events)
-    for array_id in hits.tolist():
+    for array_id in hits:
         write_ev, read_ev = restored[array_id]
         if write_ev not in epoch_set:
             start = max(start, read_ev)
@@ -444,6 +439,25 @@ def _host_boundary(
                         if pair not in pairs:
                             pairs.append(pair)
     return pairs
+
+
+def _restored_reads(model: Model, df: Dataflow, evs_a: np.ndarray) -> list[int]:
+    """The arrays restored from a host copy (``df.host_restored``) that segment A (events
+    ``evs_a``) reads, in id order; none when A runs no forward launch of its own. Computed once
+    per segment content (:func:`_content_key`)."""
+    cache: dict[bytes, list[int]] = shared(model, "wt303_restored_reads", lambda m: {})
+    key = _content_key(model, evs_a)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = []
+        own = (model.kind[evs_a] == K[S.LAUNCH]) & ~model.adjoint[evs_a]
+        if own.any():
+            restored = df.host_restored
+            rows, _ = df.rows_of_events(evs_a)
+            ids = model.acc_array[rows[df.is_read[rows]]]
+            hits = np.unique(ids[np.isin(ids, np.fromiter(restored, dtype=np.int64, count=len(restored)))])
+            found += hits.tolist()
+    return found
 
 
 def _launch_position(model: Model, start: int, original: int) -> int:
