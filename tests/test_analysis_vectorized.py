@@ -340,3 +340,28 @@ def test_orig_seq_of_replayed_events(tmp_path):
         ]
         assert rows_of.setdefault(int(model.orig_seq[ev]), rows) == rows
     assert len(rows_of) < model.n_events  # some event is replayed more than once
+
+
+@pytest.mark.parametrize("name", ["wt303_checkpoint", "wt401_gain", "wt402_basis", "ok_flow_capture_replay"])
+def test_grad_args_many_matches_grad_args(name, zoo_traces):
+    """The kernel uses ask which arguments of each launch have a gradient for all their
+    (launch, backward) pairs at once: the answers of the per-launch question."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import kernel_uses
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    evs = np.arange(model.n_events, dtype=np.int64)
+    evs = evs[model.acc_stop[evs] > model.acc_start[evs]]
+    whens = [-1, *(call.begin_seq for call in df.backward_calls), int(model.seq.max()) + 1]
+    answered = 0
+    for when in whens:
+        got = kernel_uses._grad_args_many(model, df, evs, np.full(len(evs), when, dtype=np.int64))
+        want = [kernel_uses._grad_args(model, df, ev, when) for ev in evs.tolist()]
+        assert got == want
+        answered += sum(1 for args in want if args)
+    assert answered
