@@ -365,3 +365,42 @@ def test_grad_args_many_matches_grad_args(name, zoo_traces):
         assert got == want
         answered += sum(1 for args in want if args)
     assert answered
+
+
+def _fill_rows_loop(df) -> np.ndarray:
+    """The fill rows as the loop before the vectorized test computed them."""
+    m = df.model
+    candidates = (
+        df.grad_row_mask
+        & df.is_write
+        & (m.phase[df.acc_ev] == S.BACKWARD)
+        & (m.kind[df.acc_ev] == S.EVENT_KIND_CODES[S.LAUNCH])
+        & (m.acc_alloc >= 0)
+    )
+    accumulating = candidates & df.is_accumulate
+    for row in np.nonzero(candidates & ~df.is_accumulate & ~m.adjoint[df.acc_ev])[0].tolist():
+        ev = int(df.acc_ev[row])
+        for other in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
+            if (
+                df.is_read[other]
+                and m.acc_alloc[other] == m.acc_alloc[row]
+                and df.acc_lo[other] < df.acc_hi[row]
+                and df.acc_lo[row] < df.acc_hi[other]
+            ):
+                accumulating[row] = True
+                break
+    return np.nonzero(accumulating)[0]
+
+
+@pytest.mark.parametrize(
+    "name", ["wt303_checkpoint", "wt101_copy_writeback", "wt203_dlpack_bridge", "ok_flow_capture_replay"]
+)
+def test_fill_rows_match_the_loop(name, zoo_traces):
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    df = dataflow_of(build_model(read_trace(zoo_traces(programs[name]))))
+    assert np.array_equal(df.fill_rows, _fill_rows_loop(df))

@@ -52,17 +52,19 @@ class Seeds(GradState):
             & (m.acc_alloc >= 0)
         )
         accumulating = candidates & self.is_accumulate
-        for row in np.nonzero(candidates & ~self.is_accumulate & ~m.adjoint[self.acc_ev])[0].tolist():
-            ev = int(self.acc_ev[row])
-            for other in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
-                if (
-                    self.is_read[other]
-                    and m.acc_alloc[other] == m.acc_alloc[row]
-                    and self.acc_lo[other] < self.acc_hi[row]
-                    and self.acc_lo[row] < self.acc_hi[other]
-                ):
-                    accumulating[row] = True
-                    break
+        # plain stores: accumulating when a read row of the same launch overlaps them
+        rows = np.nonzero(candidates & ~self.is_accumulate & ~m.adjoint[self.acc_ev])[0]
+        if len(rows):
+            evs = self.acc_ev[rows]
+            others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
+            mine = rows[owner]
+            hit = (
+                self.is_read[others]
+                & (m.acc_alloc[others] == m.acc_alloc[mine])
+                & (self.acc_lo[others] < self.acc_hi[mine])
+                & (self.acc_lo[mine] < self.acc_hi[others])
+            )
+            accumulating[mine[hit]] = True
         return np.nonzero(accumulating)[0]
 
     @cached_property
