@@ -404,3 +404,26 @@ def test_fill_rows_match_the_loop(name, zoo_traces):
         pytest.skip(f"no zoo program {name}")
     df = dataflow_of(build_model(read_trace(zoo_traces(programs[name]))))
     assert np.array_equal(df.fill_rows, _fill_rows_loop(df))
+
+
+def test_expand_captures_numbers_each_replays_tapes(tmp_path):
+    """Each replay of a graph gets fresh tape ids for the tapes its body uses, numbered in tape
+    id order after the trace's largest; untaped events stay -1."""
+    tb = TraceBuilder()
+    x = tb.array("x", requires_grad=True)
+    y = tb.array("y", requires_grad=True)
+    step = tb.kernel("step", x="r", y="w")
+    first, second = tb.tape(), tb.tape()
+    tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+    for tape in (second, first, second):
+        with tb.recording(tape):
+            tb.launch(step, x=x, y=y, line=10)
+    tb.launch(step, x=y, y=x, line=11)  # untaped
+    tb.event(S.CAPTURE_END, ref_id=3)
+    for _ in range(3):
+        tb.event(S.CAPTURE_LAUNCH, ref_id=3)
+    trace = expand_captures(read_trace(tb.write(tmp_path / "tapes.wtrace")))
+    events = trace.tables["events"].to_pydict()
+    launches = [i for i, kind in enumerate(events["kind"]) if kind == S.LAUNCH]
+    tapes = [events["tape"][i] for i in launches]
+    assert tapes == [3, 2, 3, -1, 5, 4, 5, -1, 7, 6, 7, -1]
