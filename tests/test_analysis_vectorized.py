@@ -13,7 +13,7 @@ import pytest
 from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.dataflow import defuse as defuse_module
-from warptrace.analysis.dataflow.base import unique_inverse
+from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
 from warptrace.analysis.dataflow.defuse import _key_order, _stable_order
 from warptrace.analysis.model import Model
 from warptrace.analysis.replay import _latest_copies, expand_captures
@@ -427,3 +427,25 @@ def test_expand_captures_numbers_each_replays_tapes(tmp_path):
     launches = [i for i, kind in enumerate(events["kind"]) if kind == S.LAUNCH]
     tapes = [events["tape"][i] for i in launches]
     assert tapes == [3, 2, 3, -1, 5, 4, 5, -1, 7, 6, 7, -1]
+
+
+@pytest.mark.parametrize(
+    ("values", "test"),
+    [
+        (
+            np.random.default_rng(0).integers(-1, 4000, 50_000),
+            np.random.default_rng(1).integers(-5, 5000, 300),
+        ),
+        (np.random.default_rng(2).integers(0, 30, 10_000).astype(np.int16), [3, 7, 29, 31, -1]),
+        (np.random.default_rng(3).integers(0, 2**40, 1000), np.random.default_rng(4).integers(0, 2**40, 10)),
+        (np.arange(10), []),
+        (np.zeros(0, dtype=np.int64), [1, 2]),
+        (np.arange(-3, 3), np.array([0, 2, 200], dtype=np.uint8)),
+    ],
+)
+def test_isin_ids_is_np_isin(values, test):
+    values = np.asarray(values)
+    if len(values) > 1000:
+        values[::97] = values[1]  # repeats
+        test = np.append(np.asarray(test, dtype=np.int64), values[5])  # present for sure
+    assert np.array_equal(isin_ids(values, test), np.isin(values, test))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import bisect_seq
+from warptrace.analysis.dataflow.base import bisect_seq, isin_ids
 from warptrace.analysis.dataflow.tapes import Tapes
 from warptrace.trace import schema as S
 
@@ -131,7 +131,7 @@ class GradState(Tapes):
         mask = (m.acc_flags & S.FLAG_GRAD) != 0
         grad_ids = np.union1d(m.grad_array_ids, np.fromiter(self.grad_owner, dtype=np.int64))
         if len(grad_ids):
-            mask |= np.isin(m.acc_array, grad_ids)
+            mask |= isin_ids(m.acc_array, grad_ids)
         return mask
 
     @cached_property

@@ -58,7 +58,7 @@ from __future__ import annotations
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
-from warptrace.analysis.dataflow.base import unique_inverse
+from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import ArrayInfo, K, Model, overlaps
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
@@ -145,7 +145,7 @@ def _overwrites(
         return [], clobbered
 
     # writes that may hit them: same allocation, after its first read, before its last backward
-    write_kinds = np.isin(model.kind[ev_safe], [K[k] for k in _WRITE_KINDS])
+    write_kinds = isin_ids(model.kind, [K[k] for k in _WRITE_KINDS])[ev_safe]
     write_mask = valid & ((role & S.ROLE_WRITE) != 0) & not_grad & (alloc >= 0) & write_kinds
     write_rows = _writes_in_windows(model, np.nonzero(write_mask)[0], read_rows, read_bwd)
     if not len(write_rows):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, combine_codes
+from warptrace.analysis.dataflow.base import isin_ids
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import arg_path, finding, quote
@@ -29,7 +30,7 @@ def append_loc(related: list[Location], loc: Location | None) -> None:
 
 def grad_mask(model: Model, array_ids: np.ndarray, flags: np.ndarray) -> np.ndarray:
     grads = model.grad_array_ids
-    is_grad = np.isin(array_ids, grads) if len(grads) else np.zeros(len(array_ids), dtype=bool)
+    is_grad = isin_ids(array_ids, grads) if len(grads) else np.zeros(len(array_ids), dtype=bool)
     return is_grad | ((flags & S.FLAG_GRAD) != 0)
 
 
