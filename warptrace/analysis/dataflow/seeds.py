@@ -44,13 +44,8 @@ class Seeds(GradState):
         (a launch inside the backward that reads the gradient memory it overwrites)."""
         m = self.model
         K = self._K
-        candidates = (
-            self.grad_row_mask
-            & self.is_write
-            & (m.phase[self.acc_ev] == S.BACKWARD)
-            & (m.kind[self.acc_ev] == K[S.LAUNCH])
-            & (m.acc_alloc >= 0)
-        )
+        backward_launch = (m.phase == S.BACKWARD) & (m.kind == K[S.LAUNCH])  # per event
+        candidates = self.grad_row_mask & self.is_write & backward_launch[self.acc_ev] & (m.acc_alloc >= 0)
         accumulating = candidates & self.is_accumulate
         # plain stores: accumulating when a read row of the same launch overlaps them
         rows = np.nonzero(candidates & ~self.is_accumulate & ~m.adjoint[self.acc_ev])[0]
