@@ -376,7 +376,7 @@ class Model:
         if self.n_events == 0:
             return np.full(len(self.acc_seq), -1, dtype=np.int64)
         index = self.acc_near_ev
-        return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64)
+        return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64, copy=False)
 
     def backward_after_many(self, tape_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """Vectorized :meth:`backward_after`: the backward seq per (tape, seq) pair, -1 for none."""
