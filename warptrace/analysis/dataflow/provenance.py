@@ -75,12 +75,12 @@ class Provenance(Seeds):
         # producers of an event are a set of small ints, not of frozensets
         sets: list[frozenset[int]] = [empty]
         number: dict[frozenset[int], int] = {empty: 0}
-        set_of = dict.fromkeys(scope_evs.tolist(), 0)  # event -> number of its leaf set (in scope)
-        writers_list = live_writer.tolist()
+        set_of = [0] * n  # per scope position: the number of its event's leaf set
+        writers_list = np.searchsorted(scope_evs, live_writer).tolist()  # as scope positions
         leaves_list = leaf_array.tolist()
         unions: dict[tuple[int, ...], int] = {}
         own_unions: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-        for i, ev in enumerate(scope_evs.tolist()):
+        for i in range(n):
             parts = {set_of[w] for w in writers_list[w_cut[i] : w_cut[i + 1]]}
             own = leaves_list[l_cut[i] : l_cut[i + 1]]
             if own:
@@ -88,7 +88,7 @@ class Provenance(Seeds):
                 own_key = (tuple(own), tuple(sorted(parts)))
                 cached = own_unions.get(own_key)
                 if cached is not None:
-                    set_of[ev] = cached
+                    set_of[i] = cached
                     continue
                 own_set = set()
                 for array_id in own:
@@ -104,10 +104,10 @@ class Provenance(Seeds):
                 if found is None:
                     found = number[key] = len(sets)
                     sets.append(key)
-                set_of[ev] = own_unions[own_key] = found
+                set_of[i] = own_unions[own_key] = found
                 continue
             if len(parts) <= 1:
-                set_of[ev] = parts.pop() if parts else 0
+                set_of[i] = parts.pop() if parts else 0
                 continue
             ukey = tuple(sorted(parts))
             cached = unions.get(ukey)
@@ -121,8 +121,8 @@ class Provenance(Seeds):
                     found = number[key] = len(sets)
                     sets.append(key)
                 cached = unions[ukey] = found
-            set_of[ev] = cached
-        prov.update(zip(set_of, map(sets.__getitem__, set_of.values())))
+            set_of[i] = cached
+        prov.update(zip(scope_evs.tolist(), map(sets.__getitem__, set_of)))
         return prov
 
     def _replay_seqs(self, evs: np.ndarray) -> np.ndarray:
