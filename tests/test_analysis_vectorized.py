@@ -449,3 +449,45 @@ def test_isin_ids_is_np_isin(values, test):
         values[::97] = values[1]  # repeats
         test = np.append(np.asarray(test, dtype=np.int64), values[5])  # present for sure
     assert np.array_equal(isin_ids(values, test), np.isin(values, test))
+
+
+def _provenance_reference(df) -> dict[int, frozenset[int]]:
+    """Provenance event by event with plain sets (what the interned, numbered sets must give)."""
+    m = df.model
+    kinds = S.EVENT_KIND_CODES
+    scope = m.recorded | ((m.kind == kinds[S.COPY]) & (m.tape >= 0))
+    scope &= (m.phase == S.FORWARD) & ~m.adjoint & (m.parent < 0)
+    scope_evs = np.nonzero(scope)[0]
+    whens = df._replay_seqs(scope_evs).tolist()
+    prov: dict[int, frozenset[int]] = {}
+    for ev, when in zip(scope_evs.tolist(), whens):
+        leaves: set[int] = set()
+        for row in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
+            if not df.is_read[row]:
+                continue
+            writers = [int(w) for w in df.writer_rows(row).tolist()]
+            producers = [int(df.acc_ev[w]) for w in writers if scope[df.acc_ev[w]] and df.acc_ev[w] < ev]
+            for producer in producers:
+                leaves |= prov[producer]
+            array_id = int(m.acc_array[row])
+            if not producers and not df.grad_row_mask[row] and df.has_grad(array_id, when):
+                leaves.add(df.root_array(array_id))
+        prov[ev] = frozenset(leaves)
+    return prov
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["wt302_copy_carry", "wt302_frames", "wt303_checkpoint", "ok_flow_capture_replay", "wt503_copy_severed"],
+)
+def test_provenance_matches_plain_sets(name, zoo_traces):
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    df = dataflow_of(build_model(read_trace(zoo_traces(programs[name]))))
+    want = _provenance_reference(df)
+    assert df.provenance == want
+    assert any(want.values())
