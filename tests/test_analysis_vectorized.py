@@ -14,7 +14,7 @@ from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.dataflow import defuse as defuse_module
 from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
-from warptrace.analysis.dataflow.defuse import _key_order, _stable_order
+from warptrace.analysis.dataflow.defuse import _key_order, _stable_order, lex_order
 from warptrace.analysis.model import Model
 from warptrace.analysis.replay import _latest_copies, expand_captures
 from warptrace.trace import schema as S
@@ -491,3 +491,13 @@ def test_provenance_matches_plain_sets(name, zoo_traces):
     want = _provenance_reference(df)
     assert df.provenance == want
     assert any(want.values())
+
+
+@pytest.mark.parametrize("high", [3, 5000, 2**40, 2**62])
+def test_lex_order_is_lexsort(high):
+    """lex_order (dense codes, radix-sorted when few) is np.lexsort: few and many distinct
+    combinations, and columns too wide to combine into one int64 code."""
+    rng = np.random.default_rng(high % 1000)
+    columns = [rng.integers(-2, 40, 30_000), rng.integers(0, high, 30_000), rng.integers(0, 7, 30_000)]
+    assert np.array_equal(lex_order(columns), np.lexsort(columns[::-1]))
+    assert len(lex_order([np.zeros(0, dtype=np.int64)] * 3)) == 0

@@ -11,6 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from warptrace.analysis.dataflow.base import expand_ranges
+from warptrace.analysis.dataflow.defuse import lex_order
 from warptrace.analysis.dataflow.grad_state import GradState
 from warptrace.analysis.dataflow.tapes import BackwardCall
 from warptrace.trace import schema as S
@@ -75,7 +76,7 @@ class Seeds(GradState):
         rows, calls = rows[keep], calls[keep]
         n = len(rows)
         alloc, lo, hi = m.acc_alloc[rows], self.acc_lo[rows], self.acc_hi[rows]
-        order = np.lexsort((hi, lo, alloc))  # stable: each memory's rows stay in row order
+        order = lex_order([alloc, lo, hi])  # stable: each memory's rows stay in row order
         a, lo_s, hi_s, c = alloc[order], lo[order], hi[order], calls[order]
         new_group = np.ones(n, dtype=bool)
         new_group[1:] = (a[1:] != a[:-1]) | (lo_s[1:] != lo_s[:-1]) | (hi_s[1:] != hi_s[:-1])
