@@ -13,8 +13,8 @@ import pytest
 from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.dataflow import defuse as defuse_module
-from warptrace.analysis.dataflow.base import unique_inverse
-from warptrace.analysis.dataflow.defuse import _key_order, _stable_order
+from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
+from warptrace.analysis.dataflow.defuse import _key_order, _stable_order, lex_order
 from warptrace.analysis.model import Model
 from warptrace.analysis.replay import _latest_copies, expand_captures
 from warptrace.trace import schema as S
@@ -223,6 +223,284 @@ def test_wt303_prune_never_hides_a_seeded_pair(name, zoo_traces):
             seen += 1
     if name in ("wt303_checkpoint", "wt303_helper"):
         assert seen  # a boundary with a seeded pair (wt303_host_checkpoint's comes through the host)
+
+
+@pytest.mark.parametrize("name", ["wt303_checkpoint", "wt303_helper", "ok_flow_capture_replay"])
+def test_grad_arrays_ever_covers_grad_array(name, zoo_traces):
+    """WT303 tests an array's seeded gradient only when one of ``grad_arrays_ever`` is seeded
+    memory: every ``grad_array`` answer at every seq of the trace is among them."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    seqs = sorted({int(s) for s in model.seq.tolist()} | {-1, int(model.seq.max()) + 1})
+    answered = 0
+    for array_id in model.arrays:
+        ever = set(df.grad_arrays_ever(array_id))
+        for seq in seqs:
+            grad = df.grad_array(array_id, seq)
+            if grad >= 0:
+                assert grad in ever
+                answered += 1
+    assert answered
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dictionary_strings_match_object_strings(seed):
+    """The capture expansion hands the model dictionary-encoded arg/field columns: their
+    strings and codes are those of the plain string column (nulls read as "", "" also in the
+    dictionary, values first seen late, more values than an int8 code holds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from warptrace.analysis.model import _object_strings
+
+    rng = np.random.default_rng(seed)
+    pool = ["", "x", "src", "dest", "q", "inner.q"] + [f"v{i}" for i in range(200 if seed == 2 else 5)]
+    values: list[str | None] = [pool[i] for i in rng.integers(0, len(pool), 20_000)]
+    for i in rng.integers(0, len(values), 50).tolist():
+        values[i] = None
+    values[-1] = "seen last"
+    plain = pa.chunked_array([pa.array(values, type=pa.string())])
+    coded = pa.chunked_array([pc.dictionary_encode(plain.chunk(0))])
+    split = pa.chunked_array(
+        [pc.dictionary_encode(plain.chunk(0)[:7000]), pc.dictionary_encode(plain.chunk(0)[7000:])]
+    )
+    want_strings, want_codes = _object_strings(plain)
+    for column in (coded, split):
+        strings, codes = _object_strings(column)
+        assert strings.values.tolist() == want_strings.values.tolist()
+        assert codes.dtype == want_codes.dtype
+        assert np.array_equal(codes, want_codes)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "wt303_checkpoint",
+        "wt303_helper",
+        "wt303_host_checkpoint",
+        "ok_flow_capture_replay",
+        "wt303_checkpoint_fixed",
+    ],
+)
+def test_wt303_content_cache_matches_direct(name, zoo_traces):
+    """WT303 computes B's exposed inputs and A's pair candidates once per segment content (the
+    replays of a captured graph share it): on every segment pair, the cached answers are the
+    ones computed for that pair directly."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import unchained_boundary as wt303
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    for call_a in df.backward_calls[1:]:
+        call_b = df.backward_calls[call_a.index - 1]
+        epoch_a, epoch_b = df.epochs[call_a.epoch], df.epochs[call_b.epoch]
+        if call_b.epoch == call_a.epoch or not epoch_a.events or not epoch_b.events:
+            continue
+        objective_b = df.objective_events(call_b)
+        evs_b = np.asarray(epoch_b.events, dtype=np.int64)
+        in_objective = np.array([ev in objective_b for ev in epoch_b.events], dtype=bool)
+        exposed = wt303._exposed(model, df, epoch_b, call_b)
+        assert exposed == wt303._exposed_inputs(model, df, evs_b, in_objective)
+        seeded = wt303._seeded_memory(model, df, call_a)
+        candidates = wt303._pair_candidates(model, df, np.asarray(epoch_a.events, dtype=np.int64), exposed)
+        direct = bool(exposed) and any(wt303._seeded_grad(model, df, a, call_a, seeded) for a in candidates)
+        assert wt303._may_pair_seeded(model, df, epoch_a, call_a, exposed, seeded) == direct
+        evs_a = np.asarray(epoch_a.events, dtype=np.int64)
+        restored_read = set()
+        if any(
+            model.kind[ev] == S.EVENT_KIND_CODES[S.LAUNCH] and not model.adjoint[ev] for ev in evs_a.tolist()
+        ):
+            for ev in evs_a.tolist():
+                for row in range(model.acc_start[ev], model.acc_stop[ev]):
+                    if df.is_read[row] and int(model.acc_array[row]) in df.host_restored:
+                        restored_read.add(int(model.acc_array[row]))
+        assert wt303._restored_reads(model, df, evs_a) == sorted(restored_read)
+
+
+def test_orig_seq_of_replayed_events(tmp_path):
+    """Model.orig_seq: each replayed copy carries its captured event's recorded seq, and copies
+    with the same orig_seq have the same access rows."""
+    model = Model(expand_captures(read_trace(_capture_trace(tmp_path).write(tmp_path / "t.wtrace"))))
+    assert len(model.orig_seq) == model.n_events
+    rows_of: dict[int, list[tuple]] = {}
+    for ev in range(model.n_events):
+        rows = [
+            (int(model.acc_array[r]), int(model.acc_role[r]), int(model.acc_flags[r]), model.acc_arg[r])
+            for r in range(model.acc_start[ev], model.acc_stop[ev])
+        ]
+        assert rows_of.setdefault(int(model.orig_seq[ev]), rows) == rows
+    assert len(rows_of) < model.n_events  # some event is replayed more than once
+
+
+@pytest.mark.parametrize("name", ["wt303_checkpoint", "wt401_gain", "wt402_basis", "ok_flow_capture_replay"])
+def test_grad_args_many_matches_grad_args(name, zoo_traces):
+    """The kernel uses ask which arguments of each launch have a gradient for all their
+    (launch, backward) pairs at once: the answers of the per-launch question."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import kernel_uses
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    model = build_model(read_trace(zoo_traces(programs[name])))
+    df = dataflow_of(model)
+    evs = np.arange(model.n_events, dtype=np.int64)
+    evs = evs[model.acc_stop[evs] > model.acc_start[evs]]
+    whens = [-1, *(call.begin_seq for call in df.backward_calls), int(model.seq.max()) + 1]
+    answered = 0
+    for when in whens:
+        got = kernel_uses._grad_args_many(model, df, evs, np.full(len(evs), when, dtype=np.int64))
+        want = [kernel_uses._grad_args(model, df, ev, when) for ev in evs.tolist()]
+        assert got == want
+        answered += sum(1 for args in want if args)
+    assert answered
+
+
+def _fill_rows_loop(df) -> np.ndarray:
+    """The fill rows as the loop before the vectorized test computed them."""
+    m = df.model
+    candidates = (
+        df.grad_row_mask
+        & df.is_write
+        & (m.phase[df.acc_ev] == S.BACKWARD)
+        & (m.kind[df.acc_ev] == S.EVENT_KIND_CODES[S.LAUNCH])
+        & (m.acc_alloc >= 0)
+    )
+    accumulating = candidates & df.is_accumulate
+    for row in np.nonzero(candidates & ~df.is_accumulate & ~m.adjoint[df.acc_ev])[0].tolist():
+        ev = int(df.acc_ev[row])
+        for other in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
+            if (
+                df.is_read[other]
+                and m.acc_alloc[other] == m.acc_alloc[row]
+                and df.acc_lo[other] < df.acc_hi[row]
+                and df.acc_lo[row] < df.acc_hi[other]
+            ):
+                accumulating[row] = True
+                break
+    return np.nonzero(accumulating)[0]
+
+
+@pytest.mark.parametrize(
+    "name", ["wt303_checkpoint", "wt101_copy_writeback", "wt203_dlpack_bridge", "ok_flow_capture_replay"]
+)
+def test_fill_rows_match_the_loop(name, zoo_traces):
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    df = dataflow_of(build_model(read_trace(zoo_traces(programs[name]))))
+    assert np.array_equal(df.fill_rows, _fill_rows_loop(df))
+
+
+def test_expand_captures_numbers_each_replays_tapes(tmp_path):
+    """Each replay of a graph gets fresh tape ids for the tapes its body uses, numbered in tape
+    id order after the trace's largest; untaped events stay -1."""
+    tb = TraceBuilder()
+    x = tb.array("x", requires_grad=True)
+    y = tb.array("y", requires_grad=True)
+    step = tb.kernel("step", x="r", y="w")
+    first, second = tb.tape(), tb.tape()
+    tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+    for tape in (second, first, second):
+        with tb.recording(tape):
+            tb.launch(step, x=x, y=y, line=10)
+    tb.launch(step, x=y, y=x, line=11)  # untaped
+    tb.event(S.CAPTURE_END, ref_id=3)
+    for _ in range(3):
+        tb.event(S.CAPTURE_LAUNCH, ref_id=3)
+    trace = expand_captures(read_trace(tb.write(tmp_path / "tapes.wtrace")))
+    events = trace.tables["events"].to_pydict()
+    launches = [i for i, kind in enumerate(events["kind"]) if kind == S.LAUNCH]
+    tapes = [events["tape"][i] for i in launches]
+    assert tapes == [3, 2, 3, -1, 5, 4, 5, -1, 7, 6, 7, -1]
+
+
+@pytest.mark.parametrize(
+    ("values", "test"),
+    [
+        (
+            np.random.default_rng(0).integers(-1, 4000, 50_000),
+            np.random.default_rng(1).integers(-5, 5000, 300),
+        ),
+        (np.random.default_rng(2).integers(0, 30, 10_000).astype(np.int16), [3, 7, 29, 31, -1]),
+        (np.random.default_rng(3).integers(0, 2**40, 1000), np.random.default_rng(4).integers(0, 2**40, 10)),
+        (np.arange(10), []),
+        (np.zeros(0, dtype=np.int64), [1, 2]),
+        (np.arange(-3, 3), np.array([0, 2, 200], dtype=np.uint8)),
+    ],
+)
+def test_isin_ids_is_np_isin(values, test):
+    values = np.asarray(values)
+    if len(values) > 1000:
+        values[::97] = values[1]  # repeats
+        test = np.append(np.asarray(test, dtype=np.int64), values[5])  # present for sure
+    assert np.array_equal(isin_ids(values, test), np.isin(values, test))
+
+
+def _provenance_reference(df) -> dict[int, frozenset[int]]:
+    """Provenance event by event with plain sets (what the interned, numbered sets must give)."""
+    m = df.model
+    kinds = S.EVENT_KIND_CODES
+    scope = m.recorded | ((m.kind == kinds[S.COPY]) & (m.tape >= 0))
+    scope &= (m.phase == S.FORWARD) & ~m.adjoint & (m.parent < 0)
+    scope_evs = np.nonzero(scope)[0]
+    whens = df._replay_seqs(scope_evs).tolist()
+    prov: dict[int, frozenset[int]] = {}
+    for ev, when in zip(scope_evs.tolist(), whens):
+        leaves: set[int] = set()
+        for row in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
+            if not df.is_read[row]:
+                continue
+            writers = [int(w) for w in df.writer_rows(row).tolist()]
+            producers = [int(df.acc_ev[w]) for w in writers if scope[df.acc_ev[w]] and df.acc_ev[w] < ev]
+            for producer in producers:
+                leaves |= prov[producer]
+            array_id = int(m.acc_array[row])
+            if not producers and not df.grad_row_mask[row] and df.has_grad(array_id, when):
+                leaves.add(df.root_array(array_id))
+        prov[ev] = frozenset(leaves)
+    return prov
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["wt302_copy_carry", "wt302_frames", "wt303_checkpoint", "ok_flow_capture_replay", "wt503_copy_severed"],
+)
+def test_provenance_matches_plain_sets(name, zoo_traces):
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    df = dataflow_of(build_model(read_trace(zoo_traces(programs[name]))))
+    want = _provenance_reference(df)
+    assert df.provenance == want
+    assert any(want.values())
+
+
+@pytest.mark.parametrize("high", [3, 5000, 2**40, 2**62])
+def test_lex_order_is_lexsort(high):
+    """lex_order (dense codes, radix-sorted when few) is np.lexsort: few and many distinct
+    combinations, and columns too wide to combine into one int64 code."""
+    rng = np.random.default_rng(high % 1000)
+    columns = [rng.integers(-2, 40, 30_000), rng.integers(0, high, 30_000), rng.integers(0, 7, 30_000)]
+    assert np.array_equal(lex_order(columns), np.lexsort(columns[::-1]))
+    assert len(lex_order([np.zeros(0, dtype=np.int64)] * 3)) == 0
 
 
 @pytest.mark.parametrize(

@@ -214,6 +214,11 @@ class Model:
         self.array_id = _column(ev, "array_id", -1, np.int64)
         self.ref_id = _column(ev, "ref_id", -1, np.int64)
         self.value = _column(ev, "value", None, np.float64)  # nulls -> nan
+        # the recorded seq of each event: the copies of a captured event at each graph replay
+        # share it (analysis.replay), and so do their access rows; elsewhere the event's own seq
+        self.orig_seq = (
+            _column(ev, "orig_seq", -1, np.int64) if "orig_seq" in ev.column_names else self.seq.copy()
+        )
         self._detail = ev.column("detail")
         self._dim = ev.column("dim")
         self.n_events = len(self.seq)
@@ -371,7 +376,7 @@ class Model:
         if self.n_events == 0:
             return np.full(len(self.acc_seq), -1, dtype=np.int64)
         index = self.acc_near_ev
-        return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64)
+        return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64, copy=False)
 
     def backward_after_many(self, tape_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """Vectorized :meth:`backward_after`: the backward seq per (tape, seq) pair, -1 for none."""
@@ -569,6 +574,10 @@ class CodedStrings:
 def _object_strings(column: pa.ChunkedArray) -> tuple[CodedStrings, np.ndarray]:
     """The column's strings (null -> ""; repeated values share one str object), and the code of
     each value in the smallest int type (equal codes <=> equal strings)."""
+    if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
+        return _dictionary_strings(column.chunk(0))
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
     if column.null_count:
         column = column.fill_null("")
     values = pc.unique(column)
@@ -578,6 +587,46 @@ def _object_strings(column: pa.ChunkedArray) -> tuple[CodedStrings, np.ndarray]:
             codes = codes.astype(dtype)
             break
     return CodedStrings(np.array(values.to_pylist(), dtype=object), codes), codes
+
+
+def _dictionary_strings(array: pa.DictionaryArray) -> tuple[CodedStrings, np.ndarray]:
+    """:func:`_object_strings` of a dictionary-encoded column (the capture expansion's copies),
+    the same values and codes: the distinct strings in the order of their first row, from the
+    dictionary and the rows' indices instead of hashing every row's string."""
+    strings = [str(value) for value in array.dictionary.to_pylist()] + [""]  # last: null -> ""
+    n_slots = len(strings)
+    indices = array.indices
+    if indices.null_count:
+        indices = indices.fill_null(n_slots - 1)
+    slots = indices.to_numpy(zero_copy_only=False)
+    # each slot's first row: in growing prefixes until every slot that occurs has been seen
+    present = int(np.count_nonzero(np.bincount(slots, minlength=n_slots)))
+    first = np.full(n_slots, len(slots), dtype=np.int64)
+    size = 1 << 12
+    while True:
+        seen, at = np.unique(slots[:size], return_index=True)
+        if len(seen) == present or size >= len(slots):
+            first[seen] = at
+            break
+        size *= 8
+    # slots of equal strings share a code ("" may be in the dictionary and stand for nulls)
+    code_of_string: dict[str, int] = {}
+    values: list[str] = []
+    code_of_slot = np.zeros(n_slots, dtype=np.int64)
+    for slot in np.argsort(first, kind="stable").tolist():
+        if first[slot] == len(slots):
+            break  # never occurs
+        text = strings[slot]
+        code = code_of_string.get(text)
+        if code is None:
+            code = code_of_string[text] = len(values)
+            values.append(text)
+        code_of_slot[slot] = code
+    for dtype in (np.int8, np.int16, np.int32):
+        if len(values) <= np.iinfo(dtype).max:
+            break
+    codes = np.take(code_of_slot.astype(dtype), slots)
+    return CodedStrings(np.array(values, dtype=object), codes), codes
 
 
 def _json_list(text: str | None) -> list[str]:

@@ -64,6 +64,15 @@ def expand_captures(trace: Trace) -> Trace:
     tapes: list[np.ndarray] = []
     kept = np.nonzero(~in_window)[0]
     launches = kept[kind[kept] == S.CAPTURE_LAUNCH]
+    # per graph: its body's tapes, which of them are set, and the rank of each set one among the
+    # body's distinct tapes (each replay numbers them next_tape, next_tape + 1, ... in id order)
+    renumber: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+    for gid, body in windows.items():
+        body_tapes = tape[body]
+        used = body_tapes >= 0
+        distinct, rank = np.unique(body_tapes[used], return_inverse=True)
+        renumber[gid] = (body_tapes, used, rank.reshape(-1), len(distinct))
+    empty_body = np.empty(0, dtype=np.int64)
     cursor = 0
     for launch in launches:
         upto = kept[cursor : np.searchsorted(kept, launch) + 1]
@@ -71,13 +80,17 @@ def expand_captures(trace: Trace) -> Trace:
         take.append(upto)
         replayed.append(np.zeros(len(upto), dtype=bool))
         tapes.append(tape[upto])
-        body = windows.get(int(graph[launch]), np.empty(0, dtype=np.int64))
+        gid = int(graph[launch])
+        body = windows.get(gid, empty_body)
         take.append(body)
         replayed.append(np.ones(len(body), dtype=bool))
-        body_tapes = tape[body].copy()
-        for used in np.unique(body_tapes[body_tapes >= 0]):
-            body_tapes[body_tapes == used] = next_tape
-            next_tape += 1
+        if gid not in windows:
+            tapes.append(tape[body])
+            continue
+        body_tapes, used, rank, n_used = renumber[gid]
+        body_tapes = body_tapes.copy()
+        body_tapes[used] = next_tape + rank
+        next_tape += n_used
         tapes.append(body_tapes)
     take.append(kept[cursor:])
     replayed.append(np.zeros(len(kept) - cursor, dtype=bool))
@@ -104,6 +117,12 @@ def expand_captures(trace: Trace) -> Trace:
 
     # accesses follow their event, once per copy
     accesses = trace.tables["accesses"].combine_chunks()
+    # the strings as dictionary codes: the copies take ints, and the model reads the codes
+    # (model._object_strings) instead of hashing every copied string again
+    for name in ("arg", "field"):
+        column = accesses.column(name)
+        if pa.types.is_string(column.type):
+            accesses = _set(accesses, name, pc.dictionary_encode(column))
     acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
     acc_order = np.argsort(acc_seq, kind="stable")
     acc_seq = acc_seq[acc_order]
@@ -111,8 +130,9 @@ def expand_captures(trace: Trace) -> Trace:
     starts = np.searchsorted(acc_seq, origin_seq, side="left")
     rows, copy = expand_ranges(starts, np.searchsorted(acc_seq, origin_seq, side="right"))
     # rows of the seq-sorted accesses
-    new_accesses = pc.take(accesses, pa.array(acc_order[rows]), memory_pool=pool)
-    new_accesses = _set(new_accesses, "seq", pa.array(new_seq[copy], type=pa.int64()))
+    at = accesses.schema.get_field_index("seq")  # not copied: each copy gets its event's new seq
+    new_accesses = pc.take(accesses.remove_column(at), pa.array(acc_order[rows]), memory_pool=pool)
+    new_accesses = new_accesses.add_column(at, "seq", pa.array(new_seq[copy], type=pa.int64()))
 
     # creation seqs of arrays and allocations: the first kept event at or after them
     first_position = np.full(n + 1, len(index), dtype=np.int64)

@@ -106,3 +106,23 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lookup = np.zeros(span, dtype=np.intp)
     lookup[slots] = np.arange(len(slots), dtype=np.intp)
     return (slots + low).astype(values.dtype, copy=False), np.take(lookup, offsets)
+
+
+def isin_ids(values: np.ndarray, test: Any) -> np.ndarray:
+    """``np.isin(values, test)`` of integer arrays, by a lookup table when the values span a small
+    range (ids, codes): one gather instead of a sort or hash of every value."""
+    values = np.asarray(values)
+    test = np.asarray(test)
+    if len(test) == 0:
+        return np.zeros(values.shape, dtype=bool)
+    if len(values) == 0 or values.dtype.kind not in "iu" or test.dtype.kind not in "iu":
+        return np.isin(values, test)
+    low, high = int(values.min()), int(values.max())
+    span = high - low + 1
+    if span > 4 * len(values) + (1 << 16):
+        return np.isin(values, test)
+    table = np.zeros(span, dtype=bool)
+    inside = test[(test >= low) & (test <= high)].astype(np.int64)
+    table[inside - low] = True
+    offsets = values if low == 0 else values - low
+    return np.take(table, offsets.astype(np.intp, copy=False))

@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import DataflowBase, expand_ranges
+from warptrace.analysis.dataflow.base import DataflowBase, combine_codes, expand_ranges, unique_inverse
 
 # How many earlier writes a read steps over (per read) before the exact fallback.
 _STEP_LIMIT = 24
@@ -29,6 +29,13 @@ def _stable_order(values: np.ndarray) -> np.ndarray:
     if len(values) and int(values.max()) - int(values.min()) <= np.iinfo(np.int16).max:
         return np.argsort((values - int(values.min())).astype(np.int16), kind="stable")
     return np.argsort(values, kind="stable")
+
+
+def lex_order(columns: list[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(columns[::-1])``: the stable order by the first column, then the next, ...
+    of equally long integer columns, by one dense code per position (radix-sorted when there
+    are few distinct combinations)."""
+    return _stable_order(unique_inverse(combine_codes(columns))[1])
 
 
 def _key_order(alloc: np.ndarray, seq: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import bisect_seq
+from warptrace.analysis.dataflow.base import bisect_seq, isin_ids
 from warptrace.analysis.dataflow.tapes import Tapes
 from warptrace.trace import schema as S
 
@@ -104,6 +104,11 @@ class GradState(Tapes):
             grad = changes[0][1] if changes else -1
         return int(grad)
 
+    def grad_arrays_ever(self, array_id: int) -> list[int]:
+        """Every array object that :meth:`grad_array` can return for ``array_id`` at some seq
+        (-1 aside): the ``.grad`` objects ever registered or set for it."""
+        return [int(ref) for _, ref in self._grad_ids.get(int(array_id), ()) if ref >= 0]
+
     def owner_of(self, grad_id: int) -> int:
         """Whose gradient the array object ``grad_id`` is (following views up to a grad); -1."""
         m = self.model
@@ -126,7 +131,7 @@ class GradState(Tapes):
         mask = (m.acc_flags & S.FLAG_GRAD) != 0
         grad_ids = np.union1d(m.grad_array_ids, np.fromiter(self.grad_owner, dtype=np.int64))
         if len(grad_ids):
-            mask |= np.isin(m.acc_array, grad_ids)
+            mask |= isin_ids(m.acc_array, grad_ids)
         return mask
 
     @cached_property

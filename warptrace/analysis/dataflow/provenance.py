@@ -43,7 +43,6 @@ class Provenance(Seeds):
         scope = m.recorded | ((m.kind == K[S.COPY]) & (m.tape >= 0))
         scope &= (m.phase == S.FORWARD) & ~m.adjoint & (m.parent < 0)
         empty: frozenset[int] = frozenset()
-        interned: dict[frozenset[int], frozenset[int]] = {empty: empty}
         scope_evs = np.nonzero(scope)[0]
         if len(scope_evs) == 0:
             return prov
@@ -72,19 +71,24 @@ class Provenance(Seeds):
         n = len(scope_evs)
         w_cut = np.searchsorted(live_index, np.arange(n + 1), side="left").tolist()
         l_cut = np.searchsorted(leaf_index, np.arange(n + 1), side="left").tolist()
-        writers_list = live_writer.tolist()
+        # each distinct leaf set once (``sets``, interned), events carry its number: the
+        # producers of an event are a set of small ints, not of frozensets
+        sets: list[frozenset[int]] = [empty]
+        number: dict[frozenset[int], int] = {empty: 0}
+        set_of = [0] * n  # per scope position: the number of its event's leaf set
+        writers_list = np.searchsorted(scope_evs, live_writer).tolist()  # as scope positions
         leaves_list = leaf_array.tolist()
-        unions: dict[tuple, frozenset[int]] = {}
-        own_unions: dict[tuple, frozenset[int]] = {}
-        for i, ev in enumerate(scope_evs.tolist()):
-            parts = {id(p): p for p in (prov[w] for w in writers_list[w_cut[i] : w_cut[i + 1]])}
+        unions: dict[tuple[int, ...], int] = {}
+        own_unions: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        for i in range(n):
+            parts = {set_of[w] for w in writers_list[w_cut[i] : w_cut[i + 1]]}
             own = leaves_list[l_cut[i] : l_cut[i + 1]]
             if own:
                 # the same reads and producers (a replayed launch) give the same leaves
-                own_key = (tuple(own), tuple(sorted(parts)))  # parts: interned, alive in prov
+                own_key = (tuple(own), tuple(sorted(parts)))
                 cached = own_unions.get(own_key)
                 if cached is not None:
-                    prov[ev] = cached
+                    set_of[i] = cached
                     continue
                 own_set = set()
                 for array_id in own:
@@ -93,26 +97,32 @@ class Provenance(Seeds):
                         root = roots[array_id] = self.root_array(array_id)
                     own_set.add(root)
                 leaves: set[int] = set(own_set)
-                for part in parts.values():
-                    leaves |= part
+                for part in parts:
+                    leaves |= sets[part]
                 key = frozenset(leaves)
-                prov[ev] = own_unions[own_key] = interned.setdefault(key, key)
+                found = number.get(key)
+                if found is None:
+                    found = number[key] = len(sets)
+                    sets.append(key)
+                set_of[i] = own_unions[own_key] = found
                 continue
-            if not parts:
-                prov[ev] = empty
-                continue
-            if len(parts) == 1:
-                prov[ev] = next(iter(parts.values()))
+            if len(parts) <= 1:
+                set_of[i] = parts.pop() if parts else 0
                 continue
             ukey = tuple(sorted(parts))
             cached = unions.get(ukey)
             if cached is None:
                 union: set[int] = set()
-                for part in parts.values():
-                    union |= part
+                for part in parts:
+                    union |= sets[part]
                 key = frozenset(union)
-                cached = unions[ukey] = interned.setdefault(key, key)
-            prov[ev] = cached
+                found = number.get(key)
+                if found is None:
+                    found = number[key] = len(sets)
+                    sets.append(key)
+                cached = unions[ukey] = found
+            set_of[i] = cached
+        prov.update(zip(scope_evs.tolist(), map(sets.__getitem__, set_of)))
         return prov
 
     def _replay_seqs(self, evs: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from warptrace.analysis.dataflow.base import expand_ranges
+from warptrace.analysis.dataflow.defuse import lex_order
 from warptrace.analysis.dataflow.grad_state import GradState
 from warptrace.analysis.dataflow.tapes import BackwardCall
 from warptrace.trace import schema as S
@@ -44,25 +45,22 @@ class Seeds(GradState):
         (a launch inside the backward that reads the gradient memory it overwrites)."""
         m = self.model
         K = self._K
-        candidates = (
-            self.grad_row_mask
-            & self.is_write
-            & (m.phase[self.acc_ev] == S.BACKWARD)
-            & (m.kind[self.acc_ev] == K[S.LAUNCH])
-            & (m.acc_alloc >= 0)
-        )
+        backward_launch = (m.phase == S.BACKWARD) & (m.kind == K[S.LAUNCH])  # per event
+        candidates = self.grad_row_mask & self.is_write & backward_launch[self.acc_ev] & (m.acc_alloc >= 0)
         accumulating = candidates & self.is_accumulate
-        for row in np.nonzero(candidates & ~self.is_accumulate & ~m.adjoint[self.acc_ev])[0].tolist():
-            ev = int(self.acc_ev[row])
-            for other in range(int(m.acc_start[ev]), int(m.acc_stop[ev])):
-                if (
-                    self.is_read[other]
-                    and m.acc_alloc[other] == m.acc_alloc[row]
-                    and self.acc_lo[other] < self.acc_hi[row]
-                    and self.acc_lo[row] < self.acc_hi[other]
-                ):
-                    accumulating[row] = True
-                    break
+        # plain stores: accumulating when a read row of the same launch overlaps them
+        rows = np.nonzero(candidates & ~self.is_accumulate & ~m.adjoint[self.acc_ev])[0]
+        if len(rows):
+            evs = self.acc_ev[rows]
+            others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
+            mine = rows[owner]
+            hit = (
+                self.is_read[others]
+                & (m.acc_alloc[others] == m.acc_alloc[mine])
+                & (self.acc_lo[others] < self.acc_hi[mine])
+                & (self.acc_lo[mine] < self.acc_hi[others])
+            )
+            accumulating[mine[hit]] = True
         return np.nonzero(accumulating)[0]
 
     @cached_property
@@ -78,7 +76,7 @@ class Seeds(GradState):
         rows, calls = rows[keep], calls[keep]
         n = len(rows)
         alloc, lo, hi = m.acc_alloc[rows], self.acc_lo[rows], self.acc_hi[rows]
-        order = np.lexsort((hi, lo, alloc))  # stable: each memory's rows stay in row order
+        order = lex_order([alloc, lo, hi])  # stable: each memory's rows stay in row order
         a, lo_s, hi_s, c = alloc[order], lo[order], hi[order], calls[order]
         new_group = np.ones(n, dtype=bool)
         new_group[1:] = (a[1:] != a[:-1]) | (lo_s[1:] != lo_s[:-1]) | (hi_s[1:] != hi_s[:-1])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, combine_codes, dataflow_of
+from warptrace.analysis.dataflow.base import unique_inverse
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import shared
 from warptrace.trace import schema as S
@@ -35,7 +36,7 @@ def _launch_signatures(model: Model, df: Dataflow, evs: np.ndarray) -> tuple[np.
     offsets = np.cumsum(counts) - counts
 
     # view geometry: (alloc, offset, shape, strides), or the array id when the array is unknown
-    array_ids, inverse = np.unique(model.acc_array[rows], return_inverse=True)
+    array_ids, inverse = unique_inverse(model.acc_array[rows])
     interned: dict[object, int] = {}
     codes = np.empty(len(array_ids), dtype=np.int64)
     for i, array_id in enumerate(array_ids.tolist()):
@@ -50,7 +51,7 @@ def _launch_signatures(model: Model, df: Dataflow, evs: np.ndarray) -> tuple[np.
             model.acc_arg_code[rows],
         ]
     )
-    parts = np.unique(parts, return_inverse=True)[1].reshape(-1)  # dense: few distinct accesses
+    parts = unique_inverse(parts)[1]  # dense: few distinct accesses
     what = combine_codes([model.kernel[evs] + 1, model.dim_code[evs] + 1])  # kernel and dims
 
     # launches with k accesses: [kernel and dims, sorted part codes], equal codes <=> equal signatures

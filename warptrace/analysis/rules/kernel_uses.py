@@ -79,21 +79,28 @@ def _build(model: Model) -> list[KernelUse]:
         is_candidate = np.isin(model.kernel, np.fromiter(candidates, dtype=np.int64))
         # tapes without a kernel with a source pattern: their backward slices are skipped
         calls = [call for epoch, call in backpropagated(df) if is_candidate[epoch.events].any()]
+        asks: list[tuple[BackwardCall, int]] = []
         for call, sliced in zip(calls, df.objective_events_many(calls)):
             objective = np.fromiter(sorted(sliced), dtype=np.int64)
             objective = objective[(model.kind[objective] == K[S.LAUNCH]) & is_candidate[objective]]
             # the first launch of each kernel on this backward's slice
             _, first = np.unique(model.kernel[objective], return_index=True)
-            for ev in objective[np.sort(first)].tolist():
-                kernel_id = int(model.kernel[ev])
-                args = _grad_args(model, df, ev, call.begin_seq)
-                if not args:
-                    continue
-                use = best.get(kernel_id)
-                if use is None:
-                    best[kernel_id] = KernelUse(model.kernels[kernel_id], ev, call, args, True)
-                else:
-                    use.grad_args = use.grad_args | args
+            asks += [(call, ev) for ev in objective[np.sort(first)].tolist()]
+        grad_args = _grad_args_many(
+            model,
+            df,
+            np.array([ev for _, ev in asks], dtype=np.int64),
+            np.array([call.begin_seq for call, _ in asks], dtype=np.int64),
+        )
+        for (call, ev), args in zip(asks, grad_args):
+            kernel_id = int(model.kernel[ev])
+            if not args:
+                continue
+            use = best.get(kernel_id)
+            if use is None:
+                best[kernel_id] = KernelUse(model.kernels[kernel_id], ev, call, args, True)
+            else:
+                use.grad_args = use.grad_args | args
     # kernels with no gradient evidence: their first taped launch, else their first launch
     launches = (model.kind == K[S.LAUNCH]) & ~model.adjoint
     taped = launches & model.recorded & (model.tape >= 0)
@@ -114,6 +121,19 @@ def _grad_args(model: Model, df: Dataflow, ev: int, when: int) -> frozenset[str]
         if not df.grad_row_mask[row] and df.has_grad(int(model.acc_array[row]), when):
             args.add(str(model.acc_arg[row]))
     return frozenset(args)
+
+
+def _grad_args_many(model: Model, df: Dataflow, evs: np.ndarray, whens: np.ndarray) -> list[frozenset[str]]:
+    """:func:`_grad_args` of each (launch, seq) pair of ``evs`` and ``whens``, in one
+    :meth:`has_grad_many` over all their access rows."""
+    rows, owner = df.rows_of_events(evs)
+    keep = ~df.grad_row_mask[rows]
+    rows, owner = rows[keep], owner[keep]
+    has = df.has_grad_many(model.acc_array[rows], whens[owner])
+    found: list[set[str]] = [set() for _ in range(len(evs))]
+    for position, row in zip(owner[has].tolist(), rows[has].tolist()):
+        found[position].add(str(model.acc_arg[row]))
+    return [frozenset(args) for args in found]
 
 
 def _has_patterns(source: KernelSource) -> bool:

@@ -64,6 +64,7 @@ from __future__ import annotations
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
+from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import ArrayInfo, K, Model, overlaps
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
@@ -150,7 +151,7 @@ def _overwrites(
         return [], clobbered
 
     # writes that may hit them: same allocation, after its first read, before its last backward
-    write_kinds = np.isin(model.kind[ev_safe], [K[k] for k in _WRITE_KINDS])
+    write_kinds = isin_ids(model.kind, [K[k] for k in _WRITE_KINDS])[ev_safe]
     write_mask = valid & ((role & S.ROLE_WRITE) != 0) & not_grad & (alloc >= 0) & write_kinds
     write_rows = _writes_in_windows(model, np.nonzero(write_mask)[0], read_rows, read_bwd)
     if not len(write_rows):
@@ -377,7 +378,7 @@ def _writes_in_windows(
     """The write rows to an allocation that ``read_rows`` read, after its first read and before the
     last backward of those reads."""
     alloc = model.acc_alloc
-    read_allocs, inverse = np.unique(alloc[read_rows], return_inverse=True)
+    read_allocs, inverse = unique_inverse(alloc[read_rows])
     first_read = np.full(len(read_allocs), np.iinfo(np.int64).max, dtype=np.int64)
     last_bwd = np.full(len(read_allocs), -1, dtype=np.int64)
     np.minimum.at(first_read, inverse, model.acc_seq[read_rows])

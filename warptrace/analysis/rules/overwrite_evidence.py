@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, combine_codes
+from warptrace.analysis.dataflow.base import isin_ids
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
-from warptrace.analysis.rules.common import arg_path, finding, quote
+from warptrace.analysis.rules.common import arg_path, finding, quote, shared
 from warptrace.trace import schema as S
 
 EXAMPLES = 5  # seqs kept as evidence per finding
@@ -29,7 +30,7 @@ def append_loc(related: list[Location], loc: Location | None) -> None:
 
 def grad_mask(model: Model, array_ids: np.ndarray, flags: np.ndarray) -> np.ndarray:
     grads = model.grad_array_ids
-    is_grad = np.isin(array_ids, grads) if len(grads) else np.zeros(len(array_ids), dtype=bool)
+    is_grad = isin_ids(array_ids, grads) if len(grads) else np.zeros(len(array_ids), dtype=bool)
     return is_grad | ((flags & S.FLAG_GRAD) != 0)
 
 
@@ -76,12 +77,19 @@ def in_place_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
 
 
 def recorded_forward_launch(model: Model, evs: np.ndarray) -> np.ndarray:
+    """Whether each event of ``evs`` is a forward launch recorded on a tape (the mask over all
+    events computed once per model, then gathered)."""
+    mask = shared(model, "recorded_forward_launch", _recorded_forward_launches)
+    return mask[evs]
+
+
+def _recorded_forward_launches(model: Model) -> np.ndarray:
     return (
-        (model.kind[evs] == K[S.LAUNCH])
-        & model.recorded[evs]
-        & ~model.adjoint[evs]
-        & (model.phase[evs] == S.FORWARD)
-        & (model.tape[evs] >= 0)
+        (model.kind == K[S.LAUNCH])
+        & model.recorded
+        & ~model.adjoint
+        & (model.phase == S.FORWARD)
+        & (model.tape >= 0)
     )
 
 

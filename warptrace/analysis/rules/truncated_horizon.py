@@ -143,11 +143,8 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
         df.edge_reader[cross],
     ]
     transfer = (
-        (model.kind[writers] == K[S.COPY])
-        & ~model.recorded[writers]
-        & (model.phase[writers] == S.FORWARD)
-        & (model.parent[writers] < 0)
-    )
+        (model.kind == K[S.COPY]) & ~model.recorded & (model.phase == S.FORWARD) & (model.parent < 0)
+    )[writers]  # per event, then per edge: one gather
     via = np.nonzero((reader_epoch >= 0) & transfer)[0]
     if len(via):
         carried: dict[int, list[int]] = {

@@ -18,6 +18,7 @@ Findings are grouped by root cause (the user line to change) with a count.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 
 import numpy as np
 
@@ -168,16 +169,36 @@ def _row_codes(model: Model, df: Dataflow) -> _RowCodes:
     return shared(model, "wt303_row_codes", lambda m: _RowCodes(m, df))
 
 
+def _content_key(model: Model, evs: np.ndarray) -> bytes:
+    """Equal for two event lists that are copies of the same recorded events in the same order
+    (graph replays: :attr:`Model.orig_seq`), whose access rows are therefore the same."""
+    return bytes(model.orig_seq[evs].tobytes())
+
+
 def _exposed(model: Model, df: Dataflow, epoch_b: Epoch, call_b: BackwardCall) -> dict[int, int]:
     """Segment B's exposed inputs: memory code -> array, for memory B's objective reads before B
-    writes it (by an earlier event)."""
-    codes = _row_codes(model, df)
+    writes it (by an earlier event). Computed once per content (:func:`_content_key`) and
+    objective membership of B's events: the replays of a captured graph share it."""
     objective_b = df.objective_events(call_b)
     evs_b = np.asarray(epoch_b.events, dtype=np.int64)
+    in_objective = np.fromiter((ev in objective_b for ev in epoch_b.events), dtype=bool, count=len(evs_b))
+    cache: dict[tuple[bytes, bytes], dict[int, int]] = shared(model, "wt303_exposed", lambda m: {})
+    key = (_content_key(model, evs_b), in_objective.tobytes())
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = _exposed_inputs(model, df, evs_b, in_objective)
+    return found
+
+
+def _exposed_inputs(
+    model: Model, df: Dataflow, evs_b: np.ndarray, in_objective: np.ndarray
+) -> dict[int, int]:
+    """:func:`_exposed` of events ``evs_b`` (in order), ``in_objective`` telling which of them are
+    on B's backward slice."""
+    codes = _row_codes(model, df)
     rows, index = df.rows_of_events(evs_b)
     if len(rows) == 0:
         return {}
-    in_objective = np.fromiter((ev in objective_b for ev in epoch_b.events), dtype=bool, count=len(evs_b))
     keys_b = codes.key[rows]
     unique, inverse = np.unique(keys_b, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -205,8 +226,29 @@ def _may_pair_seeded(
     kernel of some write of A to the same memory wrote at that write's argument path."""
     if not exposed:
         return False
-    codes = _row_codes(model, df)
     evs_a = np.asarray(epoch_a.events, dtype=np.int64)
+    cache: dict[tuple[bytes, tuple[int, ...]], list[int]] = shared(
+        model, "wt303_pair_candidates", lambda m: {}
+    )
+    key = (_content_key(model, evs_a), tuple(exposed))
+    candidates = cache.get(key)
+    if candidates is None:
+        candidates = cache[key] = _pair_candidates(model, df, evs_a, exposed)
+    # only an array whose .grad was ever seeded memory can be seeded at call_a: that set test
+    # first, the exact test (the gradient at call_a) for those that pass
+    grad_keys = _grad_keys_ever(model, df)
+    seeded_keys = seeded.keys()
+    return any(
+        not seeded_keys.isdisjoint(grad_keys(a)) and _seeded_grad(model, df, a, call_a, seeded)
+        for a in candidates
+    )
+
+
+def _pair_candidates(model: Model, df: Dataflow, evs_a: np.ndarray, exposed: dict[int, int]) -> list[int]:
+    """The arrays of :func:`_may_pair_seeded` whose gradients decide: those segment A (events
+    ``evs_a``) writes at memory that may pair with B's exposed inputs. Depends on A's content
+    and the exposed memory codes only (cached by them)."""
+    codes = _row_codes(model, df)
     rows, index = df.rows_of_events(evs_a)
     writes = df.is_write[rows]
     rows, index = rows[writes], index[writes]
@@ -219,9 +261,22 @@ def _may_pair_seeded(
         if not exposed.keys().isdisjoint(outputs.get((kernel, path), ())):
             hit |= (kernels == kernel) & (paths == path)
     if not hit.any():
-        return False
-    candidates = np.unique(model.acc_array[rows[np.isin(keys, keys[hit])]])
-    return any(_seeded_grad(model, df, a, call_a, seeded) for a in candidates.tolist())
+        return []
+    return [int(a) for a in np.unique(model.acc_array[rows[np.isin(keys, keys[hit])]]).tolist()]
+
+
+def _grad_keys_ever(model: Model, df: Dataflow) -> Callable[[int], frozenset[tuple[int, int, int]]]:
+    """Array -> the memory keys of every ``.grad`` it ever has (:meth:`GradState.grad_arrays_ever`),
+    cached per array: a superset of the keys :func:`_seeded_grad` can look up for it."""
+    cache: dict[int, frozenset[tuple[int, int, int]]] = shared(model, "wt303_grad_keys_ever", lambda m: {})
+
+    def keys(array_id: int) -> frozenset[tuple[int, int, int]]:
+        found = cache.get(array_id)
+        if found is None:
+            found = cache[array_id] = frozenset(memory_key(model, g) for g in df.grad_arrays_ever(array_id))
+        return found
+
+    return keys
 
 
 def _forward_outputs(model: Model, df: Dataflow) -> dict[tuple[int, int], set[int]]:
@@ -341,19 +396,14 @@ def _host_boundary(
     if not restored:
         return []
     launch = K[S.LAUNCH]
+    hits = _restored_reads(model, df, np.asarray(epoch_a.events, dtype=np.int64))
+    if not hits:
+        return []
     own_a = [ev for ev in epoch_a.events if model.kind[ev] == launch and not model.adjoint[ev]]
-    if not own_a:
-        return []
     # when A's checkpoint was read: the latest value read A's restored inputs came from
-    rows, _ = df.rows_of_events(np.asarray(epoch_a.events, dtype=np.int64))
-    rows = rows[df.is_read[rows]]
-    ids = model.acc_array[rows]
-    hits = np.unique(ids[np.isin(ids, np.fromiter(restored, dtype=np.int64, count=len(restored)))])
-    if not len(hits):
-        return []
     start = -1
     epoch_set = set(epoch_a.events)
-    for array_id in hits.tolist():
+    for array_id in hits:
         write_ev, read_ev = restored[array_id]
         if write_ev not in epoch_set:
             start = max(start, read_ev)
@@ -389,6 +439,25 @@ def _host_boundary(
                         if pair not in pairs:
                             pairs.append(pair)
     return pairs
+
+
+def _restored_reads(model: Model, df: Dataflow, evs_a: np.ndarray) -> list[int]:
+    """The arrays restored from a host copy (``df.host_restored``) that segment A (events
+    ``evs_a``) reads, in id order; none when A runs no forward launch of its own. Computed once
+    per segment content (:func:`_content_key`)."""
+    cache: dict[bytes, list[int]] = shared(model, "wt303_restored_reads", lambda m: {})
+    key = _content_key(model, evs_a)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = []
+        own = (model.kind[evs_a] == K[S.LAUNCH]) & ~model.adjoint[evs_a]
+        if own.any():
+            restored = df.host_restored
+            rows, _ = df.rows_of_events(evs_a)
+            ids = model.acc_array[rows[df.is_read[rows]]]
+            hits = np.unique(ids[np.isin(ids, np.fromiter(restored, dtype=np.int64, count=len(restored)))])
+            found += hits.tolist()
+    return found
 
 
 def _launch_position(model: Model, start: int, original: int) -> int:
