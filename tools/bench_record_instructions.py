@@ -1,0 +1,160 @@
+"""Instructions the recorder adds per operation, counted by valgrind's callgrind.
+
+    python tools/bench_record_instructions.py                    # every operation, 2,000 each
+    python tools/bench_record_instructions.py zero_ numpy --ops 4000
+
+A measure that machine load does not move: on the shared 2-core machine the timings of
+``tools/bench_record.py`` (d) swing by 1-2 µs per operation from run to run, which is the
+size of the differences a recorder change makes. Instruction counts repeat to a fraction of
+a percent, so a change to a wrapper can be judged in one run each way.
+
+Each (operation, mode) runs in a process of its own under ``valgrind --tool=callgrind
+--collect-atstart=no --toggle-collect=builtin_sorted``: the N operations are the key
+function of one ``sorted(range(N), key=op)`` call, and only that call is counted (not the
+imports, the warm-up, ``start()``/``stop()``). ``plain`` is Warp alone; ``traced`` runs
+under ``warptrace.start()`` with the flushes held off (the writer's work is measured by
+``bench_record.py``; here only what the program's own thread pays per operation). Each
+run takes 20-60 s (valgrind runs everything 20-50x slower; the counted part is small).
+
+Reported per operation: instructions per operation plain and traced, the difference, and
+the ratio. On this machine Python code runs at about 10,000 instructions per µs (an
+``array.zero_()`` is ~14,000 instructions and ~1.3 µs plain), so 1,000 added instructions
+is about 0.1 µs. Needs ``valgrind`` on the PATH; exit status 2 without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+OPERATIONS = ("launch", "launch_taped", "zeros", "zero_", "fill_", "copy", "numpy")
+
+# The program each run executes: argv = mode, operation, N.
+PROBE = r"""
+import sys
+import numpy as np
+import warp as wp
+
+wp.config.quiet = True
+wp.init()
+mode, operation, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+
+@wp.kernel
+def tiny(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0
+
+
+a = wp.array(np.ones(16, dtype=np.float32), requires_grad=True, device="cpu")
+b = wp.zeros(16, requires_grad=True, device="cpu")
+tape = wp.Tape()
+
+
+def launch(i):
+    wp.launch(tiny, dim=16, inputs=[a], outputs=[b], device="cpu")
+    return i
+
+
+def launch_taped(i):
+    with tape:
+        wp.launch(tiny, dim=16, inputs=[a], outputs=[b], device="cpu")
+    return i
+
+
+def zeros(i):
+    wp.zeros(16, dtype=float, requires_grad=True, device="cpu")
+    return i
+
+
+def zero_(i):
+    a.zero_()
+    return i
+
+
+def fill_(i):
+    a.fill_(2.0)
+    return i
+
+
+def copy(i):
+    wp.copy(b, a)
+    return i
+
+
+def numpy(i):
+    a.numpy()
+    return i
+
+
+op = globals()[operation]
+if mode == "traced":
+    import warptrace
+    from warptrace.record import session, state
+
+    session.FLUSH_SECONDS = 1e6  # the writer thread's idle flush: never, while counting
+    warptrace.start(sys.argv[4])
+    rec = state.rec
+    rec.flush_ev_len = rec.flush_acc_len = 1 << 60
+    rec.flush_deadline = 1 << 62
+for i in range(200):  # warm-up: kernels loaded, call sites and arrays registered
+    op(i)
+tape.reset()
+sorted(range(n), key=op)
+if mode == "traced":
+    warptrace.stop()
+"""
+
+
+def count(python: str, mode: str, operation: str, n: int, folder: Path) -> int:
+    """Instructions callgrind counted inside the ``sorted`` call of one run."""
+    probe = folder / "probe.py"
+    probe.write_text(PROBE)
+    out = folder / f"callgrind.{mode}.{operation}.out"
+    argv = [
+        "valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=builtin_sorted",
+        f"--callgrind-out-file={out}", python, str(probe), mode, operation, str(n), str(folder / "run.wtrace"),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=folder, check=False)
+    for line in done.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1].strip())
+    raise RuntimeError(
+        f"{mode} {operation}: no count from callgrind (exit {done.returncode}):\n{done.stderr[-2000:]}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("operations", nargs="*", help=f"any of {', '.join(OPERATIONS)} (default: all)")
+    parser.add_argument("--ops", type=int, default=2000, help="operations counted per run (default 2000)")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter with warp and warptrace")
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        print("bench_record_instructions: valgrind is not installed", file=sys.stderr)
+        return 2
+    operations = args.operations or list(OPERATIONS)
+    unknown = [o for o in operations if o not in OPERATIONS]
+    if unknown:
+        parser.error(f"unknown operation {unknown[0]!r} (choose from {', '.join(OPERATIONS)})")
+    print(
+        f"{'operation':14} {'plain':>10} {'traced':>10} {'added':>10} {'ratio':>6}  (instructions per operation)"
+    )
+    with tempfile.TemporaryDirectory(prefix="wt-instr-") as tmp:
+        folder = Path(tmp)
+        for operation in operations:
+            plain = count(args.python, "plain", operation, args.ops, folder) / args.ops
+            traced = count(args.python, "traced", operation, args.ops, folder) / args.ops
+            print(
+                f"{operation:14} {plain:10.0f} {traced:10.0f} {traced - plain:10.0f} {traced / plain:6.2f}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
