@@ -108,8 +108,13 @@ def adj_thrice(x: float, adj_ret: float):
     wp.adjoint[x] += 3.0 * adj_ret  # @adjoint_accumulate
 
 
+# Not `take_slot`: the zoo's ok_src_replay has a @wp.func of that name with a @wp.func_replay,
+# and Warp names a replay function by a counter of its own key ("replay_take_slot_0") while
+# calls to it use the forward function's ("replay_" + "take_slot_1" once another take_slot
+# exists in the process): that module then fails to compile (Warp 1.19, any process that
+# defines both).
 @wp.func
-def take_slot(counter: wp.array(dtype=int)) -> int:
+def next_free_slot(counter: wp.array(dtype=int)) -> int:
     return wp.atomic_add(counter, 0, 1)  # @atomic_in_func
 
 
@@ -124,7 +129,7 @@ def k_custom_and_atomics(
     slot = wp.atomic_add(counter, 0, 1)  # @atomic_used
     wp.atomic_add(total, 0, x[i])  # @atomic_discarded
     out[slot] = twice(x[i]) + thrice(x[i])  # @calls_custom
-    out[take_slot(counter)] = x[i]
+    out[next_free_slot(counter)] = x[i]
 
 
 # ---------------------------------------------------------------- model v2: loops, components, guards

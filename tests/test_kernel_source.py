@@ -160,7 +160,7 @@ def test_custom_adjoint_assign_versus_accumulate():
         (line_of("adjoint_accumulate"), "+=")
     ]
     assert grads["twice"].name == "adj_twice" and grads["twice"].role == FUNC_GRAD
-    assert {f.name for f in source.functions if f.role == FUNC} == {"twice", "thrice", "take_slot"}
+    assert {f.name for f in source.functions if f.role == FUNC} == {"twice", "thrice", "next_free_slot"}
     assert (
         source.line_text(line_of("adjoint_assign"), FILE)
         == "wp.adjoint[x] = 2.0 * adj_ret  # @adjoint_assign"
@@ -174,8 +174,8 @@ def test_atomics_whose_result_is_used():
         (line_of("atomic_used"), "counter", True),
         (line_of("atomic_discarded"), "total", False),
     }
-    (take_slot,) = [f for f in source.functions if f.name == "take_slot"]
-    assert [(a.line, a.result_used) for a in take_slot.atomics] == [(line_of("atomic_in_func"), True)]
+    (next_free_slot,) = [f for f in source.functions if f.name == "next_free_slot"]
+    assert [(a.line, a.result_used) for a in next_free_slot.atomics] == [(line_of("atomic_in_func"), True)]
 
 
 def test_line_text_kernel_only_versus_call_tree():

@@ -342,7 +342,11 @@ def _source_model(kernel: Any, functions: set[Any]) -> str:
             replay = getattr(func, "custom_replay_func", None)
             if getattr(replay, "adj", None) is not None:
                 sources.append(_function_source(replay, FUNC_REPLAY, str(func.key), unroll))
-        return inputs_json(_function_source(kernel, KERNEL, max_unroll=unroll), tuple(sources))
+        # A generic @wp.func reached once as its template and once as an overload Warp built
+        # while compiling the module (only when this process compiled it) has one source: keep
+        # each source once, in an order that does not depend on object ids.
+        unique = sorted(set(sources), key=lambda f: (f.name, f.role, f.of, f.file, f.line, f.source))
+        return inputs_json(_function_source(kernel, KERNEL, max_unroll=unroll), tuple(unique))
     except Exception:  # the facts stay usable; the analyzer rebuilds the model from the source
         return ""
 
