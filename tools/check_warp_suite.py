@@ -3,7 +3,7 @@
     python tools/check_warp_suite.py                          # the default CPU list
     python tools/check_warp_suite.py test_tape test_copy --timeout 600
     python tools/check_warp_suite.py --analyze --json out.json
-    python tools/check_warp_suite.py --extended --traced-only --analyze   # 37 more modules
+    python tools/check_warp_suite.py --extended --traced-only --analyze   # 48 more modules
 
 Each module runs as ``python -m unittest -v warp.tests.MODULE`` and as
 ``python -m warptrace -q --no-analyze -o OUT/MODULE.wtrace -m unittest -v
@@ -39,7 +39,7 @@ DEFAULT_MODULES = (
     "test_codegen", "test_math",
 )  # fmt: skip
 
-# More CPU-runnable modules with gradients, tried after the default list (README: "37 more
+# More CPU-runnable modules with gradients, tried after the default list (README: "48 more
 # modules"); a few minutes each at most, most much less once Warp's kernel cache is warm.
 EXTENDED_MODULES = (
     "deterministic.test_deterministic_backward", "test_apic", "test_arithmetic", "test_array_subclass",
@@ -51,6 +51,9 @@ EXTENDED_MODULES = (
     "matrix.test_mat_linalg", "tile.test_tile_reduce", "tile.test_tile_matmul", "tile.test_tile_view",
     "tile.test_tile_construction", "tile.test_tile_load_indexed", "tile.test_tile_fused_ops",
     "test_vec_constructors", "test_bf16", "test_cpu_vectorization", "fem.test_fem_integrate",
+    "tile.test_tile_cholesky", "tile.test_tile_fft", "tile.test_tile_solve", "tile.test_tile_shared_memory",
+    "geometry.test_sparse_marching_cubes", "matrix.test_mat_assign_copy", "matrix.test_mat_basics",
+    "tile.test_tile_composite_row", "tile.test_tile_func_arg", "tile.test_tile_load_extract", "tile.test_tile_empty",
 )  # fmt: skip
 
 _RAN = re.compile(r"^Ran (\d+) tests? in ([\d.]+)s", re.MULTILINE)
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--extended",
         action="store_true",
-        help="the 37 more modules of EXTENDED_MODULES instead of the default list",
+        help="the 48 more modules of EXTENDED_MODULES instead of the default list",
     )
     args = parser.parse_args(argv)
     default = EXTENDED_MODULES if args.extended else DEFAULT_MODULES
