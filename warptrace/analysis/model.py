@@ -341,6 +341,12 @@ class Model:
         except ValueError:
             return None
 
+    def declared_arrays(self, ev: int) -> list[int]:
+        """The array ids a ``tape.record_func(backward, arrays=...)`` event declares."""
+        detail = self.detail(ev)
+        ids = detail.get("arrays") if isinstance(detail, dict) else None
+        return [int(i) for i in ids or () if isinstance(i, int)]
+
     def detail_texts(self, evs: np.ndarray) -> list[str | None]:
         """The raw ``detail`` JSON text of each event of ``evs`` (None where absent), in one pass."""
         if len(evs) == 0:

@@ -333,9 +333,7 @@ class _Builder:
 
     def _declared_names(self, ev: int) -> tuple[str, ...]:
         """The names of the arrays a ``tape.record_func(backward, arrays=...)`` event declares."""
-        detail = self.m.detail(ev)
-        ids = detail.get("arrays") if isinstance(detail, dict) else None
-        return tuple(self.m.array_label(int(i)) for i in ids or () if isinstance(i, int))
+        return tuple(self.m.array_label(i) for i in self.m.declared_arrays(ev))
 
     def _allocation_copies(self) -> np.ndarray:
         """Per event: an untaped copy into an array allocated on the same line (``wp.array(data)``,

@@ -216,7 +216,7 @@ def evidence_phrase(model: Model, use: KernelUse, args: frozenset[str] | set[str
         if use.taped:
             after = model.backward_after_many(model.tape[[use.launch]], model.seq[[use.launch]])[0]
             if after >= 0:  # backpropagated, but the trace shows no path from this launch to the loss
-                backward_line = model.event_location(int(np.searchsorted(model.seq, after))).line
+                backward_line = model.event_location(model.ev_of_seq(int(after))).line
                 return (
                     f"`{use.kernel.key}` is recorded on a tape (launch line {launch_line}) that is "
                     f"backpropagated (line {backward_line}), but no recorded launch or copy links it to the loss"

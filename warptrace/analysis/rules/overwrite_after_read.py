@@ -335,9 +335,7 @@ def _declared_functions(model: Model) -> dict[int, list[tuple[int, frozenset[int
     out: dict[int, list[tuple[int, frozenset[int]]]] = {}
     evs = np.nonzero((model.kind == K[S.RECORD_FUNC]) & (model.parent < 0) & (model.tape >= 0))[0]
     for ev in evs.tolist():
-        detail = model.detail(ev)
-        ids = detail.get("arrays") if isinstance(detail, dict) else None
-        infos = [model.arrays.get(int(i)) for i in ids or () if isinstance(i, int)]
+        infos = [model.arrays.get(i) for i in model.declared_arrays(ev)]
         allocs = frozenset(info.alloc_id for info in infos if info is not None and info.alloc_id >= 0)
         if allocs:
             out.setdefault(int(model.tape[ev]), []).append((int(model.seq[ev]), allocs))
