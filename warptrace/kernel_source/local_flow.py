@@ -11,7 +11,9 @@ already assigned or after the local was read (WT402).
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from warptrace.kernel_source.syntax import call_name, names_in, root_name, text_of
 
@@ -115,30 +117,18 @@ def array_locals(tree: ast.FunctionDef) -> frozenset[str]:
     """Locals bound to an array (a view of an array argument, ``y_slice = y[0:1, :]``; a
     sub-array ``row = a2d[i]``; another array local; ``wp.array(ptr=...)``): a subscript
     store into one writes array memory, it is not a component of a local value."""
-    known: dict[str, int] = {}
+    known: dict[str, Any] = {}
     for arg in tree.args.args:
         ndim = array_annotation_ndim(arg.annotation)
         if ndim is not None:
             known[arg.arg] = ndim
     params = set(known)
-    binds: list[tuple[str, ast.expr]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             ndim = array_annotation_ndim(node.annotation)
             if ndim is not None:
                 known[node.target.id] = ndim
-            elif node.value is not None:
-                binds.append((node.target.id, node.value))
-        elif isinstance(node, ast.Assign):
-            binds.extend((t.id, node.value) for t in node.targets if isinstance(t, ast.Name))
-    changed = True
-    while changed:
-        changed = False
-        for name, value in binds:
-            ndim = _array_ndim(value, known)
-            if ndim is not None and name not in known:
-                known[name] = ndim
-                changed = True
+    _propagate(_name_binds(tree), known, _array_ndim)
     return frozenset(known) - params
 
 
@@ -146,25 +136,45 @@ def tile_locals(tree: ast.FunctionDef) -> frozenset[str]:
     """Locals bound to a tile (the result of a ``wp.tile*`` call, or another tile local): an
     assignment into one (``t[0] = r``, ``t[0:4, :] = v``) is a tile operation whose adjoint
     Warp routes by region, not a component of a vector or matrix value."""
-    binds = [
-        (target.id, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    ]
-    found: set[str] = set()
+
+    def tile(value: ast.expr, known: dict[str, Any]) -> Any:
+        if isinstance(value, ast.Call) and call_name(value.func).startswith("tile"):
+            return True
+        return True if isinstance(value, ast.Name) and value.id in known else None
+
+    known: dict[str, Any] = {}
+    _propagate(_name_binds(tree), known, tile)
+    return frozenset(known)
+
+
+def _name_binds(tree: ast.FunctionDef) -> list[tuple[str, ast.expr]]:
+    """(name, value) of every assignment of a value to a plain name (``x = v``, ``x: T = v``)."""
+    binds: list[tuple[str, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            binds.append((node.target.id, node.value))
+        elif isinstance(node, ast.Assign):
+            binds.extend((t.id, node.value) for t in node.targets if isinstance(t, ast.Name))
+    return binds
+
+
+def _propagate(
+    binds: list[tuple[str, ast.expr]],
+    known: dict[str, Any],
+    kind_of: Callable[[ast.expr, dict[str, Any]], Any],
+) -> None:
+    """Add to ``known`` every bound name whose value ``kind_of`` classifies (not None), until
+    nothing changes (a name bound from a known name is known too)."""
     changed = True
     while changed:
         changed = False
         for name, value in binds:
-            is_tile = (isinstance(value, ast.Call) and call_name(value.func).startswith("tile")) or (
-                isinstance(value, ast.Name) and value.id in found
-            )
-            if is_tile and name not in found:
-                found.add(name)
+            if name in known:
+                continue
+            kind = kind_of(value, known)
+            if kind is not None:
+                known[name] = kind
                 changed = True
-    return frozenset(found)
 
 
 # ---------------------------------------------------------------- loop-carried state
