@@ -186,7 +186,11 @@ def _read_after(model: Model, df: Dataflow, grad_id: int, later: BackwardCall) -
     kernel, a copy), before it is overwritten. A store that transforms it in place (a clip) reads
     it too: its own event counts."""
     store = df.next_store(grad_id, later.end_seq)
-    stop = int(model.acc_seq[store]) + (0 if df.clearing_store[store] else 1) if store >= 0 else None
+    stop = None
+    if store >= 0:
+        stop = int(model.acc_seq[store])
+        if not df.clearing_store[store]:
+            stop += 1  # the transforming event reads the accumulated values itself
     for row in df.iter_reads(grad_id, later.begin_seq, stop):
         ev = int(df.acc_ev[row])
         if model.phase[ev] == S.FORWARD and int(df.ev_backward[ev]) < 0:
