@@ -432,8 +432,8 @@ class Identity:
                 array_id,
                 alloc_id,
                 offset,
-                list(shape),
-                list(strides),
+                shape,  # tuples: a list per row survived in the buffers and made the GC walk the heap
+                strides,
                 itemsize,
                 dtype_name,
                 device_name,
