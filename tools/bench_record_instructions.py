@@ -3,6 +3,11 @@
     python tools/bench_record_instructions.py                    # every operation, 2,000 each
     python tools/bench_record_instructions.py zero_ numpy --ops 4000
 
+``tape_zero`` is one ``Tape.zero()`` of a tape holding 16 gradients; ``loop`` one
+iteration of ``bench_record.py``'s allocation-heavy loop (e) with 10 steps (12
+allocations with their gradients, 11 launches, backward, two value reads, a new
+parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
+
 A measure that machine load does not move: on the shared 2-core machine the timings of
 ``tools/bench_record.py`` (d) swing by 1-2 µs per operation from run to run, which is the
 size of the differences a recorder change makes. Instruction counts repeat to a fraction of
@@ -31,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-OPERATIONS = ("launch", "launch_taped", "zeros", "zero_", "fill_", "copy", "numpy")
+OPERATIONS = ("launch", "launch_taped", "zeros", "zero_", "fill_", "copy", "numpy", "tape_zero", "loop")
 
 # The program each run executes: argv = mode, operation, N.
 PROBE = r"""
@@ -88,6 +93,53 @@ def copy(i):
 
 def numpy(i):
     a.numpy()
+    return i
+
+
+# a tape holding 16 gradients: one operation is Tape.zero() (16 gradients zeroed)
+chain = [wp.zeros(16, dtype=float, requires_grad=True, device="cpu") for _ in range(17)]
+chain_tape = wp.Tape()
+with chain_tape:
+    for k in range(16):
+        wp.launch(tiny, dim=16, inputs=[chain[k]], outputs=[chain[k + 1]], device="cpu")
+chain_tape.backward(grads={chain[16]: wp.ones(16, dtype=float, device="cpu")})
+
+
+def tape_zero(i):
+    chain_tape.zero()
+    return i
+
+
+@wp.kernel
+def integrate(x: wp.array(dtype=float), p: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] + 0.01 * wp.sin(p[i] * x[i])
+
+
+@wp.kernel
+def loss_kernel(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, (y[i] - 1.0) * (y[i] - 1.0))
+
+
+loop_p = [wp.array(np.full(16, 0.5, dtype=np.float32), requires_grad=True, device="cpu")]
+
+
+def loop(i):
+    # one iteration of bench_record.py's allocation-heavy loop (e), with 10 steps
+    p = loop_p[0]
+    states = [wp.zeros(16, dtype=float, requires_grad=True, device="cpu") for _ in range(11)]
+    states[0].fill_(1.0)
+    lval = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+    t = wp.Tape()
+    with t:
+        for k in range(10):
+            wp.launch(integrate, dim=16, inputs=[states[k], p], outputs=[states[k + 1]], device="cpu")
+        wp.launch(loss_kernel, dim=16, inputs=[states[10]], outputs=[lval], device="cpu")
+    t.backward(lval)
+    g = p.grad.numpy()
+    loop_p[0] = wp.array(p.numpy() - 1e-3 * g, requires_grad=True, device="cpu")
+    t.zero()
     return i
 
 
