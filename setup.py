@@ -1,9 +1,10 @@
-"""Only the optional compiled launch wrapper; everything else is in pyproject.toml.
+"""Only the optional compiled module (the launch and zero_ wrappers, the Tape.zero rows, the
+call-site frame walk); everything else is in pyproject.toml.
 
 ``warptrace/record/_fastlaunch.c`` is built with the machine's own C compiler for the
 Python versions it was tested with (``COMPILED_FOR``). It is optional: without a
 compiler or Python's headers, on another version or with ``WARPTRACE_PURE_PYTHON=1``,
-the install goes on without it and the recorder uses its pure-Python wrapper.
+the install goes on without it and the recorder uses its pure-Python code.
 """
 
 import os
@@ -11,7 +12,7 @@ import sys
 
 from setuptools import Extension, setup
 
-COMPILED_FOR = ((3, 11),)  # keep in step with warptrace/record/wrap/launch.py
+COMPILED_FOR = ((3, 11),)  # keep in step with warptrace/record/compiled.py
 
 ext_modules = []
 if (

@@ -22,16 +22,20 @@ wp = pytest.importorskip("warp")
 
 import warptrace  # noqa: E402
 from tests.test_record_common import DEVICE  # noqa: E402
+from warptrace.record import compiled as compiled_mod  # noqa: E402
 from warptrace.record.wrap import launch as launch_mod  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = launch_mod.compiled_launch_type()
+COMPILED_ZERO = getattr(compiled_mod.compiled_module(), "FastZero", None)
 needs_compiled = pytest.mark.skipif(
     COMPILED is None, reason="the compiled launch wrapper is not built here (or WARPTRACE_PURE_PYTHON is set)"
 )
 
 # tapes and backward (adjoint launches), struct fields (nested too), optimizers (Warp's
-# own launches), generic kernels, a program split over modules
+# own launches), generic kernels, a program split over modules; memsets (FastZero):
+# zero_ outside and inside tapes, Tape.zero() batches, a graph captured on the CPU;
+# allocations, views, ptr aliases and copies (FastInitNew, FastRegister, the frame walk)
 PROGRAMS = (
     "ok_flow_multi_head",
     "ok_mem_struct_accumulate",
@@ -39,6 +43,15 @@ PROGRAMS = (
     "ok_mem_optimizer",
     "wt407_generic",
     "wt306_optim/wt306_optim_main",
+    "wt101_zero_force",
+    "wt103_memset",
+    "wt203_train_loop_fixed",
+    "ok_flow_microbatch",
+    "wt306_delayed",
+    "ok_flow_capture_replay",
+    "ok_mem_inplace_slice",
+    "wt103_ptr_alias",
+    "ok_flow_checkpoint_saved_adjoint",
 )
 _SKIP_COLUMNS = {"t_ns", "ptr"}  # wall-clock times; device addresses differ between processes
 
@@ -81,6 +94,91 @@ def test_compiled_wrapper_passes_bad_calls_to_warp(tracing):
         wp.launch(_scale)
 
 
+@wp.kernel
+def _double_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0
+
+
+def _memsets(rec, first):
+    """(array_id, tape) of the MEMSET rows after seq ``first`` (in the buffers, unflushed)."""
+    from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH
+    from warptrace.trace.schema import EVENT_KIND_CODES, MEMSET
+
+    ev, acc = rec.ev, rec.acc
+    rows = [ev[i : i + EVENT_WIDTH] for i in range(0, len(ev), EVENT_WIDTH)]
+    written = {acc[i]: acc[i + 1] for i in range(0, len(acc), ACCESS_WIDTH)}
+    return [(written[r[0]], r[2]) for r in rows if r[0] >= first and r[1] == EVENT_KIND_CODES[MEMSET]]
+
+
+@needs_compiled
+def test_compiled_zero_decides_the_common_cases_itself(tracing):
+    from warptrace.record import state
+
+    assert COMPILED_ZERO is not None and isinstance(wp.array.zero_, COMPILED_ZERO)
+    rec = state.rec
+    rec.flush_ev_len = rec.flush_acc_len = 1 << 60  # every row stays in the buffers
+    zero = wp.array.zero_
+    x = wp.ones(4, dtype=float, requires_grad=True, device=DEVICE)
+    y = wp.zeros(4, dtype=float, requires_grad=True, device=DEVICE)
+
+    def calls(action):
+        before = zero.recorded_calls
+        action()
+        return zero.recorded_calls - before
+
+    def zero_y():
+        y.zero_()
+
+    wp.launch(_double_into, 4, [x], [y], device=DEVICE)  # y is no fresh allocation now
+    first = rec.seq
+    # a call site seen for the first time is the Python wrapper's, then the compiled path's
+    assert [calls(zero_y) for _ in range(3)] == [0, 1, 1]
+    ids = {row[0] for row in _memsets(rec, first)}
+    assert len(_memsets(rec, first)) == 3 and len(ids) == 1
+    # the initialisation of a fresh allocation is no event
+    first = rec.seq
+    fresh = wp.empty(4, dtype=float, device=DEVICE)
+    assert calls(fresh.zero_) == 1 and _memsets(rec, first) == []
+    # inside a tape: the tape's id; Tape.zero(): its gradients, batched (no Python wrapper)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_double_into, 4, [x], [y], device=DEVICE)
+        calls(zero_y)  # the site inside the tape
+        first = rec.seq
+        assert calls(zero_y) == 1
+    tape_id = tape._warptrace_tape[1]
+    assert [t for _, t in _memsets(rec, first)] == [tape_id]
+    tape.backward(grads={y: wp.ones(4, dtype=float, device=DEVICE)})
+    first = rec.seq
+    assert calls(tape.zero) == 2  # x.grad and y.grad
+    assert [t for _, t in _memsets(rec, first)] == [tape_id, tape_id]
+    assert x.grad.numpy().tolist() == [0.0] * 4 and y.grad.numpy().tolist() == [0.0] * 4
+    # bound, unbound and by keyword go the same way
+    y.fill_(3.0)
+    wp.array.zero_(y)
+    assert y.numpy().tolist() == [0.0] * 4
+    assert rec.error_count == 0
+
+
+def test_zero_of_an_array_seen_first_is_recorded(tmp_path):
+    # both paths: an array the recorder has not registered yet gets its row
+    from warptrace.record import state
+
+    made_before = wp.full(4, 2.0, dtype=float, device=DEVICE)
+    warptrace.start(tmp_path / "run.wtrace")
+    try:
+        rec = state.rec
+        rec.flush_ev_len = rec.flush_acc_len = 1 << 60
+        first = rec.seq
+        for _ in range(2):
+            made_before.zero_()
+        assert len(_memsets(rec, first)) == 2 and rec.error_count == 0
+    finally:
+        warptrace.stop()
+    assert made_before.numpy().tolist() == [0.0] * 4
+
+
 def test_a_recorder_error_never_reaches_the_program(tmp_path, monkeypatch):
     # both paths: an exception while recording goes to rec.fail (logged), the launch runs
     from warptrace.record import identity, session, state
@@ -104,7 +202,7 @@ def test_a_recorder_error_never_reaches_the_program(tmp_path, monkeypatch):
 
 
 def test_pure_python_env_var_selects_the_closure(monkeypatch):
-    monkeypatch.setenv(launch_mod.PURE_PYTHON_ENV, "1")
+    monkeypatch.setenv(compiled_mod.PURE_PYTHON_ENV, "1")
     assert launch_mod.compiled_launch_type() is None
     original = wp.launch
     wrapper = launch_mod.make_launch(original)
@@ -114,9 +212,9 @@ def test_pure_python_env_var_selects_the_closure(monkeypatch):
 
 def _record(out: Path, pure: bool) -> None:
     env = dict(os.environ)
-    env.pop(launch_mod.PURE_PYTHON_ENV, None)
+    env.pop(compiled_mod.PURE_PYTHON_ENV, None)
     if pure:
-        env[launch_mod.PURE_PYTHON_ENV] = "1"
+        env[compiled_mod.PURE_PYTHON_ENV] = "1"
     subprocess.run(
         [sys.executable, "-c", "import sys; from tests.test_record_compiled import _record_main; "
          "_record_main(sys.argv[1], sys.argv[2:])", str(out), *PROGRAMS],
@@ -264,7 +362,7 @@ def test_a_stale_or_mismatched_build_falls_back_to_the_closure(monkeypatch):
     if COMPILED is not None:
         from warptrace.record import _fastlaunch  # type: ignore[attr-defined]
 
-        monkeypatch.setattr(_fastlaunch, "ABI_VERSION", launch_mod.COMPILED_ABI + 1)
+        monkeypatch.setattr(_fastlaunch, "ABI_VERSION", compiled_mod.COMPILED_ABI + 1)
         assert launch_mod.compiled_launch_type() is None
 
 
@@ -292,3 +390,112 @@ def test_a_thread_state_attribute_replaced_on_the_class_is_seen(tmp_path):
         assert rec.seq == before + 1 and rec.error_count == 0
     finally:
         warptrace.stop()
+
+
+@needs_compiled
+def test_compiled_frame_walk_finds_the_sites_of_the_python_walk(tracing):
+    # Sites.caller / alloc_caller: the C walk answers what the Python loop answers, and
+    # leaves new code objects and positions to it (None)
+    from warptrace.record import callsite, state
+
+    sites = state.rec.sites
+    walk = sites._walk
+    init_code = wp.array.__init__.__code__
+    assert walk is not None
+
+    def both(method, *args):
+        sites._walk = None
+        try:
+            expected = method(*args)
+        finally:
+            sites._walk = walk
+        return expected, method(*args)
+
+    def user_line():  # a test function: the user's frame
+        return both(sites.caller, 1)
+
+    expected, got = user_line()
+    assert expected == got and expected >= 0
+    # a position seen for the first time: C hands it to Python, which interns it
+    for _ in range(2):
+        first = walk(1, callsite._skip_code, {}, None, None)
+        assert first is None
+
+    # allocation sites, with their label
+    made = []
+    original = wp.array._init_new
+
+    def probe(self, *args):
+        made.append(both(sites.alloc_caller, init_code, 2))  # above `both` and probe
+        return original(self, *args)
+
+    wp.array._init_new = probe
+    try:
+        labelled = wp.zeros(3, dtype=float, device=DEVICE)
+        wp.clone(labelled)
+    finally:
+        wp.array._init_new = original
+    assert made and all(expected == got for expected, got in made)
+    assert made[0][0][1] is True  # `labelled = wp.zeros(...)` names its array
+
+
+@needs_compiled
+def test_compiled_register_writes_the_rows_of_the_python_method(tmp_path):
+    # fresh arrays (with and without a grad) go the compiled way; views, arrays made
+    # before start() and grads seen before their owner the Python way; both write the
+    # same `arrays` rows and state tuples
+    from warptrace.record import identity, state
+
+    before = wp.zeros(3, dtype=float, device=DEVICE)
+
+    def record(compiled: bool):
+        warptrace.start(tmp_path / f"run{int(compiled)}.wtrace")
+        try:
+            rec = state.rec
+            ident = rec.ident
+            if not compiled:
+                ident.register = identity.Identity.register.__get__(ident)
+            with rec.lock:  # the dtypes seen once (the compiled path needs their names cached)
+                ident.register(wp.zeros(1, dtype=float, device=DEVICE))
+                ident.register(wp.zeros(1, dtype=wp.vec3, device=DEVICE))
+            with_grad = wp.zeros(4, dtype=float, requires_grad=True, device=DEVICE)
+            plain = wp.ones(2, dtype=wp.vec3, device=DEVICE)
+            view = with_grad[1:3]
+            grad_first = wp.zeros(5, dtype=float, requires_grad=True, device=DEVICE)
+            with rec.lock:
+                states = [
+                    ident.register(a) for a in (with_grad, plain, view, before, grad_first.grad, grad_first)
+                ]
+                states.append(ident.register(with_grad))  # registered: the same tuple
+            count = getattr(ident.register, "registered", None)
+            rows = list(rec.array_rows)
+        finally:
+            warptrace.stop()
+        return [s[1:] for s in states], rows, count
+
+    python_states, python_rows, _ = record(False)
+    compiled_states, compiled_rows, count = record(True)
+    assert compiled_states == python_states
+    assert compiled_rows == python_rows
+    assert count is not None and count >= 3  # with_grad, its grad, plain at least
+
+
+@needs_compiled
+def test_compiled_init_new_records_the_allocation_and_its_label(tracing):
+    from warptrace.record import identity, state
+
+    init_new = wp.array._init_new
+    assert type(init_new).__name__ == "FastInitNew"
+    rec = state.rec
+    rows_before = len(rec.alloc_rows)
+    calls = init_new.recorded_calls
+    for _ in range(3):  # the first time the line is interned by the Python walk
+        weights = wp.zeros(4, dtype=float, requires_grad=True, device=DEVICE)
+    assert init_new.recorded_calls - calls >= 4  # the later arrays and their grads
+    new = weights.__dict__[identity.NEW]
+    grad_new = weights.grad.__dict__[identity.NEW]
+    assert new[0] is rec.tok and new[3] >= 0 and new[4] is True
+    assert rec.sites.label(new[1]) == "weights"
+    assert grad_new[1] == new[1] and grad_new[4] is False  # the grad: its owner's site
+    assert len(rec.alloc_rows) - rows_before == 6 * 7  # three arrays and three grads
+    assert rec.error_count == 0

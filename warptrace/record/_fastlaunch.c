@@ -1,5 +1,6 @@
 /* The compiled wp.launch wrapper: the same events as the pure-Python wrapper
- * (warptrace/record/wrap/launch.py, make_launch), without a Python frame.
+ * (warptrace/record/wrap/launch.py, make_launch), without a Python frame. (And the
+ * compiled array.zero_, FastZero, further down.)
  *
  * One object of type FastLaunch stands in for wp.launch. A call parses Warp's 13
  * parameters (positional or keyword, Warp's own defaults), forwards the caller's
@@ -28,10 +29,11 @@
 #include <frameobject.h>
 #include <structmember.h>
 
-/* The interface with warptrace/record/wrap/launch.py (FastLaunch's arguments, the
- * Recorder attributes read): raise it with every change, and launch.py's
- * COMPILED_ABI with it. A build left over from another version is not used. */
-#define ABI_VERSION 2
+/* The interface with warptrace/record/wrap/launch.py and memory.py (FastLaunch's and
+ * FastZero's arguments, the Recorder attributes read): raise it with every change, and
+ * COMPILED_ABI in warptrace/record/wrap/common.py with it. A build left over from
+ * another version is not used. */
+#define ABI_VERSION 3
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -51,7 +53,8 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
     *s_release, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
-    *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get;
+    *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
+    *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot;
 static PyObject *i_minus1, *i_zero, *i_one;
 static PyTypeObject *local_type; /* _thread._local */
 
@@ -118,13 +121,17 @@ static PyTypeObject SessionType = {
     .tp_clear = (inquiry)session_clear,
 };
 
+/* the __slots__ members read: ThreadState's, then LaunchPlan's, then ThreadState's again */
+enum { O_GUARD, O_PHASE, O_BW_SITE, O_BW_TAPE, O_THREAD, O_PARENT, O_KERNEL_ID, O_SIMPLE, O_FIELDS, O_ADJ,
+       O_ZEROED, O_SCOPE_TAPE, O_GRAD_OWNER, NSLOTS };
+
 /* Offsets of a type's __slots__ members, valid while the type is unchanged: the
  * version tag CPython gives a type on lookup and resets when the type (or a base)
  * is modified. */
 typedef struct {
     PyTypeObject *type;
     unsigned int tag;
-    Py_ssize_t off[10];
+    Py_ssize_t off[NSLOTS];
 } SlotCache;
 
 typedef struct {
@@ -160,21 +167,25 @@ typedef struct {
     struct { void *code; int lasti; PyObject *site; } site_cache[SITE_SLOTS];
 } FastLaunch;
 
-enum { O_GUARD, O_PHASE, O_BW_SITE, O_BW_TAPE, O_THREAD, O_PARENT, O_KERNEL_ID, O_SIMPLE, O_FIELDS, O_ADJ };
-
 /* ------------------------------------------------------------------ helpers */
 
-/* getattr(obj, name, None) as a new reference (NULL with an error set on other errors) */
+/* getattr(obj, name, None) as a new reference (NULL with an error set on other errors).
+ * A missing attribute raises no AttributeError on the way (formatting its message costs
+ * more than the rest of a memset's recording): most arrays made before start() have no
+ * warptrace attribute. */
 static PyObject *
 getattr_or_none(PyObject *obj, PyObject *name)
 {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear();
+    PyObject *value = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(obj, name, &value) < 0)
+        return NULL;
+#else
+    if (_PyObject_LookupAttr(obj, name, &value) < 0)
+        return NULL;
+#endif
+    if (value == NULL)
         Py_RETURN_NONE;
-    }
     return value;
 }
 
@@ -381,9 +392,9 @@ length(PyObject *x)
 
 /* ------------------------------------------------------------------ session cache */
 
-static PyObject *const *slot_names[10] = {
+static PyObject *const *slot_names[NSLOTS] = {
     &s_guard, &s_phase, &s_bw_site, &s_bw_tape, &s_thread, &s_parent,
-    &s_kernel_id, &s_simple, &s_fields, &s_adj,
+    &s_kernel_id, &s_simple, &s_fields, &s_adj, &s_zeroed, &s_scope_tape, &s_grad_owner_slot,
 };
 
 /* offset of a __slots__ member (an object slot) of type, or -1 */
@@ -417,8 +428,8 @@ slots_current(SlotCache *cache, PyTypeObject *type)
 static void
 slots_resolve(SlotCache *cache, PyTypeObject *type, int first, int last)
 {
-    Py_ssize_t off[10];
-    for (int i = 0; i < 10; i++)
+    Py_ssize_t off[NSLOTS];
+    for (int i = 0; i < NSLOTS; i++)
         off[i] = i >= first && i <= last ? slot_offset(type, *slot_names[i]) : -1;
     /* _PyType_Lookup gave the type a version tag if it can have one; without one the
      * cache is never current and every read resolves again */
@@ -488,14 +499,13 @@ rec_ssize(Session *ss, PyObject *name)
     return n;
 }
 
-/* the per-session attributes of rec (0, or -1 with an exception) */
-static int
-bind_session(FastLaunch *self, PyObject *rec)
+/* the per-session attributes of rec (a new Session, or NULL with an exception) */
+static Session *
+session_new(PyObject *rec)
 {
-    clear_session(self);
     Session *ss = PyObject_GC_New(Session, &SessionType);
     if (ss == NULL)
-        return -1;
+        return NULL;
     ss->rec = ss->dict = ss->local = ss->sites = ss->by_pos = ss->caller_dicts = ss->acquire = NULL;
     ss->release = ss->tok = ss->register_ = ss->captures = NULL;
     PyObject_GC_Track(ss);
@@ -523,7 +533,7 @@ bind_session(FastLaunch *self, PyObject *rec)
     }
     /* The counters and buffers the launch reads and writes every time, straight from
      * the session's __dict__: plain instance attributes (nothing on its class). */
-    PyObject *const *names[] = {&s_seq, &s_ev, &s_acc, &s_flush_ev_len, &s_flush_acc_len,
+    PyObject *const *names[] = {&s_seq, &s_ev, &s_acc, &s_ev_extra, &s_flush_ev_len, &s_flush_acc_len,
                                 &s_flush_deadline};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (_PyType_Lookup(Py_TYPE(rec), *names[i]) != NULL) {
@@ -537,14 +547,94 @@ bind_session(FastLaunch *self, PyObject *rec)
         PyErr_SetString(PyExc_TypeError, "Recorder.__dict__ must be a dict");
         goto done;
     }
-    self->session = ss;
-    ss = NULL;
     rc = 0;
 done:
     Py_XDECREF(lock);
     Py_XDECREF(ident);
-    Py_XDECREF(ss);
+    if (rc < 0)
+        Py_CLEAR(ss);
+    return ss;
+}
+
+static int
+bind_session(FastLaunch *self, PyObject *rec)
+{
+    clear_session(self);
+    self->session = session_new(rec);
+    return self->session == NULL ? -1 : 0;
+}
+
+/* rec.flush() when a buffer is full or the deadline passed:
+ * len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or t_ns >= rec.flush_deadline */
+static int
+flush_if_due(Session *ss, PyObject *ev, PyObject *acc, PyObject *t_ns)
+{
+    Py_ssize_t n_ev = length(ev), n_acc;
+    if (n_ev < 0)
+        return -1;
+    Py_ssize_t limit_ev = rec_ssize(ss, s_flush_ev_len);
+    if (limit_ev == -1 && PyErr_Occurred())
+        return -1;
+    int full = n_ev >= limit_ev;
+    if (!full) {
+        Py_ssize_t limit_acc = rec_ssize(ss, s_flush_acc_len);
+        if (limit_acc == -1 && PyErr_Occurred())
+            return -1;
+        if ((n_acc = length(acc)) < 0)
+            return -1;
+        full = n_acc >= limit_acc;
+    }
+    if (!full) {
+        PyObject *deadline = rec_attr(ss, s_flush_deadline);
+        if (deadline == NULL)
+            return -1;
+        full = PyObject_RichCompareBool(t_ns, deadline, Py_GE);
+        Py_DECREF(deadline);
+    }
+    if (full < 0)
+        return -1;
+    if (full) {
+        PyObject *r = PyObject_CallMethodNoArgs(ss->rec, s_flush);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* rec.lock.release(), keeping the exception in flight: the first exception wins, else
+ * the release's own; returns rc, or -1 when the release failed */
+static int
+unlock(Session *ss, int rc)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallNoArgs(ss->release);
+    if (r == NULL) {
+        if (type != NULL) {
+            PyErr_Clear();
+            PyErr_Restore(type, value, tb);
+        } else {
+            rc = -1;
+        }
+    } else {
+        Py_DECREF(r);
+        if (type != NULL)
+            PyErr_Restore(type, value, tb);
+    }
     return rc;
+}
+
+/* a perf_counter_ns() timestamp (new reference) */
+static PyObject *
+perf_now(PyObject *perf_ns)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    /* time.perf_counter_ns()'s own clock */
+    return PyLong_FromLongLong((long long)_PyTime_GetPerfCounter());
+#else
+    return PyObject_CallNoArgs(perf_ns);
+#endif
 }
 
 /* ------------------------------------------------------------------ the rows */
@@ -931,14 +1021,8 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
         tape_id = i_minus1;
         Py_INCREF(tape_id);
     }
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    /* time.perf_counter_ns()'s own clock */
-    if ((t_ns = PyLong_FromLongLong((long long)_PyTime_GetPerfCounter())) == NULL)
+    if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
-#else
-    if ((t_ns = PyObject_CallNoArgs(self->perf_ns)) == NULL)
-        goto done;
-#endif
     PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
     if (acquired == NULL)
         goto done;
@@ -985,59 +1069,13 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
     } else if (forward_accesses(self, ss, acc, seq, plan, a[P_INPUTS], a[P_OUTPUTS]) < 0) {
         goto done;
     }
-    {
-        /* len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or t_ns >= rec.flush_deadline */
-        Py_ssize_t n_ev = length(ev), n_acc;
-        if (n_ev < 0)
-            goto done;
-        Py_ssize_t limit_ev = rec_ssize(ss, s_flush_ev_len);
-        if (limit_ev == -1 && PyErr_Occurred())
-            goto done;
-        int full = n_ev >= limit_ev;
-        if (!full) {
-            Py_ssize_t limit_acc = rec_ssize(ss, s_flush_acc_len);
-            if (limit_acc == -1 && PyErr_Occurred())
-                goto done;
-            if ((n_acc = length(acc)) < 0)
-                goto done;
-            full = n_acc >= limit_acc;
-        }
-        if (!full) {
-            PyObject *deadline = rec_attr(ss, s_flush_deadline);
-            if (deadline == NULL)
-                goto done;
-            full = PyObject_RichCompareBool(t_ns, deadline, Py_GE);
-            Py_DECREF(deadline);
-        }
-        if (full < 0)
-            goto done;
-        if (full) {
-            PyObject *r = PyObject_CallMethodNoArgs(rec, s_flush);
-            if (r == NULL)
-                goto done;
-            Py_DECREF(r);
-        }
-    }
+    if (flush_if_due(ss, ev, acc, t_ns) < 0)
+        goto done;
     self->calls++;
     rc = 0;
 done:
-    if (locked) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyObject *r = PyObject_CallNoArgs(ss->release);
-        if (r == NULL) {
-            if (type != NULL) {
-                PyErr_Clear();  /* the first exception wins... */
-                PyErr_Restore(type, value, tb);
-            } else {
-                rc = -1;  /* ...or the release's own */
-            }
-        } else {
-            Py_DECREF(r);
-            if (type != NULL)
-                PyErr_Restore(type, value, tb);
-        }
-    }
+    if (locked)
+        rc = unlock(ss, rc);
     Py_XDECREF(plan);
     Py_XDECREF(dim_code);
     Py_XDECREF(phase);
@@ -1491,9 +1529,1897 @@ static PyTypeObject FastLaunchType = {
     .tp_new = fl_new,
 };
 
+/* The session and thread state a compiled method recorded with last (FastZero,
+ * FastInitNew): read once per session and per thread, as FastLaunch does. */
+typedef struct {
+    Session *session;
+    unsigned long long thread; /* Python thread ids are never reused */
+    PyObject *ts;
+} Bound;
+
+static void
+bound_clear(Bound *b)
+{
+    Py_CLEAR(b->session);
+    Py_CLEAR(b->ts);
+    b->thread = 0;
+}
+
+/* *ss and *ts (new references) for rec on this thread: 1; 0 where the Python code must
+ * run instead (a recorder not understood, the thread's first event: it makes the
+ * thread's state); -1 with an error */
+static int
+bound_state(Bound *b, PyObject *rec, Session **ss, PyObject **ts)
+{
+    if (b->session == NULL || b->session->rec != rec) {
+        bound_clear(b);
+        if ((b->session = session_new(rec)) == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    Session *session = b->session;
+    unsigned long long thread = PyThreadState_GetID(PyThreadState_Get());
+    PyObject *state;
+    if (session->ts_by_thread && b->ts != NULL && b->thread == thread) {
+        state = b->ts;
+        Py_INCREF(state);
+    } else {
+        if ((state = PyObject_GetAttr(session->local, s_state)) == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        Py_INCREF(state);
+        Py_XSETREF(b->ts, state);
+        b->thread = thread;
+    }
+    Py_INCREF(session);
+    *ss = session;
+    *ts = state;
+    return 1;
+}
+
+/* ================================================================== array.zero_ */
+
+/* The compiled array.zero_ wrapper (warptrace/record/wrap/memory.py, make_memset): the
+ * same events as the Python one in its three common cases, without a Python frame:
+ * the initialisation of a fresh allocation (no event), a gradient zeroed by
+ * Tape.zero() (appended to ThreadState.zeroed; Tape.zero's wrapper writes the rows)
+ * and a memset whose call site, tape and array are known (its MEMSET row). Everything
+ * else (a call site or tape seen for the first time, an array not registered yet, a
+ * graph capture, another signature) is the Python wrapper's, called as it is. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *original;     /* Warp's array.zero_ */
+    PyObject *python;       /* the pure-Python wrapper: every uncommon case */
+    PyObject *state_dict;   /* warptrace.record.state.__dict__ */
+    PyObject *context_dict; /* warp._src.context.__dict__ */
+    PyObject *state_attr;   /* identity.STATE */
+    PyObject *new_attr;     /* identity.NEW */
+    PyObject *tape_attr;    /* "_warptrace_tape" */
+    PyObject *memset_code;  /* EVENT_KIND_CODES[MEMSET] */
+    PyObject *role_write;   /* ROLE_WRITE */
+    PyObject *flag_store;   /* FLAG_STORE */
+    PyObject *zero_value;   /* 0.0, the value column of a zero_ */
+    PyObject *perf_ns;
+    unsigned long long calls; /* memsets decided by the compiled path (tests) */
+    Bound bound;
+    SlotCache ts_slots, ts2_slots;
+    PyObject *weakrefs;
+    struct { void *code; int lasti; PyObject *site; } site_cache[SITE_SLOTS];
+} FastZero;
+
+#define TS2_SLOT(self, ts, i) read_slot(&(self)->ts2_slots, (ts), (i), O_ZEROED, O_SCOPE_TAPE)
+
+static void
+fz_clear_session(FastZero *self)
+{
+    bound_clear(&self->bound);
+    for (int i = 0; i < SITE_SLOTS; i++) {
+        self->site_cache[i].code = NULL;
+        Py_CLEAR(self->site_cache[i].site);
+    }
+}
+
+/* ts.guard += delta */
+static int
+add_guard(FastZero *self, PyObject *ts, long delta)
+{
+    PyObject *guard = TS_SLOT(self, ts, O_GUARD);
+    if (guard == NULL)
+        return -1;
+    PyObject *d = PyLong_FromLong(delta);
+    PyObject *next = d != NULL ? PyNumber_Add(guard, d) : NULL;
+    Py_DECREF(guard);
+    Py_XDECREF(d);
+    if (next == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(ts, s_guard, next);
+    Py_DECREF(next);
+    return rc;
+}
+
+/* original(arr) with ts.guard raised: what Warp does inside is not recorded */
+static PyObject *
+guarded_original(FastZero *self, PyObject *ts, PyObject *const *args, size_t nargsf)
+{
+    if (add_guard(self, ts, 1) < 0)
+        return NULL;
+    PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int lowered = add_guard(self, ts, -1);
+    if (type != NULL) {
+        if (lowered < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    } else if (lowered < 0) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+/* the user's call site when the caller's position is a known one (borrowed from the
+ * cache; NULL without an error when it is not: the Python wrapper resolves it) */
+static PyObject *
+known_site(FastZero *self, Session *ss, PyFrameObject *frame)
+{
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int lasti = PyFrame_GetLasti(frame);
+    size_t slot = (((uintptr_t)code >> 4) ^ ((uintptr_t)lasti * 40503u)) % SITE_SLOTS;
+    PyObject *site = NULL;
+    if (self->site_cache[slot].code == (void *)code && self->site_cache[slot].lasti == lasti) {
+        site = self->site_cache[slot].site;
+        Py_DECREF(code);
+        return site;
+    }
+    PyObject *id = PyLong_FromVoidPtr(code), *pos = PyLong_FromLong(lasti), *key = NULL;
+    if (id != NULL && pos != NULL)
+        key = PyTuple_Pack(2, id, pos);
+    if (key != NULL) {
+        site = PyDict_GetItemWithError(ss->by_pos, key); /* borrowed */
+        if (site != NULL) {
+            Py_INCREF(site);
+            Py_XSETREF(self->site_cache[slot].site, site);
+            self->site_cache[slot].code = (void *)code;
+            self->site_cache[slot].lasti = lasti;
+        }
+    }
+    Py_XDECREF(id);
+    Py_XDECREF(pos);
+    Py_XDECREF(key);
+    Py_DECREF(code);
+    return site;
+}
+
+/* new reference to the tape id of a memset now (current_tape), or NULL: an error when
+ * one is set, else a tape not tagged yet (the Python wrapper tags it) */
+static PyObject *
+known_tape(FastZero *self, Session *ss, PyObject *ts, int in_phase)
+{
+    if (in_phase)
+        return TS_SLOT(self, ts, O_BW_TAPE);
+    PyObject *scope = TS2_SLOT(self, ts, O_SCOPE_TAPE);
+    if (scope == NULL)
+        return NULL;
+    int ge = PyObject_RichCompareBool(scope, i_zero, Py_GE);
+    if (ge != 0) {
+        if (ge < 0)
+            Py_CLEAR(scope);
+        return scope;
+    }
+    Py_DECREF(scope);
+    PyObject *runtime = PyDict_GetItemWithError(self->context_dict, s_runtime);
+    if (runtime == NULL || runtime == Py_None) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_INCREF(i_minus1);
+        return i_minus1;
+    }
+    Py_INCREF(runtime);
+    PyObject *tape = PyObject_GetAttr(runtime, s_tape);
+    Py_DECREF(runtime);
+    if (tape == NULL)
+        return NULL;
+    if (tape == Py_None) {
+        Py_DECREF(tape);
+        Py_INCREF(i_minus1);
+        return i_minus1;
+    }
+    PyObject *tagged = getattr_or_none(tape, self->tape_attr), *tape_id = NULL;
+    Py_DECREF(tape);
+    if (tagged == NULL)
+        return NULL;
+    if (PyTuple_CheckExact(tagged) && PyTuple_GET_SIZE(tagged) >= 2 && PyTuple_GET_ITEM(tagged, 0) == ss->tok) {
+        tape_id = PyTuple_GET_ITEM(tagged, 1);
+        Py_INCREF(tape_id);
+    }
+    Py_DECREF(tagged);
+    return tape_id;
+}
+
+/* 1 when arr is a fresh allocation with no event since (memory.py _is_fresh), 0 when
+ * not, -1 on error */
+static int
+is_fresh(FastZero *self, Session *ss, PyObject *arr)
+{
+    PyObject *new = getattr_or_none(arr, self->new_attr);
+    if (new == NULL)
+        return -1;
+    int fresh = 0;
+    if (PyTuple_CheckExact(new) && PyTuple_GET_SIZE(new) >= 4 && PyTuple_GET_ITEM(new, 0) == ss->tok) {
+        PyObject *seq = rec_attr(ss, s_seq);
+        if (seq == NULL) {
+            Py_DECREF(new);
+            return -1;
+        }
+        long long last = PyLong_AsLongLong(seq) - 1, at = PyLong_AsLongLong(PyTuple_GET_ITEM(new, 2));
+        long long alloc = PyLong_AsLongLong(PyTuple_GET_ITEM(new, 3));
+        Py_DECREF(seq);
+        if (PyErr_Occurred()) {
+            Py_DECREF(new);
+            return -1;
+        }
+        fresh = at == last && alloc >= 0;
+    }
+    Py_DECREF(new);
+    return fresh;
+}
+
+/* the MEMSET row of a zero_ (rec.row with its columns; under rec.lock) */
+static int
+zero_row(FastZero *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *tape_id, PyObject *site,
+         PyObject *st)
+{
+    int rc = -1, locked = 0;
+    PyObject *t_ns = NULL, *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
+    PyObject *thread = NULL, *parent = NULL, *flags = NULL, *extra_row = NULL;
+    if ((thread = TS_SLOT(self, ts, O_THREAD)) == NULL || (parent = TS_SLOT(self, ts, O_PARENT)) == NULL)
+        goto done;
+    if ((flags = PyNumber_Or(self->flag_store, PyTuple_GET_ITEM(st, 3))) == NULL)
+        goto done;
+    if ((t_ns = perf_now(self->perf_ns)) == NULL)
+        goto done;
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        goto done;
+    Py_DECREF(acquired);
+    locked = 1;
+    if ((seq = rec_attr(ss, s_seq)) == NULL || (next_seq = PyNumber_Add(seq, i_one)) == NULL)
+        goto done;
+    if (PyDict_SetItem(ss->dict, s_seq, next_seq) < 0)
+        goto done;
+    if ((ev = rec_attr(ss, s_ev)) == NULL || (acc = rec_attr(ss, s_acc)) == NULL
+        || (extra = rec_attr(ss, s_ev_extra)) == NULL)
+        goto done;
+    {
+        PyObject *row[15] = {
+            seq, self->memset_code, tape_id, Py_False, phase, Py_False, Py_True, site,
+            i_minus1, thread, t_ns, parent, i_minus1, i_minus1, i_minus1,
+        };
+        if (extend_row(ev, row, 15) < 0)
+            goto done;
+    }
+    if ((extra_row = PyTuple_Pack(3, seq, self->zero_value, Py_None)) == NULL)
+        goto done;
+    if (PyList_CheckExact(extra) ? PyList_Append(extra, extra_row) < 0 : extend_call(extra, extra_row) < 0)
+        goto done;
+    {
+        PyObject *row[7] = {seq, PyTuple_GET_ITEM(st, 1), PyTuple_GET_ITEM(st, 2), self->role_write, flags,
+                            i_zero, i_zero};
+        if (extend_row(acc, row, 7) < 0)
+            goto done;
+    }
+    if (flush_if_due(ss, ev, acc, t_ns) < 0)
+        goto done;
+    rc = 0;
+done:
+    if (locked)
+        rc = unlock(ss, rc);
+    Py_XDECREF(t_ns);
+    Py_XDECREF(seq);
+    Py_XDECREF(next_seq);
+    Py_XDECREF(ev);
+    Py_XDECREF(acc);
+    Py_XDECREF(extra);
+    Py_XDECREF(thread);
+    Py_XDECREF(parent);
+    Py_XDECREF(flags);
+    Py_XDECREF(extra_row);
+    return rc;
+}
+
+static PyObject *
+fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastZero *self = (FastZero *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *rec = NULL, *ts = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *zeroed = NULL;
+    PyObject *result = NULL;
+    Session *ss = NULL;
+
+    if (self->original == NULL || self->python == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this array.zero_ wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (nargs != 1 || kwnames != NULL || self->state_dict == NULL || self->context_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *arr = args[0];
+
+    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    }
+    if (rec == Py_None) {
+        if (self->bound.session != NULL)
+            fz_clear_session(self);
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    }
+    Py_INCREF(rec);
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound < 0)
+        goto error;
+    if (bound == 0)
+        goto python;
+    PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
+    if (guard_value == NULL)
+        goto error;
+    int guard = PyObject_IsTrue(guard_value);
+    Py_DECREF(guard_value);
+    if (guard < 0)
+        goto error;
+    if (guard)
+        goto original;
+
+    int fresh = is_fresh(self, ss, arr);
+    if (fresh < 0)
+        goto error;
+    if (fresh) {
+        self->calls++;
+        goto original;
+    }
+    if (PyDict_GET_SIZE(ss->captures) > 0)
+        goto python;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of zero_ */
+    if (frame == NULL)
+        goto python;
+    if ((zeroed = TS2_SLOT(self, ts, O_ZEROED)) == NULL)
+        goto error;
+    if (zeroed != Py_None) {
+        PyObject *tape_zero = PyDict_GetItemWithError(self->state_dict, s_tape_zero_code);
+        if (tape_zero == NULL && PyErr_Occurred())
+            goto error;
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        int batched = tape_zero != NULL && (PyObject *)code == tape_zero;
+        Py_DECREF(code);
+        if (batched) {
+            /* a gradient zeroed by Tape.zero(): its row is written when zero() returns */
+            if ((result = guarded_original(self, ts, args, nargsf)) == NULL)
+                goto error;
+            if (PyList_CheckExact(zeroed) ? PyList_Append(zeroed, arr) < 0
+                                          : PyObject_CallMethodOneArg(zeroed, s_append, arr) == NULL) {
+                if (fail(rec) < 0)
+                    goto error;
+            }
+            self->calls++;
+            goto done;
+        }
+    }
+    /* the MEMSET row: every column known without Python code, else the Python wrapper */
+    PyObject *size = getattr_or_none(arr, s_size);
+    if (size == NULL)
+        goto error;
+    int empty = PyLong_CheckExact(size) && PyLong_AsLong(size) == 0;
+    Py_DECREF(size);
+    if (empty)
+        goto python;
+    PyObject *site = known_site(self, ss, frame);
+    if (site == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if ((st = getattr_or_none(arr, self->state_attr)) == NULL)
+        goto error;
+    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 4 || PyTuple_GET_ITEM(st, 0) != ss->tok)
+        goto python;
+    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+        goto error;
+    int in_phase = PyObject_IsTrue(phase);
+    if (in_phase < 0)
+        goto error;
+    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    Py_INCREF(site); /* held: the original may run any code */
+    result = guarded_original(self, ts, args, nargsf);
+    if (result != NULL) {
+        if (zero_row(self, ss, ts, phase, tape_id, site, st) < 0 && fail(rec) < 0)
+            Py_CLEAR(result);
+        else
+            self->calls++;
+    }
+    Py_DECREF(site);
+    goto done;
+
+original:
+    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    goto done;
+python:
+    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    goto done;
+error:
+    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
+    if (fail(rec) < 0) {
+        result = NULL;
+        goto done;
+    }
+    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+done:
+    Py_XDECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(phase);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(st);
+    Py_XDECREF(zeroed);
+    return result;
+}
+
+static int
+fz_traverse(FastZero *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->dict);
+    Py_VISIT(self->original);
+    Py_VISIT(self->python);
+    Py_VISIT(self->state_dict);
+    Py_VISIT(self->context_dict);
+    Py_VISIT(self->state_attr);
+    Py_VISIT(self->new_attr);
+    Py_VISIT(self->tape_attr);
+    Py_VISIT(self->memset_code);
+    Py_VISIT(self->role_write);
+    Py_VISIT(self->flag_store);
+    Py_VISIT(self->zero_value);
+    Py_VISIT(self->perf_ns);
+    Py_VISIT(self->bound.session);
+    Py_VISIT(self->bound.ts);
+    Py_VISIT(self->ts_slots.type);
+    Py_VISIT(self->ts2_slots.type);
+    return 0;
+}
+
+static int
+fz_clear(FastZero *self)
+{
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->python);
+    Py_CLEAR(self->state_dict);
+    Py_CLEAR(self->context_dict);
+    Py_CLEAR(self->state_attr);
+    Py_CLEAR(self->new_attr);
+    Py_CLEAR(self->tape_attr);
+    Py_CLEAR(self->memset_code);
+    Py_CLEAR(self->role_write);
+    Py_CLEAR(self->flag_store);
+    Py_CLEAR(self->zero_value);
+    Py_CLEAR(self->perf_ns);
+    fz_clear_session(self);
+    Py_CLEAR(self->ts_slots.type);
+    Py_CLEAR(self->ts2_slots.type);
+    return 0;
+}
+
+static void
+fz_dealloc(FastZero *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    fz_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+fz_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "original", "python", "state_dict", "context_dict", "state_attr", "new_attr", "tape_attr",
+        "memset_code", "role_write", "flag_store", "perf_ns", NULL,
+    };
+    PyObject *o[11];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUUOOOO:FastZero", kwlist, &o[0], &o[1],
+                                     &PyDict_Type, &o[2], &PyDict_Type, &o[3], &o[4], &o[5], &o[6],
+                                     &o[7], &o[8], &o[9], &o[10]))
+        return NULL;
+    PyObject *zero_value = PyFloat_FromDouble(0.0);
+    if (zero_value == NULL)
+        return NULL;
+    FastZero *self = (FastZero *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(zero_value);
+        return NULL;
+    }
+    self->vectorcall = fz_vectorcall;
+    self->zero_value = zero_value;
+    PyObject **fields[11] = {
+        &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
+        &self->new_attr, &self->tape_attr, &self->memset_code, &self->role_write, &self->flag_store,
+        &self->perf_ns,
+    };
+    for (int i = 0; i < 11; i++) {
+        Py_INCREF(o[i]);
+        *fields[i] = o[i];
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *
+fz_get_calls(FastZero *self, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(self->calls);
+}
+
+static PyObject *
+fz_forget(FastZero *self, PyObject *unused)
+{
+    fz_clear_session(self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fz_methods[] = {
+    {"__reduce__", (PyCFunction)fl_reduce, METH_NOARGS, "pickled by its qualified name"},
+    {"forget", (PyCFunction)fz_forget, METH_NOARGS,
+     "drop the references to the session that recorded last (called by uninstall())"},
+    {NULL},
+};
+
+static PyGetSetDef fz_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fz_get_calls, NULL, "zero_ calls decided by the compiled path", NULL},
+    {NULL},
+};
+
+/* a method of warp.array: binds like a Python function; Py_TPFLAGS_METHOD_DESCRIPTOR lets
+ * `arr.zero_()` call it with arr as its first argument, without a bound method */
+static PyTypeObject FastZeroType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.FastZero",
+    .tp_basicsize = sizeof(FastZero),
+    .tp_dealloc = (destructor)fz_dealloc,
+    .tp_vectorcall_offset = offsetof(FastZero, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+        | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "array.zero_, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+    .tp_traverse = (traverseproc)fz_traverse,
+    .tp_clear = (inquiry)fz_clear,
+    .tp_getset = fz_getset,
+    .tp_methods = fz_methods,
+    .tp_descr_get = fl_descr_get,
+    .tp_dictoffset = offsetof(FastZero, dict),
+    .tp_weaklistoffset = offsetof(FastZero, weakrefs),
+    .tp_new = fz_new,
+};
+
+/* ================================================================== Identity.register */
+
+/* The compiled Identity.register (warptrace/record/identity.py), for the arrays most
+ * programs make: a fresh allocation of this session (its own alloc_id), no view, no
+ * grad seen before its owner, dtype and device seen before. It writes the same
+ * `arrays` row (and its grad's) and state tuple as the Python method; every other
+ * array, and every call with more arguments, is the Python method's. Set as the
+ * instance attribute `register` of an Identity, so the compiled launch wrapper and
+ * the Python code call it alike. Called with the recorder lock held. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *ident;        /* the Identity */
+    PyObject *python;       /* Identity.register bound to it */
+    PyObject *array_type;   /* warp.array */
+    PyObject *tok;
+    PyObject *state_attr, *new_attr, *owner_attr;
+    PyObject *dtype_cache, *device_cache, *info; /* ident._dtype_cache, ._device_cache, sites.info */
+    PyObject *kind_owned, *kind_grad, *flag_grad, *grad_suffix, *empty;
+    unsigned long long calls; /* arrays registered by the compiled path (tests) */
+} FastRegister;
+
+static PyObject *s_ref, *s_grad_attr, *s_requires_grad, *s_dtype, *s_shape, *s_strides, *s_device,
+    *s_ptr, *s_next_array, *s_rec_attr, *s_array_rows;
+
+/* the instance dict's value for name (borrowed; NULL: none, or an error) */
+static PyObject *
+dict_get(PyObject *dict, PyObject *name)
+{
+    return PyDict_GetItemWithError(dict, name);
+}
+
+/* 1: registered in this session (st borrowed into *out), 0: not, -1: error */
+static int
+registered(FastRegister *self, PyObject *dict, PyObject **out)
+{
+    PyObject *st = dict_get(dict, self->state_attr);
+    if (st == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (PyTuple_CheckExact(st) && PyTuple_GET_SIZE(st) >= 5 && PyTuple_GET_ITEM(st, 0) == self->tok) {
+        *out = st;
+        return 1;
+    }
+    return 0;
+}
+
+/* The row and state of a fresh owned array (grad_of < 0) or of its grad (grad_of >= 0).
+ * New reference to the state tuple; NULL without an error: not the common case (the
+ * caller asks the Python method); NULL with an error: an error. */
+static PyObject *
+register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad_of, PyObject *owner_label)
+{
+    PyObject *result = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *device = NULL, *ptr = NULL;
+    PyObject *size = NULL, *device_id = NULL, *array_id = NULL, *next_id = NULL, *label = NULL;
+    PyObject *rec = NULL, *rows = NULL, *st = NULL, *ident_dict = NULL;
+    int is_grad = grad_of != NULL;
+
+    if (!is_grad) {
+        PyObject *link = dict_get(dict, self->owner_attr);
+        if (link == NULL && PyErr_Occurred())
+            return NULL;
+        if (link != NULL && PyTuple_CheckExact(link) && PyTuple_GET_SIZE(link) >= 1
+            && PyTuple_GET_ITEM(link, 0) == self->tok)
+            return NULL; /* a grad seen before its owner */
+    }
+    PyObject *new = dict_get(dict, self->new_attr);
+    if (new == NULL || !PyTuple_CheckExact(new) || PyTuple_GET_SIZE(new) < 5 || PyTuple_GET_ITEM(new, 0) != self->tok)
+        return NULL;
+    Py_INCREF(new); /* its items are used throughout: held while any code may run */
+    PyObject *site = PyTuple_GET_ITEM(new, 1), *seq = PyTuple_GET_ITEM(new, 2);
+    PyObject *alloc_id = PyTuple_GET_ITEM(new, 3), *labelled = PyTuple_GET_ITEM(new, 4);
+    if (!PyLong_CheckExact(alloc_id) || !PyLong_CheckExact(site))
+        goto done;
+    long alloc = PyLong_AsLong(alloc_id), site_value = PyLong_AsLong(site);
+    if ((alloc == -1 || site_value == -1) && PyErr_Occurred())
+        goto done;
+    if (alloc < 0)
+        goto done; /* memory of another array: a view, an alias */
+    PyObject *base = dict_get(dict, s_ref);
+    if (base != NULL && base != Py_None)
+        goto done;
+    if (base == NULL && PyErr_Occurred())
+        goto done;
+
+    /* plain instance attributes of warp.array (arr is exactly one): read from its dict; one
+     * missing (a Warp that made it a property) leaves the array to the Python method */
+    if ((dtype = dict_get(dict, s_dtype)) == NULL)
+        goto done;
+    Py_INCREF(dtype);
+    PyObject *dtype_hit = PyDict_GetItemWithError(self->dtype_cache, dtype);
+    if (dtype_hit == NULL) {
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError))
+                goto done;
+            PyErr_Clear(); /* unhashable: the Python method */
+        }
+        goto done;
+    }
+    if (!PyTuple_CheckExact(dtype_hit) || PyTuple_GET_SIZE(dtype_hit) != 2)
+        goto done;
+    if ((shape = dict_get(dict, s_shape)) == NULL)
+        goto done;
+    Py_INCREF(shape);
+    if ((strides = dict_get(dict, s_strides)) == NULL)
+        goto done;
+    Py_INCREF(strides);
+    if (!PyTuple_CheckExact(shape) || !PyTuple_CheckExact(strides))
+        goto done;
+    if ((device = dict_get(dict, s_device)) == NULL)
+        goto done;
+    Py_INCREF(device);
+    if ((device_id = PyLong_FromVoidPtr(device)) == NULL)
+        goto done;
+    PyObject *device_hit = PyDict_GetItemWithError(self->device_cache, device_id);
+    if (device_hit == NULL || !PyTuple_CheckExact(device_hit) || PyTuple_GET_SIZE(device_hit) != 2
+        || PyTuple_GET_ITEM(device_hit, 0) != device)
+        goto done;
+    if ((ptr = dict_get(dict, s_ptr)) == NULL)
+        goto done;
+    Py_INCREF(ptr);
+    if (ptr == Py_None)
+        goto done;
+    if ((size = dict_get(dict, s_size)) == NULL)
+        goto done;
+    Py_INCREF(size);
+    if (!PyLong_CheckExact(size))
+        goto done;
+    long n = PyLong_AsLong(size);
+    if (n <= 0) /* also an error: the Python method */
+        goto done;
+
+    /* the label: the site's, or "<owner>.grad" for a grad */
+    if (is_grad) {
+        int has_owner = PyObject_IsTrue(owner_label);
+        if (has_owner < 0)
+            goto done;
+        label = has_owner ? PyUnicode_Concat(owner_label, self->grad_suffix) : (Py_INCREF(self->empty), self->empty);
+    } else {
+        int named = PyObject_IsTrue(labelled);
+        if (named < 0)
+            goto done;
+        if (named && site_value >= 0) {
+            PyObject *entry = PySequence_GetItem(self->info, site_value);
+            if (entry == NULL)
+                goto done;
+            label = PySequence_GetItem(entry, 3);
+            Py_DECREF(entry);
+        } else {
+            label = self->empty;
+            Py_INCREF(label);
+        }
+    }
+    if (label == NULL)
+        goto done;
+
+    if ((ident_dict = PyObject_GenericGetDict(self->ident, NULL)) == NULL)
+        goto done;
+    array_id = PyDict_GetItemWithError(ident_dict, s_next_array);
+    if (array_id == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_AttributeError, "Identity.next_array");
+        goto done;
+    }
+    Py_INCREF(array_id);
+    if ((next_id = PyNumber_Add(array_id, i_one)) == NULL || PyDict_SetItem(ident_dict, s_next_array, next_id) < 0)
+        goto done;
+    if ((rec = PyDict_GetItemWithError(ident_dict, s_rec_attr)) == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_AttributeError, "Identity.rec");
+        goto done;
+    }
+    Py_INCREF(rec);
+    if ((rows = PyObject_GetAttr(rec, s_array_rows)) == NULL)
+        goto done;
+    PyObject *requires = dict_get(dict, s_requires_grad), *retain = dict_get(dict, s_retain_grad);
+    if (PyErr_Occurred())
+        goto done;
+    int req = requires != NULL ? PyObject_IsTrue(requires) : 0;
+    int ret = retain != NULL ? PyObject_IsTrue(retain) : 0;
+    if (req < 0 || ret < 0)
+        goto done;
+    {
+        PyObject *row[16] = {
+            array_id, alloc_id, i_zero, shape, strides, PyTuple_GET_ITEM(dtype_hit, 1),
+            PyTuple_GET_ITEM(dtype_hit, 0), PyTuple_GET_ITEM(device_hit, 1),
+            is_grad ? self->kind_grad : self->kind_owned, req ? Py_True : Py_False, ret ? Py_True : Py_False,
+            is_grad ? grad_of : i_minus1, i_minus1, seq, site, label,
+        };
+        if (extend_row(rows, row, 16) < 0)
+            goto done;
+    }
+    if ((st = PyTuple_Pack(5, self->tok, array_id, alloc_id, is_grad ? self->flag_grad : i_zero, label)) == NULL)
+        goto done;
+    if (PyDict_SetItem(dict, self->state_attr, st) < 0)
+        goto done;
+    self->calls++;
+    result = st;
+    st = NULL;
+done:
+    Py_DECREF(new);
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_XDECREF(device);
+    Py_XDECREF(ptr);
+    Py_XDECREF(size);
+    Py_XDECREF(device_id);
+    Py_XDECREF(array_id);
+    Py_XDECREF(next_id);
+    Py_XDECREF(label);
+    Py_XDECREF(rec);
+    Py_XDECREF(rows);
+    Py_XDECREF(st);
+    Py_XDECREF(ident_dict);
+    return result;
+}
+
+static PyObject *
+fr_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastRegister *self = (FastRegister *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->python == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this register was cleared (garbage collected)");
+        return NULL;
+    }
+    if (nargs != 1 || kwnames != NULL || !Py_IS_TYPE(args[0], (PyTypeObject *)self->array_type))
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *arr = args[0], *st = NULL, *gst = NULL;
+    PyObject *dict = PyObject_GenericGetDict(arr, NULL);
+    if (dict == NULL)
+        return NULL;
+    int known = registered(self, dict, &st);
+    if (known != 0) {
+        Py_DECREF(dict);
+        if (known < 0)
+            return NULL;
+        Py_INCREF(st);
+        return st;
+    }
+    st = register_owned(self, arr, dict, NULL, NULL);
+    if (st == NULL) {
+        Py_DECREF(dict);
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    }
+    /* its grad, registered with it (Identity.register's last step) */
+    PyObject *grad = dict_get(dict, s_grad_attr);
+    Py_XINCREF(grad);
+    Py_DECREF(dict);
+    if (grad == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        return st;
+    }
+    if (grad == arr || grad == Py_None || !PyObject_TypeCheck(grad, (PyTypeObject *)self->array_type)) {
+        Py_DECREF(grad);
+        return st;
+    }
+    PyObject *grad_dict = PyObject_GenericGetDict(grad, NULL);
+    if (grad_dict == NULL)
+        goto error;
+    known = registered(self, grad_dict, &gst);
+    if (known == 0) {
+        PyObject *own_grad = dict_get(grad_dict, s_grad_attr);
+        if (own_grad == NULL && PyErr_Occurred()) {
+            known = -1;
+        } else if (Py_IS_TYPE(grad, (PyTypeObject *)self->array_type) && (own_grad == NULL || own_grad == Py_None)) {
+            gst = register_owned(self, grad, grad_dict, PyTuple_GET_ITEM(st, 1), PyTuple_GET_ITEM(st, 4));
+            if (gst != NULL)
+                Py_DECREF(gst);
+            else if (PyErr_Occurred())
+                known = -1;
+        }
+        if (known == 0 && gst == NULL) {
+            /* self.register(grad, grad_of=array_id, owner_label=label) */
+            PyObject *kw = Py_BuildValue("{sOsO}", "grad_of", PyTuple_GET_ITEM(st, 1), "owner_label",
+                                         PyTuple_GET_ITEM(st, 4));
+            PyObject *pos = kw != NULL ? PyTuple_Pack(1, grad) : NULL;
+            PyObject *r = pos != NULL ? PyObject_Call(self->python, pos, kw) : NULL;
+            Py_XDECREF(kw);
+            Py_XDECREF(pos);
+            if (r == NULL)
+                known = -1;
+            Py_XDECREF(r);
+        }
+    }
+    Py_DECREF(grad_dict);
+    Py_DECREF(grad);
+    if (known < 0) {
+        Py_DECREF(st);
+        return NULL;
+    }
+    return st;
+error:
+    Py_XDECREF(grad);
+    Py_DECREF(st);
+    return NULL;
+}
+
+static int
+fr_traverse(FastRegister *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->ident);
+    Py_VISIT(self->python);
+    Py_VISIT(self->array_type);
+    Py_VISIT(self->tok);
+    Py_VISIT(self->dtype_cache);
+    Py_VISIT(self->device_cache);
+    Py_VISIT(self->info);
+    return 0;
+}
+
+static int
+fr_clear(FastRegister *self)
+{
+    Py_CLEAR(self->ident);
+    Py_CLEAR(self->python);
+    Py_CLEAR(self->array_type);
+    Py_CLEAR(self->tok);
+    Py_CLEAR(self->state_attr);
+    Py_CLEAR(self->new_attr);
+    Py_CLEAR(self->owner_attr);
+    Py_CLEAR(self->dtype_cache);
+    Py_CLEAR(self->device_cache);
+    Py_CLEAR(self->info);
+    Py_CLEAR(self->kind_owned);
+    Py_CLEAR(self->kind_grad);
+    Py_CLEAR(self->flag_grad);
+    Py_CLEAR(self->grad_suffix);
+    Py_CLEAR(self->empty);
+    return 0;
+}
+
+static void
+fr_dealloc(FastRegister *self)
+{
+    PyObject_GC_UnTrack(self);
+    fr_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+fr_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "ident", "python", "array_type", "tok", "state_attr", "new_attr", "owner_attr", "dtype_cache",
+        "device_cache", "info", "kind_owned", "kind_grad", "flag_grad", NULL,
+    };
+    PyObject *o[13];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OUUUO!O!O!UUO:FastRegister", kwlist, &o[0], &o[1],
+                                     &PyType_Type, &o[2], &o[3], &o[4], &o[5], &o[6], &PyDict_Type, &o[7],
+                                     &PyDict_Type, &o[8], &PyList_Type, &o[9], &o[10], &o[11], &o[12]))
+        return NULL;
+    PyObject *suffix = PyUnicode_FromString(".grad"), *empty = PyUnicode_FromString("");
+    FastRegister *self = suffix != NULL && empty != NULL ? (FastRegister *)type->tp_alloc(type, 0) : NULL;
+    if (self == NULL) {
+        Py_XDECREF(suffix);
+        Py_XDECREF(empty);
+        return NULL;
+    }
+    self->vectorcall = fr_vectorcall;
+    self->grad_suffix = suffix;
+    self->empty = empty;
+    PyObject **fields[13] = {
+        &self->ident, &self->python, &self->array_type, &self->tok, &self->state_attr, &self->new_attr,
+        &self->owner_attr, &self->dtype_cache, &self->device_cache, &self->info, &self->kind_owned,
+        &self->kind_grad, &self->flag_grad,
+    };
+    for (int i = 0; i < 13; i++) {
+        Py_INCREF(o[i]);
+        *fields[i] = o[i];
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *
+fr_get_calls(FastRegister *self, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(self->calls);
+}
+
+static PyGetSetDef fr_getset[] = {
+    {"registered", (getter)fr_get_calls, NULL, "arrays registered by the compiled path", NULL},
+    {NULL},
+};
+
+static PyTypeObject FastRegisterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.FastRegister",
+    .tp_basicsize = sizeof(FastRegister),
+    .tp_dealloc = (destructor)fr_dealloc,
+    .tp_vectorcall_offset = offsetof(FastRegister, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Identity.register for fresh arrays (see warptrace/record/identity.py)",
+    .tp_traverse = (traverseproc)fr_traverse,
+    .tp_clear = (inquiry)fr_clear,
+    .tp_getset = fr_getset,
+    .tp_new = fr_new,
+};
+
+/* ================================================================== Tape.zero()'s rows */
+
+/* zeroed_rows(rec, arrays, head, seq, tok, state_attr, new_attr, register, ev, acc, extra,
+ *             role_write, flag_store, zero_value) -> the next seq
+ *
+ * The loop of memory.py record_zeroed: the MEMSET rows of the gradients one Tape.zero()
+ * zeroed, an event each (seq, *head) with its value 0.0 and its write access, skipping
+ * empty arrays and fresh allocations (allocated right after event seq - 1). An array not
+ * registered yet is registered with rec.seq = its event's seq. Called under rec.lock. */
+static PyObject *
+zeroed_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "zeroed_rows() takes 14 arguments");
+        return NULL;
+    }
+    PyObject *rec = args[0], *arrays = args[1], *head = args[2], *tok = args[4], *state_attr = args[5];
+    PyObject *new_attr = args[6], *register_ = args[7], *ev = args[8], *acc = args[9], *extra = args[10];
+    PyObject *role_write = args[11], *flag_store = args[12], *zero_value = args[13];
+    long long seq = PyLong_AsLongLong(args[3]);
+    if (seq == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyTuple_CheckExact(head) || PyTuple_GET_SIZE(head) != 14) {
+        PyErr_SetString(PyExc_TypeError, "zeroed_rows(): head must be a tuple of 14");
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(arrays, "zeroed_rows(): arrays must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    long long last_seq = seq - 1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *arr = PySequence_Fast_GET_ITEM(fast, i);
+        /* getattr(arr, "size", 1) == 0: nothing written */
+        PyObject *size = getattr_or_none(arr, s_size);
+        if (size == NULL)
+            goto done;
+        if (size == Py_None) {
+            Py_DECREF(size);
+        } else {
+            int empty = PyObject_RichCompareBool(size, i_zero, Py_EQ);
+            Py_DECREF(size);
+            if (empty < 0)
+                goto done;
+            if (empty)
+                continue;
+        }
+        /* a fresh allocation's initialisation (memory.py _is_fresh) */
+        PyObject *new = getattr_or_none(arr, new_attr);
+        if (new == NULL)
+            goto done;
+        int fresh = 0;
+        if (PyTuple_CheckExact(new) && PyTuple_GET_SIZE(new) >= 4 && PyTuple_GET_ITEM(new, 0) == tok) {
+            long long alloc = PyLong_AsLongLong(PyTuple_GET_ITEM(new, 3));
+            long long at = PyLong_AsLongLong(PyTuple_GET_ITEM(new, 2));
+            if (PyErr_Occurred()) {
+                Py_DECREF(new);
+                goto done;
+            }
+            fresh = alloc >= 0 && at == last_seq;
+        }
+        Py_DECREF(new);
+        if (fresh)
+            continue;
+        PyObject *seq_obj = PyLong_FromLongLong(seq);
+        if (seq_obj == NULL)
+            goto done;
+        PyObject *st = getattr_or_none(arr, state_attr);
+        if (st != NULL && !(PyTuple_CheckExact(st) && PyTuple_GET_SIZE(st) >= 4 && PyTuple_GET_ITEM(st, 0) == tok)) {
+            Py_CLEAR(st);
+            /* register writes rows that name the latest event */
+            if (PyObject_SetAttr(rec, s_seq, seq_obj) == 0)
+                st = PyObject_CallOneArg(register_, arr);
+            if (st != NULL && (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) < 4)) {
+                Py_CLEAR(st);
+                PyErr_SetString(PyExc_TypeError, "zeroed_rows(): register() returned no state tuple");
+            }
+        }
+        if (st == NULL) {
+            Py_DECREF(seq_obj);
+            goto done;
+        }
+        PyObject *row[15];
+        row[0] = seq_obj;
+        for (int k = 0; k < 14; k++)
+            row[k + 1] = PyTuple_GET_ITEM(head, k);
+        int rc = extend_row(ev, row, 15);
+        PyObject *extra_row = rc == 0 ? PyTuple_Pack(3, seq_obj, zero_value, Py_None) : NULL;
+        if (extra_row != NULL) {
+            rc = PyList_CheckExact(extra) ? PyList_Append(extra, extra_row) : extend_call(extra, extra_row);
+            Py_DECREF(extra_row);
+        } else {
+            rc = -1;
+        }
+        PyObject *flags = rc == 0 ? PyNumber_Or(flag_store, PyTuple_GET_ITEM(st, 3)) : NULL;
+        if (flags != NULL) {
+            PyObject *arow[7] = {seq_obj, PyTuple_GET_ITEM(st, 1), PyTuple_GET_ITEM(st, 2), role_write, flags,
+                                 i_zero, i_zero};
+            rc = extend_row(acc, arow, 7);
+            Py_DECREF(flags);
+        } else {
+            rc = -1;
+        }
+        Py_DECREF(st);
+        Py_DECREF(seq_obj);
+        if (rc < 0)
+            goto done;
+        seq++;
+    }
+    result = PyLong_FromLongLong(seq);
+done:
+    if (result == NULL) {
+        /* the rows appended so far keep their numbers: rec.seq = seq, the exception kept */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *seq_obj = PyLong_FromLongLong(seq);
+        if (seq_obj == NULL || PyObject_SetAttr(rec, s_seq, seq_obj) < 0)
+            PyErr_Clear();
+        Py_XDECREF(seq_obj);
+        PyErr_Restore(type, value, tb);
+    }
+    Py_DECREF(fast);
+    return result;
+}
+
+/* ================================================================== call-site walks */
+
+/* The frame `depth` frames above the caller of the C function (new reference), or NULL
+ * without an error when the stack is not that deep. */
+static PyFrameObject *
+frame_at(Py_ssize_t depth)
+{
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
+    Py_XINCREF(frame);
+    for (Py_ssize_t i = 0; i < depth && frame != NULL; i++) {
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    return frame;
+}
+
+/* 1 internal, 0 the user's, -1 error, -2 a code object not classified yet */
+static int
+is_internal(PyObject *skip, PyCodeObject *code)
+{
+    PyObject *id = PyLong_FromVoidPtr(code);
+    if (id == NULL)
+        return -1;
+    PyObject *internal = PyDict_GetItemWithError(skip, id); /* borrowed */
+    Py_DECREF(id);
+    if (internal == NULL)
+        return PyErr_Occurred() ? -1 : -2;
+    return PyObject_IsTrue(internal);
+}
+
+/* by_pos[(id(code), lasti)] (new reference), or NULL: an error, or none (no error set) */
+static PyObject *
+position_site(PyObject *by_pos, PyCodeObject *code, int lasti)
+{
+    PyObject *id = PyLong_FromVoidPtr(code), *pos = PyLong_FromLong(lasti), *key = NULL, *site = NULL;
+    if (id != NULL && pos != NULL)
+        key = PyTuple_Pack(2, id, pos);
+    if (key != NULL) {
+        site = PyDict_GetItemWithError(by_pos, key);
+        Py_XINCREF(site);
+    }
+    Py_XDECREF(id);
+    Py_XDECREF(pos);
+    Py_XDECREF(key);
+    return site;
+}
+
+/* caller_walk(start, skip_code, by_pos, constructor, makers) -> site, (site, labelled) or None
+ *
+ * callsite.py Sites.caller / Sites.alloc_caller without the Python loop: from the frame
+ * `start` frames above the caller (0: the caller), the first frame whose code is not
+ * internal; its interned site.
+ * With a constructor code (alloc_caller), also whether the user line made this array
+ * directly: (site, labelled). None whenever Python must decide: a code object not
+ * classified yet, a position not interned yet. */
+/* The walk of caller_walk from `frame` (a reference it takes over). `called`: the code of
+ * the frame below it (a reference it takes over, or NULL), or with called NULL and
+ * called_direct 1, a callee that counts as an array maker (the compiled _init_new). */
+static PyObject *
+walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObject *skip, PyObject *by_pos,
+            PyObject *constructor, PyObject *makers)
+{
+    int alloc = constructor != Py_None;
+    Py_ssize_t constructors = 0;
+    PyObject *result = NULL;
+    while (frame != NULL) {
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        if ((PyObject *)code == constructor)
+            constructors++;
+        int internal = is_internal(skip, code);
+        if (internal == -1 || internal == -2) {
+            Py_DECREF(code);
+            if (internal == -2)
+                result = Py_None, Py_INCREF(result);
+            goto done;
+        }
+        if (!internal) {
+            PyObject *site = position_site(by_pos, code, PyFrame_GetLasti(frame));
+            Py_DECREF(code);
+            if (site == NULL) {
+                if (!PyErr_Occurred())
+                    result = Py_None, Py_INCREF(result);
+                goto done;
+            }
+            if (!alloc) {
+                result = site;
+                goto done;
+            }
+            int direct = called == NULL && called_direct;
+            if (called != NULL) {
+                direct = (PyObject *)called == constructor;
+                if (!direct) {
+                    direct = PySet_Contains(makers, called->co_name);
+                    if (direct < 0) {
+                        Py_DECREF(site);
+                        goto done;
+                    }
+                }
+            }
+            result = Py_BuildValue("(NO)", site, constructors <= 1 && direct ? Py_True : Py_False);
+            goto done;
+        }
+        Py_XSETREF(called, code);
+        called_direct = 0;
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    /* no user frame */
+    result = alloc ? Py_BuildValue("(iO)", -1, Py_False) : PyLong_FromLong(-1);
+done:
+    Py_XDECREF(frame);
+    Py_XDECREF(called);
+    return result;
+}
+
+static PyObject *
+caller_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "caller_walk() takes 5 arguments");
+        return NULL;
+    }
+    Py_ssize_t start = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    if (start < 1) {
+        PyErr_SetString(PyExc_ValueError, "caller_walk(): start must be 1 or more");
+        return NULL;
+    }
+    PyObject *skip = args[1], *by_pos = args[2], *constructor = args[3], *makers = args[4];
+    if (!PyDict_CheckExact(skip) || !PyDict_CheckExact(by_pos)) {
+        PyErr_SetString(PyExc_TypeError, "caller_walk(): skip_code and by_pos must be dicts");
+        return NULL;
+    }
+    PyCodeObject *called = NULL;
+    PyFrameObject *frame = NULL;
+    if (constructor != Py_None) {
+        /* the frame below the start counts as the callee of the first frame examined */
+        PyFrameObject *below = frame_at(start - 1);
+        if (below != NULL) {
+            called = PyFrame_GetCode(below);
+            frame = PyFrame_GetBack(below);
+            Py_DECREF(below);
+        }
+    } else {
+        frame = frame_at(start);
+    }
+    if (frame == NULL) { /* a stack that shallow: sys._getframe's error is Python's to raise */
+        Py_XDECREF(called);
+        Py_RETURN_NONE;
+    }
+    return walk_frames(frame, called, 0, skip, by_pos, constructor, makers);
+}
+
+/* ================================================================== AllocIndex._reap */
+
+/* bisect_left over a list of ints (-1 with an error) */
+static Py_ssize_t
+bisect_ints(PyObject *list, PyObject *x)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        int less = PyObject_RichCompareBool(PyList_GET_ITEM(list, mid), x, Py_LT);
+        if (less < 0)
+            return -1;
+        if (less)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static PyObject *s_index, *s_pending, *s_keepers, *s_on_free, *s_alloc_id, *s_next_alloc,
+    *s_capacity, *s_alloc_rows, *s_device_cache, *s_device_name, *s_reap;
+static PyObject *s_dead, *s_starts, *s_ends, *s_ids, *s_where, *s_insert, *s_evict;
+
+/* reap_index(index): AllocIndex._reap (warptrace/record/identity.py) for the index's plain
+ * lists and dicts; insert and _evict (the rare cases) stay its Python methods */
+static PyObject *
+reap_index(PyObject *module, PyObject *index)
+{
+    PyObject *dict = PyObject_GenericGetDict(index, NULL), *pending = NULL, *gone = NULL, *result = NULL;
+    if (dict == NULL)
+        return NULL;
+    PyObject *dead = PyDict_GetItemWithError(dict, s_dead), *starts = PyDict_GetItemWithError(dict, s_starts);
+    PyObject *ends = PyDict_GetItemWithError(dict, s_ends), *ids = PyDict_GetItemWithError(dict, s_ids);
+    PyObject *where = PyDict_GetItemWithError(dict, s_where), *keepers = PyDict_GetItemWithError(dict, s_keepers);
+    pending = PyDict_GetItemWithError(dict, s_pending);
+    if (dead == NULL || starts == NULL || ends == NULL || ids == NULL || where == NULL || keepers == NULL
+        || pending == NULL || !PyList_CheckExact(dead) || !PyList_CheckExact(starts) || !PyList_CheckExact(ends)
+        || !PyList_CheckExact(ids) || !PyDict_CheckExact(where) || !PyDict_CheckExact(keepers)
+        || !PyList_CheckExact(pending)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "reap_index(): not an AllocIndex");
+        pending = NULL;
+        goto done;
+    }
+    /* held: Python code (insert, _evict, a weakref callback) may rebind them meanwhile */
+    Py_INCREF(dead);
+    Py_INCREF(starts);
+    Py_INCREF(ends);
+    Py_INCREF(ids);
+    Py_INCREF(where);
+    Py_INCREF(keepers);
+    Py_INCREF(pending);
+    if (PyList_GET_SIZE(pending) > 0) {
+        PyObject *fresh = PyList_New(0);
+        if (fresh == NULL || PyDict_SetItem(dict, s_pending, fresh) < 0) {
+            Py_XDECREF(fresh);
+            goto release;
+        }
+        Py_DECREF(fresh);
+        if ((gone = PySet_New(NULL)) == NULL)
+            goto release;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dead); i++) {
+            PyObject *id = PyObject_GetAttr(PyList_GET_ITEM(dead, i), s_alloc_id);
+            if (id == NULL || PySet_Add(gone, id) < 0) {
+                Py_XDECREF(id);
+                goto release;
+            }
+            Py_DECREF(id);
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pending); i++) {
+            PyObject *entry = PyList_GET_ITEM(pending, i);
+            if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+                PyErr_SetString(PyExc_TypeError, "reap_index(): a pending entry is no (start, end, alloc_id)");
+                goto release;
+            }
+            PyObject *start = PyTuple_GET_ITEM(entry, 0), *end = PyTuple_GET_ITEM(entry, 1);
+            int freed = PySet_Contains(gone, PyTuple_GET_ITEM(entry, 2));
+            if (freed < 0)
+                goto release;
+            PyObject *r = NULL;
+            if (!freed) {
+                r = PyObject_CallMethodObjArgs(index, s_insert, start, end, PyTuple_GET_ITEM(entry, 2), NULL);
+            } else {
+                /* freed before anyone looked: evict what it overlapped, insert nothing */
+                PyObject *now_starts = PyDict_GetItemWithError(dict, s_starts);
+                PyObject *now_ends = PyDict_GetItemWithError(dict, s_ends);
+                if (now_starts == NULL || now_ends == NULL || !PyList_CheckExact(now_starts)
+                    || !PyList_CheckExact(now_ends)) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends must be lists");
+                    goto release;
+                }
+                Py_ssize_t at = bisect_ints(now_starts, end);
+                if (at < 0)
+                    goto release;
+                int overlaps = 0;
+                if (at > 0 && at - 1 < PyList_GET_SIZE(now_ends)) {
+                    overlaps = PyObject_RichCompareBool(PyList_GET_ITEM(now_ends, at - 1), start, Py_GT);
+                    if (overlaps < 0)
+                        goto release;
+                }
+                if (!overlaps)
+                    continue;
+                r = PyObject_CallMethodObjArgs(index, s_evict, start, end, NULL);
+            }
+            if (r == NULL)
+                goto release;
+            Py_DECREF(r);
+        }
+    }
+    while (PyList_GET_SIZE(dead) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(dead) - 1;
+        PyObject *ref = PyList_GET_ITEM(dead, last);
+        Py_INCREF(ref);
+        if (PyList_SetSlice(dead, last, last + 1, NULL) < 0) {
+            Py_DECREF(ref);
+            goto release;
+        }
+        PyObject *alloc_id = PyObject_GetAttr(ref, s_alloc_id);
+        Py_DECREF(ref);
+        if (alloc_id == NULL)
+            goto release;
+        /* keepers.pop(alloc_id, None); where = self.where.pop(alloc_id, None) */
+        if (PyDict_DelItem(keepers, alloc_id) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                Py_DECREF(alloc_id);
+                goto release;
+            }
+            PyErr_Clear();
+        }
+        PyObject *at_start = PyDict_GetItemWithError(where, alloc_id);
+        if (at_start == NULL) {
+            Py_DECREF(alloc_id);
+            if (PyErr_Occurred())
+                goto release;
+            continue;
+        }
+        Py_INCREF(at_start);
+        if (PyDict_DelItem(where, alloc_id) < 0) {
+            Py_DECREF(at_start);
+            Py_DECREF(alloc_id);
+            goto release;
+        }
+        PyObject *now_starts = PyDict_GetItemWithError(dict, s_starts);
+        PyObject *now_ends = PyDict_GetItemWithError(dict, s_ends), *now_ids = PyDict_GetItemWithError(dict, s_ids);
+        if (now_starts == NULL || now_ends == NULL || now_ids == NULL || !PyList_CheckExact(now_starts)
+            || !PyList_CheckExact(now_ends) || !PyList_CheckExact(now_ids)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids must be lists");
+            Py_DECREF(at_start);
+            Py_DECREF(alloc_id);
+            goto release;
+        }
+        Py_ssize_t i = bisect_ints(now_starts, at_start);
+        Py_DECREF(at_start);
+        int same = 0;
+        if (i >= 0 && i < PyList_GET_SIZE(now_ids))
+            same = PyObject_RichCompareBool(PyList_GET_ITEM(now_ids, i), alloc_id, Py_EQ);
+        Py_DECREF(alloc_id);
+        if (i < 0 || same < 0)
+            goto release;
+        if (same && i < PyList_GET_SIZE(now_starts) && i < PyList_GET_SIZE(now_ends)) {
+            if (PyList_SetSlice(now_starts, i, i + 1, NULL) < 0 || PyList_SetSlice(now_ends, i, i + 1, NULL) < 0
+                || PyList_SetSlice(now_ids, i, i + 1, NULL) < 0)
+                goto release;
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+release:
+    Py_DECREF(dead);
+    Py_DECREF(starts);
+    Py_DECREF(ends);
+    Py_DECREF(ids);
+    Py_DECREF(where);
+    Py_DECREF(keepers);
+done:
+    Py_XDECREF(pending);
+    Py_XDECREF(gone);
+    Py_DECREF(dict);
+    return result;
+}
+
+/* ================================================================== array._init_new */
+
+/* The compiled array._init_new wrapper (warptrace/record/wrap/allocation.py,
+ * make_init_new): Warp's call, then the allocation's site (the frame walk above) and
+ * Identity.on_new's rows, without a Python frame. A site not interned yet, a thread
+ * without its state, a device seen for the first time and every call of another
+ * signature are the Python code's (`record`, with this wrapper's frame missing, and
+ * the Python wrapper). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *original;    /* Warp's array._init_new */
+    PyObject *python;      /* the Python wrapper (another signature) */
+    PyObject *record;      /* allocation.py record(arr, depth) */
+    PyObject *state_dict;  /* warptrace.record.state.__dict__ */
+    PyObject *skip_code, *init_code, *makers; /* callsite._skip_code, array.__init__'s code, _ARRAY_MAKERS */
+    PyObject *keeper_type, *weakref_type;      /* identity._Keeper, weakref.ref */
+    PyObject *new_attr, *owner_attr, *alloc_owned, *reap_pending;
+    unsigned long long calls; /* allocations recorded by the compiled path (tests) */
+    Bound bound;
+    SlotCache ts_slots, ts3_slots;
+    PyObject *weakrefs;
+} FastInitNew;
+
+#define TS3_SLOT(self, ts, i) read_slot(&(self)->ts3_slots, (ts), (i), O_GRAD_OWNER, O_GRAD_OWNER)
+
+
+
+/* Identity.on_new(arr, site, owner, labelled), under rec.lock (0, or -1 with an error) */
+static int
+on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *owner, int labelled)
+{
+    int rc = -1;
+    PyObject *ident = NULL, *ident_dict = NULL, *index = NULL, *index_dict = NULL, *ptr = NULL, *seq = NULL;
+    PyObject *last = NULL, *alloc_id = NULL, *next_id = NULL, *nbytes = NULL, *end = NULL, *entry = NULL;
+    PyObject *keeper = NULL, *device = NULL, *device_id = NULL, *name = NULL, *rows = NULL, *new = NULL;
+    PyObject *ref = NULL, *link = NULL, *arr_dict = NULL;
+
+    if ((ident = rec_attr(ss, s_ident)) == NULL || (ident_dict = PyObject_GenericGetDict(ident, NULL)) == NULL)
+        goto done;
+    if ((seq = rec_attr(ss, s_seq)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL)
+        goto done;
+    if ((ptr = PyObject_GetAttr(arr, s_ptr)) == NULL)
+        goto done;
+    if (ptr == Py_None) {
+        alloc_id = i_minus1;
+        Py_INCREF(alloc_id);
+    } else {
+        if ((alloc_id = PyDict_GetItemWithError(ident_dict, s_next_alloc)) == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_AttributeError, "Identity.next_alloc");
+            goto done;
+        }
+        Py_INCREF(alloc_id);
+        if ((next_id = PyNumber_Add(alloc_id, i_one)) == NULL
+            || PyDict_SetItem(ident_dict, s_next_alloc, next_id) < 0)
+            goto done;
+        if ((nbytes = PyObject_GetAttr(arr, s_capacity)) == NULL)
+            goto done;
+        int positive = PyObject_RichCompareBool(nbytes, i_zero, Py_GT);
+        if (positive < 0 || (end = PyNumber_Add(ptr, positive ? nbytes : i_one)) == NULL)
+            goto done;
+        /* AllocIndex.add, inlined as in on_new */
+        if ((index = PyDict_GetItemWithError(ident_dict, s_index)) == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_AttributeError, "Identity.index");
+            goto done;
+        }
+        Py_INCREF(index);
+        if ((index_dict = PyObject_GenericGetDict(index, NULL)) == NULL)
+            goto done;
+        PyObject *pending = PyDict_GetItemWithError(index_dict, s_pending); /* borrowed */
+        if (pending == NULL || !PyList_CheckExact(pending)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "AllocIndex.pending must be a list");
+            goto done;
+        }
+        if ((entry = PyTuple_Pack(3, ptr, end, alloc_id)) == NULL || PyList_Append(pending, entry) < 0)
+            goto done;
+        Py_ssize_t limit = PyLong_AsSsize_t(self->reap_pending);
+        if (limit == -1 && PyErr_Occurred())
+            goto done;
+        if (PyList_GET_SIZE(pending) >= limit) {
+            PyObject *r = PyObject_CallMethodNoArgs(index, s_reap);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+        }
+        PyObject *on_free = PyDict_GetItemWithError(index_dict, s_on_free), *keepers = NULL;
+        if (on_free != NULL)
+            keepers = PyDict_GetItemWithError(index_dict, s_keepers);
+        if (on_free == NULL || keepers == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_AttributeError, "AllocIndex.on_free/keepers");
+            goto done;
+        }
+        Py_INCREF(keepers);
+        keeper = PyObject_CallFunctionObjArgs(self->keeper_type, arr, on_free, NULL);
+        int set = keeper != NULL && PyObject_SetAttr(keeper, s_alloc_id, alloc_id) == 0
+            && PyObject_SetItem(keepers, alloc_id, keeper) == 0;
+        Py_DECREF(keepers);
+        if (!set)
+            goto done;
+        if ((device = PyObject_GetAttr(arr, s_device)) == NULL || (device_id = PyLong_FromVoidPtr(device)) == NULL)
+            goto done;
+        PyObject *cache = PyDict_GetItemWithError(ident_dict, s_device_cache);
+        PyObject *hit = cache != NULL && PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, device_id) : NULL;
+        if (PyErr_Occurred())
+            goto done;
+        if (hit != NULL && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 2 && PyTuple_GET_ITEM(hit, 0) == device) {
+            name = PyTuple_GET_ITEM(hit, 1);
+            Py_INCREF(name);
+        } else if ((name = PyObject_CallMethodOneArg(ident, s_device_name, device)) == NULL) {
+            goto done;
+        }
+        if ((rows = rec_attr(ss, s_alloc_rows)) == NULL)
+            goto done;
+        PyObject *row[7] = {alloc_id, ptr, nbytes, name, self->alloc_owned, last, site};
+        if (extend_row(rows, row, 7) < 0)
+            goto done;
+    }
+    if ((arr_dict = PyObject_GenericGetDict(arr, NULL)) == NULL)
+        goto done;
+    if ((new = PyTuple_Pack(5, ss->tok, site, last, alloc_id, labelled ? Py_True : Py_False)) == NULL
+        || PyDict_SetItem(arr_dict, self->new_attr, new) < 0)
+        goto done;
+    if (owner != Py_None) {
+        if ((ref = PyObject_CallOneArg(self->weakref_type, owner)) == NULL
+            || (link = PyTuple_Pack(2, ss->tok, ref)) == NULL || PyDict_SetItem(arr_dict, self->owner_attr, link) < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(ident);
+    Py_XDECREF(ident_dict);
+    Py_XDECREF(index);
+    Py_XDECREF(index_dict);
+    Py_XDECREF(ptr);
+    Py_XDECREF(seq);
+    Py_XDECREF(last);
+    Py_XDECREF(alloc_id);
+    Py_XDECREF(next_id);
+    Py_XDECREF(nbytes);
+    Py_XDECREF(end);
+    Py_XDECREF(entry);
+    Py_XDECREF(keeper);
+    Py_XDECREF(device);
+    Py_XDECREF(device_id);
+    Py_XDECREF(name);
+    Py_XDECREF(rows);
+    Py_XDECREF(new);
+    Py_XDECREF(ref);
+    Py_XDECREF(link);
+    Py_XDECREF(arr_dict);
+    return rc;
+}
+
+/* record(arr, 1): the Python code, from this wrapper's caller (no wrapper frame between) */
+static int
+python_record(FastInitNew *self, PyObject *arr)
+{
+    PyObject *depth = PyLong_FromLong(1);
+    if (depth == NULL)
+        return -1;
+    PyObject *r = PyObject_CallFunctionObjArgs(self->record, arr, depth, NULL);
+    Py_DECREF(depth);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+fi_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastInitNew *self = (FastInitNew *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->original == NULL || self->python == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this array._init_new wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (nargs != 6 || kwnames != NULL || self->state_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    if (result == NULL)
+        return NULL;
+    PyObject *arr = args[0], *rec = NULL, *ts = NULL, *owner = NULL, *site = NULL, *found = NULL;
+    Session *ss = NULL;
+    int labelled = 0, locked = 0;
+
+    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL || rec == Py_None) {
+        if (rec == NULL && PyErr_Occurred())
+            goto error;
+        if (self->bound.session != NULL)
+            bound_clear(&self->bound);
+        return result;
+    }
+    Py_INCREF(rec);
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound < 0)
+        goto fail;
+    if (bound == 0)
+        goto python;
+    /* under the guard too: every allocation is registered (a nested one has no site) */
+    if ((owner = TS3_SLOT(self, ts, O_GRAD_OWNER)) == NULL)
+        goto fail;
+    if (owner != Py_None) {
+        /* this array is owner's grad: the owner's site */
+        if (PyObject_SetAttr(ts, s_grad_owner_slot, Py_None) < 0)
+            goto fail;
+        PyObject *owner_new = getattr_or_none(owner, self->new_attr);
+        if (owner_new == NULL)
+            goto fail;
+        if (PyTuple_CheckExact(owner_new) && PyTuple_GET_SIZE(owner_new) >= 2 && PyTuple_GET_ITEM(owner_new, 0) == ss->tok) {
+            site = PyTuple_GET_ITEM(owner_new, 1);
+            Py_INCREF(site);
+        } else {
+            site = i_minus1;
+            Py_INCREF(site);
+        }
+        Py_DECREF(owner_new);
+    } else {
+        PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
+        if (guard_value == NULL)
+            goto fail;
+        int guard = PyObject_IsTrue(guard_value);
+        Py_DECREF(guard_value);
+        if (guard < 0)
+            goto fail;
+        if (guard) {
+            site = i_minus1;
+            Py_INCREF(site);
+        } else {
+            PyFrameObject *frame = PyEval_GetFrame(); /* the caller: array.__init__ */
+            if (frame == NULL)
+                goto python;
+            Py_INCREF(frame);
+            PyObject *by_pos = ss->by_pos;
+            found = walk_frames(frame, NULL, 1, self->skip_code, by_pos, self->init_code, self->makers);
+            if (found == NULL)
+                goto fail;
+            if (found == Py_None)
+                goto python; /* a code or position seen for the first time */
+            site = PyTuple_GET_ITEM(found, 0);
+            Py_INCREF(site);
+            labelled = PyTuple_GET_ITEM(found, 1) == Py_True;
+        }
+    }
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        goto fail;
+    Py_DECREF(acquired);
+    locked = 1;
+    int rc = on_new(self, ss, arr, site, owner, labelled);
+    if (unlock(ss, rc) < 0)
+        goto fail;
+    self->calls++;
+    goto done;
+
+python:
+    if (owner != NULL && owner != Py_None) {
+        /* ts.grad_owner was cleared above: the Python code must see it (a grad's site) */
+        if (PyObject_SetAttr(ts, s_grad_owner_slot, owner) < 0)
+            goto fail;
+    }
+    if (python_record(self, arr) < 0)
+        goto fail;
+    goto done;
+fail:
+    /* a recording error: rec.fail (raises only under WARPTRACE_STRICT), the program goes on */
+    (void)locked;
+    if (rec != NULL && rec != Py_None && fail(rec) < 0)
+        goto error;
+    PyErr_Clear();
+done:
+    Py_XDECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(owner);
+    Py_XDECREF(site);
+    Py_XDECREF(found);
+    return result;
+error:
+    Py_XDECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(owner);
+    Py_XDECREF(site);
+    Py_XDECREF(found);
+    Py_DECREF(result);
+    return NULL;
+}
+
+static int
+fi_traverse(FastInitNew *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->dict);
+    Py_VISIT(self->original);
+    Py_VISIT(self->python);
+    Py_VISIT(self->record);
+    Py_VISIT(self->state_dict);
+    Py_VISIT(self->skip_code);
+    Py_VISIT(self->init_code);
+    Py_VISIT(self->makers);
+    Py_VISIT(self->keeper_type);
+    Py_VISIT(self->weakref_type);
+    Py_VISIT(self->bound.session);
+    Py_VISIT(self->bound.ts);
+    Py_VISIT(self->ts_slots.type);
+    Py_VISIT(self->ts3_slots.type);
+    return 0;
+}
+
+static int
+fi_clear(FastInitNew *self)
+{
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->python);
+    Py_CLEAR(self->record);
+    Py_CLEAR(self->state_dict);
+    Py_CLEAR(self->skip_code);
+    Py_CLEAR(self->init_code);
+    Py_CLEAR(self->makers);
+    Py_CLEAR(self->keeper_type);
+    Py_CLEAR(self->weakref_type);
+    Py_CLEAR(self->new_attr);
+    Py_CLEAR(self->owner_attr);
+    Py_CLEAR(self->alloc_owned);
+    Py_CLEAR(self->reap_pending);
+    bound_clear(&self->bound);
+    Py_CLEAR(self->ts_slots.type);
+    Py_CLEAR(self->ts3_slots.type);
+    return 0;
+}
+
+static void
+fi_dealloc(FastInitNew *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    fi_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+fi_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "original", "python", "record", "state_dict", "skip_code", "init_code", "makers", "keeper_type",
+        "weakref_type", "new_attr", "owner_attr", "alloc_owned", "reap_pending", NULL,
+    };
+    PyObject *o[13];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!O!OOOOUUUO:FastInitNew", kwlist, &o[0], &o[1], &o[2],
+                                     &PyDict_Type, &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &o[7], &o[8],
+                                     &o[9], &o[10], &o[11], &o[12]))
+        return NULL;
+    FastInitNew *self = (FastInitNew *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = fi_vectorcall;
+    PyObject **fields[13] = {
+        &self->original, &self->python, &self->record, &self->state_dict, &self->skip_code, &self->init_code,
+        &self->makers, &self->keeper_type, &self->weakref_type, &self->new_attr, &self->owner_attr,
+        &self->alloc_owned, &self->reap_pending,
+    };
+    for (int i = 0; i < 13; i++) {
+        Py_INCREF(o[i]);
+        *fields[i] = o[i];
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *
+fi_get_calls(FastInitNew *self, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(self->calls);
+}
+
+static PyObject *
+fi_forget(FastInitNew *self, PyObject *unused)
+{
+    bound_clear(&self->bound);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fi_methods[] = {
+    {"__reduce__", (PyCFunction)fl_reduce, METH_NOARGS, "pickled by its qualified name"},
+    {"forget", (PyCFunction)fi_forget, METH_NOARGS,
+     "drop the references to the session that recorded last (called by uninstall())"},
+    {NULL},
+};
+
+static PyGetSetDef fi_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fi_get_calls, NULL, "allocations recorded by the compiled path", NULL},
+    {NULL},
+};
+
+static PyTypeObject FastInitNewType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.FastInitNew",
+    .tp_basicsize = sizeof(FastInitNew),
+    .tp_dealloc = (destructor)fi_dealloc,
+    .tp_vectorcall_offset = offsetof(FastInitNew, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+        | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "array._init_new, recorded without a Python frame (see warptrace/record/wrap/allocation.py)",
+    .tp_traverse = (traverseproc)fi_traverse,
+    .tp_clear = (inquiry)fi_clear,
+    .tp_getset = fi_getset,
+    .tp_methods = fi_methods,
+    .tp_descr_get = fl_descr_get,
+    .tp_dictoffset = offsetof(FastInitNew, dict),
+    .tp_weaklistoffset = offsetof(FastInitNew, weakrefs),
+    .tp_new = fi_new,
+};
+
+static PyMethodDef module_functions[] = {
+    {"zeroed_rows", (PyCFunction)(void (*)(void))zeroed_rows, METH_FASTCALL,
+     "the MEMSET rows of the gradients one Tape.zero() zeroed (memory.py record_zeroed)"},
+    {"reap_index", (PyCFunction)reap_index, METH_O,
+     "AllocIndex._reap (identity.py): pending allocations in, freed ones out"},
+    {"caller_walk", (PyCFunction)(void (*)(void))caller_walk, METH_FASTCALL,
+     "callsite.py Sites.caller / alloc_caller's frame walk; None where Python must decide"},
+    {NULL},
+};
+
 static struct PyModuleDef fastlaunch_module = {
     PyModuleDef_HEAD_INIT, "_fastlaunch",
-    "The compiled wp.launch wrapper (optional; the pure-Python one is the fallback).", -1, NULL,
+    "The compiled wp.launch wrapper (optional; the pure-Python one is the fallback).", -1, module_functions,
 };
 
 static int
@@ -1529,7 +3455,23 @@ PyInit__fastlaunch(void)
         || intern(&s_backward_code, "backward_code") < 0
         || intern(&s_backward_wrapper_code, "backward_wrapper_code") < 0
         || intern(&s_caller_key, "caller") < 0 || intern(&s_extend, "extend") < 0
-        || intern(&s_get, "get") < 0)
+        || intern(&s_get, "get") < 0 || intern(&s_ev_extra, "ev_extra") < 0
+        || intern(&s_zeroed, "zeroed") < 0 || intern(&s_scope_tape, "scope_tape") < 0
+        || intern(&s_tape_zero_code, "tape_zero_code") < 0 || intern(&s_size, "size") < 0
+        || intern(&s_append, "append") < 0 || intern(&s_ref, "_ref") < 0
+        || intern(&s_grad_attr, "_grad") < 0 || intern(&s_requires_grad, "_requires_grad") < 0
+        || intern(&s_dtype, "dtype") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
+        || intern(&s_device, "device") < 0 || intern(&s_ptr, "ptr") < 0 || intern(&s_next_array, "next_array") < 0
+        || intern(&s_rec_attr, "rec") < 0 || intern(&s_array_rows, "array_rows") < 0
+        || intern(&s_grad_owner_slot, "grad_owner") < 0 || intern(&s_index, "index") < 0
+        || intern(&s_pending, "pending") < 0 || intern(&s_keepers, "keepers") < 0
+        || intern(&s_on_free, "on_free") < 0 || intern(&s_alloc_id, "alloc_id") < 0
+        || intern(&s_next_alloc, "next_alloc") < 0 || intern(&s_capacity, "capacity") < 0
+        || intern(&s_alloc_rows, "alloc_rows") < 0 || intern(&s_device_cache, "_device_cache") < 0
+        || intern(&s_device_name, "device_name") < 0 || intern(&s_reap, "_reap") < 0
+        || intern(&s_dead, "dead") < 0 || intern(&s_starts, "starts") < 0 || intern(&s_ends, "ends") < 0
+        || intern(&s_ids, "ids") < 0 || intern(&s_where, "where") < 0 || intern(&s_insert, "insert") < 0
+        || intern(&s_evict, "_evict") < 0)
         return NULL;
     if ((i_minus1 = PyLong_FromLong(-1)) == NULL || (i_zero = PyLong_FromLong(0)) == NULL
         || (i_one = PyLong_FromLong(1)) == NULL)
@@ -1547,7 +3489,9 @@ PyInit__fastlaunch(void)
         return NULL;
     }
     local_type = (PyTypeObject *)local; /* kept for the module's life */
-    if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0)
+    if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&FastZeroType) < 0
+        || PyType_Ready(&FastRegisterType) < 0
+        || PyType_Ready(&FastInitNewType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -1555,6 +3499,24 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastLaunchType);
     if (PyModule_AddObject(m, "FastLaunch", (PyObject *)&FastLaunchType) < 0) {
         Py_DECREF(&FastLaunchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastZeroType);
+    if (PyModule_AddObject(m, "FastZero", (PyObject *)&FastZeroType) < 0) {
+        Py_DECREF(&FastZeroType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastRegisterType);
+    if (PyModule_AddObject(m, "FastRegister", (PyObject *)&FastRegisterType) < 0) {
+        Py_DECREF(&FastRegisterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastInitNewType);
+    if (PyModule_AddObject(m, "FastInitNew", (PyObject *)&FastInitNewType) < 0) {
+        Py_DECREF(&FastInitNewType);
         Py_DECREF(m);
         return NULL;
     }

@@ -31,6 +31,7 @@ from typing import Any
 import warp
 
 import warptrace
+from warptrace.record.compiled import compiled_module
 
 # Frames in these trees are never the user's: Warp itself, warptrace (including the
 # runner that exec's the user script), wrapt, and contextlib (``with`` helpers).
@@ -106,6 +107,9 @@ class Sites:
         # site_id -> the {"file", "lineno", "func"} dict Warp's tape keeps as launch metadata.
         # Shared by all launches from the site (Warp only reads it, in Tape.visualize).
         self.caller_dicts: list[dict[str, Any]] = []
+        # the compiled frame walk (_fastlaunch.caller_walk), or None: the Python loops below
+        module = compiled_module()
+        self._walk: Callable[..., Any] | None = getattr(module, "caller_walk", None) if module else None
 
     def rebind(self, sink: Callable[[tuple[Any, ...]], None]) -> None:
         """New rows go to ``sink`` (the recorder swapped its buffers)."""
@@ -128,6 +132,11 @@ class Sites:
 
     def caller(self, depth: int = 1) -> int:
         """Site id of the user frame above the caller's ``depth`` frames (-1 if none)."""
+        walk = self._walk
+        if walk is not None:  # the same walk in C; None where a new code or position needs Python
+            site = walk(depth + 1, _skip_code, self.by_pos, None, None)
+            if site is not None:
+                return site
         frame: FrameType | None = sys._getframe(depth + 1)
         skip = _skip_code
         while frame is not None:
@@ -156,6 +165,11 @@ class Sites:
         The walk starts above the caller's ``depth`` frames (all warptrace's own); the
         frame below the start counts as the callee of the first frame examined.
         """
+        walk = self._walk
+        if walk is not None:  # the same walk in C; None where a new code or position needs Python
+            found = walk(depth + 1, _skip_code, self.by_pos, constructor, _ARRAY_MAKERS)
+            if found is not None:
+                return found
         called: CodeType | None = sys._getframe(depth).f_code
         frame: FrameType | None = sys._getframe(depth + 1)
         skip = _skip_code

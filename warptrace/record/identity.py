@@ -35,6 +35,7 @@ import numpy as np
 import warp
 
 from warptrace.record.callsite import Sites
+from warptrace.record.compiled import compiled_module
 from warptrace.trace.schema import (
     ALLOC_EXTERNAL,
     ALLOC_OWNED,
@@ -123,6 +124,8 @@ class AllocIndex:
         self.pending: list[tuple[int, int, int]] = []  # (start, end, alloc_id) not inserted yet
         # alloc_id -> weakref whose callback reports the free; kept alive until reaped
         self.keepers: dict[int, weakref.ref[Any]] = {}
+        module = compiled_module()
+        self._c_reap: Any = getattr(module, "reap_index", None) if module is not None else None
 
     def add(self, start: int, end: int, alloc_id: int, keeper: Any) -> None:
         """Register an allocation (inserted at the next lookup); ``keeper`` dying frees it."""
@@ -138,6 +141,9 @@ class AllocIndex:
         self.keepers[alloc_id] = ref
 
     def _reap(self) -> None:
+        if self._c_reap is not None:  # the same loops in C (_fastlaunch.reap_index)
+            self._c_reap(self)
+            return
         pending = self.pending
         dead = self.dead
         starts = self.starts
@@ -215,6 +221,19 @@ class Identity:
         self.external: set[int] = set()  # alloc ids of ALLOC_EXTERNAL allocations
         self._dtype_cache: dict[Any, tuple[str, int]] = {}
         self._device_cache: dict[int, tuple[Any, str]] = {}  # Device is unhashable
+        # The compiled register (_fastlaunch.FastRegister) where it is built: the same rows for
+        # fresh arrays, this class's method for everything else. An instance attribute, so
+        # that the compiled launch wrapper and the Python code (rec.ident.register) both
+        # call it.
+        module = compiled_module()
+        fast = getattr(module, "FastRegister", None) if module is not None else None
+        if fast is not None:
+            with contextlib.suppress(Exception):  # a build this file does not match: the method
+                compiled = fast(
+                    self, Identity.register.__get__(self), _warp_array, self.tok, STATE, NEW, OWNER,
+                    self._dtype_cache, self._device_cache, rec.sites.info, ARRAY_OWNED, ARRAY_GRAD, FLAG_GRAD,
+                )  # fmt: skip
+                self.register = compiled  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ helpers
     def _dtype(self, dtype: Any) -> tuple[str, int]:

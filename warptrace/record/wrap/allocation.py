@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-from warptrace.record import state
-from warptrace.record.identity import NEW, STATE
+from warptrace.record import callsite, identity, state
+from warptrace.record.identity import NEW, OWNER, STATE
 from warptrace.record.wrap.common import (
     ARRAY_INIT_CODE,
     array_state,
+    compiled_or,
     current_tape,
     getframe,
     mark,
     positional_params,
 )
-from warptrace.trace.schema import SET_GRAD, SET_REQUIRES_GRAD
+from warptrace.trace.schema import ALLOC_OWNED, SET_GRAD, SET_REQUIRES_GRAD
 
 _INIT_NEW_PARAMS = ("self", "dtype", "shape", "strides", "device", "pinned")
 
@@ -39,7 +41,9 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
     allocation, and ``wp.zeros(n, requires_grad=True)`` makes two).
     """
 
-    def record(self: Any) -> None:
+    def record(self: Any, depth: int = 2) -> None:
+        """``depth``: warptrace's frames above the allocation's caller (record and the wrapper;
+        1 when the compiled wrapper, which has no frame, calls it)."""
         rec = state.rec
         if rec is None:
             return
@@ -57,7 +61,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
             elif ts.guard:
                 site = -1
             else:
-                site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE, 2)  # above record and the wrapper
+                site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE, depth)
             lock = rec.lock
             lock.acquire()
             try:
@@ -74,7 +78,12 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
             record(self)
             return result
 
-        return mark(original, _init_new)
+        python = mark(original, _init_new)
+        return compiled_or(
+            python, original, "FastInitNew", original, python, record,
+            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, identity._Keeper,
+            weakref.ref, NEW, OWNER, ALLOC_OWNED, identity.REAP_PENDING,
+        )  # fmt: skip
 
     return _generic_then(original, record)
 

@@ -14,6 +14,7 @@ from typing import Any
 import warp
 import warp._src.context as _context
 
+from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_module
 from warptrace.record.identity import STATE
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.trace.schema import TAPE_CREATE
@@ -39,6 +40,24 @@ def mark(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[
     functools.update_wrapper(wrapper, original)
     setattr(wrapper, ORIGINAL_ATTR, original)
     return wrapper
+
+
+def compiled_or(
+    python: Callable[..., Any], original: Callable[..., Any], name: str, *args: Any
+) -> Callable[..., Any]:
+    """The C module's wrapper type ``name`` made with ``args`` (it calls ``python`` for the
+    cases it leaves to Python), marked to stand in for ``original``; else ``python``: no
+    build, ``WARPTRACE_PURE_PYTHON`` set, or a build this file does not match."""
+    module = compiled_module()
+    make = getattr(module, name, None) if module is not None else None
+    if make is None:
+        return python
+    try:
+        compiled = make(*args)
+    except Exception:
+        return python
+    COMPILED_WRAPPERS.add(compiled)
+    return mark(original, compiled)
 
 
 _globals_for: dict[tuple[int, str], dict[str, Any]] = {}

@@ -14,18 +14,15 @@ every uncommon case handed back to the Python functions of this module.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import warp._src.context as _context
 
 from warptrace.record import state
+from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_module
 from warptrace.record.identity import STATE
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.record.wrap.common import (
@@ -183,37 +180,17 @@ def _record_launch(
         lock.release()
 
 
-# The Python versions the compiled wrapper is built and tested for (setup.py builds it
-# for these only); WARPTRACE_PURE_PYTHON=1 turns it off when the session starts.
-COMPILED_FOR = ((3, 11),)
-PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
-# The C module's ABI_VERSION this file calls (its arguments, what it reads): an in-tree
-# build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
-COMPILED_ABI = 2
-# The compiled wrappers made (uninstall() tells them to let their session go).
-_compiled: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
 def compiled_launch_type() -> Any:
     """The compiled wrapper's type (``_fastlaunch.FastLaunch``), or None: not built,
     another Python version, or ``WARPTRACE_PURE_PYTHON`` set."""
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-        return None
-    if sys.implementation.name != "cpython" or sys.version_info[:2] not in COMPILED_FOR:
-        return None
-    try:  # by name: the module is the optional C extension (no .py of the record package)
-        _fastlaunch = importlib.import_module("warptrace.record._fastlaunch")
-    except ImportError:
-        return None
-    if getattr(_fastlaunch, "ABI_VERSION", None) != COMPILED_ABI:
-        return None
-    return _fastlaunch.FastLaunch
+    module = compiled_module()
+    return module.FastLaunch if module is not None else None
 
 
 def forget_sessions() -> None:
     """Every compiled wrapper drops its cached session (Recorder, ThreadState) now,
     not at its next call: a wrapper the program kept after stop() holds nothing."""
-    for wrapper in list(_compiled):
+    for wrapper in list(COMPILED_WRAPPERS):
         wrapper.forget()
 
 
@@ -237,7 +214,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
                 state.dims, TAPE_ATTR, STATE, _record_launch, plan_for, dim_code_of, tape_id_of,
                 perf_ns, _LAUNCH,
             )  # fmt: skip
-            _compiled.add(compiled)
+            COMPILED_WRAPPERS.add(compiled)
         except Exception:  # a build this file does not match: the pure-Python wrapper
             pass
         else:

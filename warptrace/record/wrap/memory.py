@@ -9,16 +9,20 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import warp._src.context as _context
 
 from warptrace.record import state
+from warptrace.record.compiled import compiled_module
 from warptrace.record.identity import NEW, STATE
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.record.wrap.common import (
     EMPTY,
+    TAPE_ATTR,
     WARP_ARRAY,
     access_row,
     array_state,
     capture_of,
+    compiled_or,
     current_tape,
     getframe,
     guarded_call,
@@ -284,6 +288,10 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
 
     record = in_place_of(original, record)  # it calls the original (see in_place_of)
     params = positional_params(original)
+    if zero:
+        global _zeroed_rows
+        module = compiled_module()
+        _zeroed_rows = getattr(module, "zeroed_rows", None) if module is not None else None
     if zero and params == ("self",):
 
         def zero_(self: Any) -> Any:
@@ -313,7 +321,11 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
                 return result
             return record(rec, ts, self, EMPTY, _NO_KWARGS, True)
 
-        return mark(original, zero_)
+        python = mark(original, zero_)
+        return compiled_or(
+            python, original, "FastZero", original, python, vars(state), vars(_context), STATE, NEW, TAPE_ATTR,
+            _MEMSET, ROLE_WRITE, FLAG_STORE, perf_ns,
+        )  # fmt: skip
     if not zero and params == ("self", "value"):
 
         def fill_(self: Any, value: Any) -> Any:
@@ -351,6 +363,11 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
     return mark(original, memset)
 
 
+# The compiled loop of record_zeroed (_fastlaunch.zeroed_rows), or None: chosen when the
+# memset wrappers are made (install, at start()), like the compiled wrappers.
+_zeroed_rows: Callable[..., int] | None = None
+
+
 def record_zeroed(
     rec: Recorder, ts: ThreadState, arrays: list[Any], tape_id: int, site: int, parent: int
 ) -> None:
@@ -371,6 +388,11 @@ def record_zeroed(
         # every column but seq is the same for the batch (one timestamp: the rows are
         # ordered by seq, and they were microseconds apart)
         head = (_MEMSET, tape_id, False, phase, False, True, site, -1, thread, perf_ns(), parent, -1, -1, -1)
+        compiled = _zeroed_rows
+        if compiled is not None:
+            rec.seq = compiled(rec, arrays, head, seq, tok, STATE, NEW, rec.ident.register, ev, acc, extra,
+                               ROLE_WRITE, FLAG_STORE, 0.0)  # fmt: skip
+            arrays = []
         for arr in arrays:
             if getattr(arr, "size", 1) == 0 or _is_fresh(arr, tok, last_seq):
                 continue
@@ -383,7 +405,7 @@ def record_zeroed(
             extra.append((seq, 0.0, None))
             acc.extend((seq, st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0))
             seq += 1
-        rec.seq = seq
+            rec.seq = seq
         if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or perf_ns() >= rec.flush_deadline:
             rec.flush()
     finally:

@@ -1,0 +1,45 @@
+"""The optional C module ``warptrace.record._fastlaunch`` (``_fastlaunch.c``), when usable.
+
+It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``) and ``array.zero_``
+(``FastZero``), the row loop of ``Tape.zero()`` (``zeroed_rows``) and the call-site frame
+walk (``caller_walk``). Every one of them has a pure-Python twin, used when the module is
+not built (no compiler, another Python version), is a build of another ABI, or
+``WARPTRACE_PURE_PYTHON=1`` is set; the choice is made when a session starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import weakref
+from typing import Any
+
+# The Python versions the compiled module is built and tested for (setup.py builds it for
+# these only).
+COMPILED_FOR = ((3, 11),)
+PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
+# The C module's ABI_VERSION this package calls (its arguments, what it reads): an in-tree
+# build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
+COMPILED_ABI = 3
+# The compiled wrappers made (uninstall() tells them to let their session go).
+COMPILED_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def compiled_module() -> Any:
+    """The C module, or None: not built, another Python version, a build of another ABI,
+    or ``WARPTRACE_PURE_PYTHON`` set."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    if sys.implementation.name != "cpython" or sys.version_info[:2] not in COMPILED_FOR:
+        return None
+    try:  # by name: the module is the optional C extension (no .py of the record package)
+        module = importlib.import_module("warptrace.record._fastlaunch")
+    except ImportError:
+        return None
+    if getattr(module, "ABI_VERSION", None) != COMPILED_ABI:
+        return None
+    return module
+
+
+__all__ = ["COMPILED_ABI", "COMPILED_FOR", "COMPILED_WRAPPERS", "PURE_PYTHON_ENV", "compiled_module"]
