@@ -538,3 +538,27 @@ def test_clearing_store_matches_a_per_row_check(name, zoo_traces):
     assert np.array_equal(df.clearing_store, expected)
     if name in ("ok_flow_grad_projection", "wt203_clip_in_place"):
         assert (df.is_store & ~df.clearing_store & (model.phase[df.acc_ev] == S.FORWARD)).any()
+
+
+def test_model_of_access_copies_matches_copied_table(zoo_traces):
+    """build_model leaves a replay's access rows uncopied (expand_replays: the model gathers its
+    columns from the recorded rows): the model's access columns are those of a model of the
+    table expand_captures copies, value for value and code for code."""
+    from tests.zoo import discover
+    from warptrace.analysis.replay import expand_replays
+
+    programs = {program.name: program for program in discover()}
+    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    expanded, copies = expand_replays(trace)
+    assert copies is not None and "accesses" not in expanded.tables
+    gathered, copied = Model(expanded, copies), Model(expand_captures(trace))
+    assert gathered.n_events == copied.n_events and len(gathered.acc_seq) == len(copied.acc_seq) > 0
+    for column in ("acc_seq", "acc_array", "acc_alloc", "acc_role", "acc_flags", "acc_arg_code",
+                   "acc_field_code", "acc_start", "acc_stop"):  # fmt: skip
+        ours, theirs = getattr(gathered, column), getattr(copied, column)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), column
+    rows = np.arange(len(copied.acc_seq))
+    for column in ("acc_arg", "acc_field"):
+        ours, theirs = getattr(gathered, column), getattr(copied, column)
+        assert list(ours.values) == list(theirs.values), column
+        assert ours[rows].tolist() == theirs[rows].tolist(), column

@@ -22,7 +22,7 @@ import json
 import linecache
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,9 @@ from warptrace.kernel_source import KERNEL, FunctionSource, KernelSource
 from warptrace.kernel_source import build as build_source_model
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
+
+if TYPE_CHECKING:  # analysis.replay imports this module (through the dataflow helpers)
+    from warptrace.analysis.replay import AccessCopies
 
 EVENT_KIND_CODES = S.EVENT_KIND_CODES  # re-exported for rules
 K = EVENT_KIND_CODES  # short alias for rules: K[S.LAUNCH]
@@ -187,7 +190,10 @@ class TapeInfo:
 class Model:
     """Columns and indexes over one trace."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, accesses: AccessCopies | None = None) -> None:
+        """``accesses``: the access rows of a graph-replay expansion (:func:`~warptrace.analysis.
+        replay.expand_replays`), gathered from the recorded rows; ``trace`` then has no
+        ``accesses`` table, and the model's columns are its only copy of the rows."""
         self.trace = trace
         # Views other layers derive from this model (the dataflow, views rules share), kept
         # here so they are freed with it. (A module-level WeakKeyDictionary keyed by the
@@ -223,16 +229,25 @@ class Model:
         self._dim = ev.column("dim")
         self.n_events = len(self.seq)
 
-        acc = trace.tables["accesses"]
-        acc_seq = _column(acc, "seq", -1, np.int64)
-        acc, self.acc_seq = _sorted_by(acc, acc_seq)
-        self.acc_array = _column(acc, "array_id", -1, np.int64)
-        self.acc_alloc = _column(acc, "alloc_id", -1, np.int64)
-        self.acc_role = _column(acc, "role", 0, np.int8)
-        self.acc_flags = _column(acc, "flags", 0, np.int16)
+        rows: np.ndarray | None = None  # the rows of `acc` each model row is (None: all, in order)
+        if accesses is None:
+            acc = trace.tables["accesses"]
+            acc_seq = _column(acc, "seq", -1, np.int64)
+            acc, self.acc_seq = _sorted_by(acc, acc_seq)
+        else:  # a replay's copies: gathered from the recorded rows, in numpy
+            acc, rows, self.acc_seq = accesses.recorded, accesses.rows, accesses.seq
+
+        def column(name: str, fill: Any, dtype: Any) -> np.ndarray:
+            values = _column(acc, name, fill, dtype)
+            return values if rows is None else values[rows]
+
+        self.acc_array = column("array_id", -1, np.int64)
+        self.acc_alloc = column("alloc_id", -1, np.int64)
+        self.acc_role = column("role", 0, np.int8)
+        self.acc_flags = column("flags", 0, np.int16)
         # acc_arg_code / acc_field_code: small non-negative ints, equal codes <=> equal strings
-        self.acc_arg, self.acc_arg_code = _object_strings(acc.column("arg"))
-        self.acc_field, self.acc_field_code = _object_strings(acc.column("field"))
+        self.acc_arg, self.acc_arg_code = _object_strings(acc.column("arg"), rows)
+        self.acc_field, self.acc_field_code = _object_strings(acc.column("field"), rows)
         # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
         self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
         self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
@@ -577,11 +592,16 @@ class CodedStrings:
         return len(self.codes)
 
 
-def _object_strings(column: pa.ChunkedArray) -> tuple[CodedStrings, np.ndarray]:
+def _object_strings(
+    column: pa.ChunkedArray, rows: np.ndarray | None = None
+) -> tuple[CodedStrings, np.ndarray]:
     """The column's strings (null -> ""; repeated values share one str object), and the code of
-    each value in the smallest int type (equal codes <=> equal strings)."""
+    each value in the smallest int type (equal codes <=> equal strings); of the column's rows
+    ``rows`` in turn when given."""
     if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
-        return _dictionary_strings(column.chunk(0))
+        return _dictionary_strings(column.chunk(0), rows)
+    if rows is not None:
+        column = column.take(pa.array(rows))
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     if column.null_count:
@@ -595,7 +615,9 @@ def _object_strings(column: pa.ChunkedArray) -> tuple[CodedStrings, np.ndarray]:
     return CodedStrings(np.array(values.to_pylist(), dtype=object), codes), codes
 
 
-def _dictionary_strings(array: pa.DictionaryArray) -> tuple[CodedStrings, np.ndarray]:
+def _dictionary_strings(
+    array: pa.DictionaryArray, rows: np.ndarray | None = None
+) -> tuple[CodedStrings, np.ndarray]:
     """:func:`_object_strings` of a dictionary-encoded column (the capture expansion's copies),
     the same values and codes: the distinct strings in the order of their first row, from the
     dictionary and the rows' indices instead of hashing every row's string."""
@@ -605,6 +627,8 @@ def _dictionary_strings(array: pa.DictionaryArray) -> tuple[CodedStrings, np.nda
     if indices.null_count:
         indices = indices.fill_null(n_slots - 1)
     slots = indices.to_numpy(zero_copy_only=False)
+    if rows is not None:
+        slots = slots[rows]
     # each slot's first row: in growing prefixes until every slot that occurs has been seen
     present = int(np.count_nonzero(np.bincount(slots, minlength=n_slots)))
     first = np.full(n_slots, len(slots), dtype=np.int64)

@@ -13,11 +13,15 @@ replay, so two replays never look like one tape recording the same launch twice.
 Events never replayed never happened. ``orig_seq`` keeps the recorded number.
 
 A trace without capture is returned unchanged.
+
+:func:`expand_replays` (what the analysis uses) leaves the copied access rows unmade: the
+model gathers its columns from the recorded rows (:class:`AccessCopies`), so the 6.7M copied
+rows of a 1,200-replay trace are never built as an Arrow table first.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -28,11 +32,44 @@ from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
 
 
+@dataclass(frozen=True)
+class AccessCopies:
+    """The access rows of an expanded trace, not copied: row ``i`` is row ``rows[i]`` of
+    ``recorded`` (the trace's own access rows, ``arg`` and ``field`` dictionary-encoded, without
+    the ``seq`` column, which was at position ``seq_at``) with seq ``seq[i]``; rows in seq order."""
+
+    recorded: pa.Table
+    rows: np.ndarray
+    seq: np.ndarray
+    seq_at: int
+
+    def table(self) -> pa.Table:
+        """The rows as a table of the trace's access columns."""
+        # the copies come from the C library's malloc, not Arrow's default (mimalloc) pool: with
+        # transparent huge pages in madvise mode, mimalloc's first touches of these big blocks took
+        # 0.8-1.2 s of system time on the drone trace (malloc: 0.3 s; see analysis.pages)
+        pool = pa.system_memory_pool()
+        table = pc.take(self.recorded, pa.array(self.rows), memory_pool=pool)
+        return table.add_column(self.seq_at, "seq", pa.array(self.seq, type=pa.int64()))
+
+
 def expand_captures(trace: Trace) -> Trace:
+    """The trace with its graph captures replayed where they ran (see the module's docstring)."""
+    expanded, copies = expand_replays(trace)
+    if copies is None:
+        return expanded
+    tables = dict(expanded.tables)
+    tables["accesses"] = copies.table()
+    return replace(expanded, tables=tables)
+
+
+def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
+    """:func:`expand_captures` with the access rows left as :class:`AccessCopies` (None, and the
+    trace unchanged, without capture); the returned trace has no ``accesses`` table then."""
     events = trace.tables["events"]
     kinds = events.column("kind")
     if not pc.any(pc.equal(kinds, S.CAPTURE_BEGIN)).as_py():
-        return trace
+        return trace, None
     events = events.combine_chunks()  # one chunk per column: the takes below are faster
     order = np.argsort(events.column("seq").to_numpy(), kind="stable")
     if np.any(order != np.arange(len(order))):
@@ -103,10 +140,7 @@ def expand_captures(trace: Trace) -> Trace:
     parent = events.column("parent").fill_null(-1).to_numpy().astype(np.int64)
     new_parent = _latest_copies(seq[index], parent[index])
 
-    # the copies come from the C library's malloc, not Arrow's default (mimalloc) pool: with
-    # transparent huge pages in madvise mode, mimalloc's first touches of these big blocks took
-    # 0.8-1.2 s of system time on the drone trace (malloc: 0.3 s; see analysis.pages)
-    pool = pa.system_memory_pool()
+    pool = pa.system_memory_pool()  # see AccessCopies.table
     new_events = pc.take(events, pa.array(index), memory_pool=pool)
     executed = events.column("executed").fill_null(True).to_numpy(zero_copy_only=False)[index] | is_replay
     new_events = _set(new_events, "seq", pa.array(new_seq, type=pa.int64()))
@@ -129,10 +163,9 @@ def expand_captures(trace: Trace) -> Trace:
     origin_seq = seq[index]
     starts = np.searchsorted(acc_seq, origin_seq, side="left")
     rows, copy = expand_ranges(starts, np.searchsorted(acc_seq, origin_seq, side="right"))
-    # rows of the seq-sorted accesses
-    at = accesses.schema.get_field_index("seq")  # not copied: each copy gets its event's new seq
-    new_accesses = pc.take(accesses.remove_column(at), pa.array(acc_order[rows]), memory_pool=pool)
-    new_accesses = new_accesses.add_column(at, "seq", pa.array(new_seq[copy], type=pa.int64()))
+    # rows of the seq-sorted accesses; the seq column is not copied: each copy gets its event's new seq
+    at = accesses.schema.get_field_index("seq")
+    copies = AccessCopies(accesses.remove_column(at), acc_order[rows], new_seq[copy], at)
 
     # creation seqs of arrays and allocations: the first kept event at or after them
     first_position = np.full(n + 1, len(index), dtype=np.int64)
@@ -147,10 +180,10 @@ def expand_captures(trace: Trace) -> Trace:
 
     tables = dict(trace.tables)
     tables["events"] = new_events
-    tables["accesses"] = new_accesses
+    del tables["accesses"]
     tables["arrays"] = remap(tables["arrays"])
     tables["allocs"] = remap(tables["allocs"])
-    return replace(trace, tables=tables)
+    return replace(trace, tables=tables), copies
 
 
 def _latest_copies(origin_seq: np.ndarray, parent: np.ndarray) -> np.ndarray:
