@@ -230,12 +230,13 @@ class Model:
         self.n_events = len(self.seq)
 
         rows: np.ndarray | None = None  # the rows of `acc` each model row is (None: all, in order)
+        used: np.ndarray | None = None
         if accesses is None:
             acc = trace.tables["accesses"]
             acc_seq = _column(acc, "seq", -1, np.int64)
             acc, self.acc_seq = _sorted_by(acc, acc_seq)
         else:  # a replay's copies: gathered from the recorded rows, in numpy
-            acc, rows, self.acc_seq = accesses.recorded, accesses.rows, accesses.seq
+            acc, rows, self.acc_seq, used = accesses.recorded, accesses.rows, accesses.seq, accesses.used
 
         def column(name: str, fill: Any, dtype: Any) -> np.ndarray:
             values = _column(acc, name, fill, dtype)
@@ -246,11 +247,14 @@ class Model:
         self.acc_role = column("role", 0, np.int8)
         self.acc_flags = column("flags", 0, np.int16)
         # acc_arg_code / acc_field_code: small non-negative ints, equal codes <=> equal strings
-        self.acc_arg, self.acc_arg_code = _object_strings(acc.column("arg"), rows)
-        self.acc_field, self.acc_field_code = _object_strings(acc.column("field"), rows)
+        self.acc_arg, self.acc_arg_code = _object_strings(acc.column("arg"), rows, used)
+        self.acc_field, self.acc_field_code = _object_strings(acc.column("field"), rows, used)
         # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
-        self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
-        self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
+        if accesses is not None and len(accesses.event_stop) == self.n_events:
+            self.acc_start, self.acc_stop = accesses.event_start, accesses.event_stop  # the same, counted
+        else:
+            self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
+            self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
 
         self.arrays: dict[int, ArrayInfo] = {}
         for row in trace.tables["arrays"].to_pylist():
@@ -593,13 +597,13 @@ class CodedStrings:
 
 
 def _object_strings(
-    column: pa.ChunkedArray, rows: np.ndarray | None = None
+    column: pa.ChunkedArray, rows: np.ndarray | None = None, used: np.ndarray | None = None
 ) -> tuple[CodedStrings, np.ndarray]:
     """The column's strings (null -> ""; repeated values share one str object), and the code of
     each value in the smallest int type (equal codes <=> equal strings); of the column's rows
-    ``rows`` in turn when given."""
+    ``rows`` in turn when given (``used``: the rows that occur in ``rows``, if known)."""
     if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
-        return _dictionary_strings(column.chunk(0), rows)
+        return _dictionary_strings(column.chunk(0), rows, used)
     if rows is not None:
         column = column.take(pa.array(rows))
     if pa.types.is_dictionary(column.type):
@@ -616,26 +620,30 @@ def _object_strings(
 
 
 def _dictionary_strings(
-    array: pa.DictionaryArray, rows: np.ndarray | None = None
+    array: pa.DictionaryArray, rows: np.ndarray | None = None, used: np.ndarray | None = None
 ) -> tuple[CodedStrings, np.ndarray]:
     """:func:`_object_strings` of a dictionary-encoded column (the capture expansion's copies),
     the same values and codes: the distinct strings in the order of their first row, from the
-    dictionary and the rows' indices instead of hashing every row's string."""
+    dictionary and the rows' indices instead of hashing every row's string. With ``rows`` (and
+    ``used``, the rows that occur in it), the slots of the rows are looked up in the array's,
+    never gathered whole."""
     strings = [str(value) for value in array.dictionary.to_pylist()] + [""]  # last: null -> ""
     n_slots = len(strings)
     indices = array.indices
     if indices.null_count:
         indices = indices.fill_null(n_slots - 1)
     slots = indices.to_numpy(zero_copy_only=False)
-    if rows is not None:
-        slots = slots[rows]
+    if rows is not None and used is None:
+        slots, rows = slots[rows], None
+    n_rows = len(slots) if rows is None else len(rows)
     # each slot's first row: in growing prefixes until every slot that occurs has been seen
-    present = int(np.count_nonzero(np.bincount(slots, minlength=n_slots)))
-    first = np.full(n_slots, len(slots), dtype=np.int64)
+    occurring = slots if rows is None or used is None else slots[used]
+    present = int(np.count_nonzero(np.bincount(occurring, minlength=n_slots)))
+    first = np.full(n_slots, n_rows, dtype=np.int64)
     size = 1 << 12
     while True:
-        seen, at = np.unique(slots[:size], return_index=True)
-        if len(seen) == present or size >= len(slots):
+        seen, at = np.unique(slots[:size] if rows is None else slots[rows[:size]], return_index=True)
+        if len(seen) == present or size >= n_rows:
             first[seen] = at
             break
         size *= 8
@@ -644,7 +652,7 @@ def _dictionary_strings(
     values: list[str] = []
     code_of_slot = np.zeros(n_slots, dtype=np.int64)
     for slot in np.argsort(first, kind="stable").tolist():
-        if first[slot] == len(slots):
+        if first[slot] == n_rows:
             break  # never occurs
         text = strings[slot]
         code = code_of_string.get(text)
@@ -656,6 +664,8 @@ def _dictionary_strings(
         if len(values) <= np.iinfo(dtype).max:
             break
     codes = np.take(code_of_slot.astype(dtype), slots)
+    if rows is not None:
+        codes = np.take(codes, rows)
     return CodedStrings(np.array(values, dtype=object), codes), codes
 
 

@@ -36,12 +36,17 @@ from warptrace.trace.reader import Trace
 class AccessCopies:
     """The access rows of an expanded trace, not copied: row ``i`` is row ``rows[i]`` of
     ``recorded`` (the trace's own access rows, ``arg`` and ``field`` dictionary-encoded, without
-    the ``seq`` column, which was at position ``seq_at``) with seq ``seq[i]``; rows in seq order."""
+    the ``seq`` column, which was at position ``seq_at``) with seq ``seq[i]``; rows in seq order.
+    The rows of expanded event ``e`` (``events`` in seq order) are ``event_start[e]:event_stop[e]``;
+    ``used`` lists the recorded rows that some row is."""
 
     recorded: pa.Table
     rows: np.ndarray
     seq: np.ndarray
     seq_at: int
+    event_start: np.ndarray
+    event_stop: np.ndarray
+    used: np.ndarray
 
     def table(self) -> pa.Table:
         """The rows as a table of the trace's access columns."""
@@ -160,12 +165,27 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
     acc_order = np.argsort(acc_seq, kind="stable")
     acc_seq = acc_seq[acc_order]
-    origin_seq = seq[index]
-    starts = np.searchsorted(acc_seq, origin_seq, side="left")
-    rows, copy = expand_ranges(starts, np.searchsorted(acc_seq, origin_seq, side="right"))
-    # rows of the seq-sorted accesses; the seq column is not copied: each copy gets its event's new seq
+    # per recorded event, its rows of the seq-sorted accesses; each copy takes its event's
+    event_starts = np.searchsorted(acc_seq, seq, side="left")
+    event_stops = np.searchsorted(acc_seq, seq, side="right")
+    starts, stops = event_starts[index], event_stops[index]
+    rows, copy = expand_ranges(starts, stops)
+    counts = stops - starts
+    copy_stop = np.cumsum(counts)
+    copied = np.zeros(n, dtype=bool)
+    copied[index] = True
+    used, _ = expand_ranges(event_starts[copied], event_stops[copied])
+    # the seq column is not copied: each copy gets its event's new seq
     at = accesses.schema.get_field_index("seq")
-    copies = AccessCopies(accesses.remove_column(at), acc_order[rows], new_seq[copy], at)
+    copies = AccessCopies(
+        accesses.remove_column(at),
+        acc_order[rows],
+        new_seq[copy],
+        at,
+        copy_stop - counts,
+        copy_stop,
+        acc_order[used],
+    )
 
     # creation seqs of arrays and allocations: the first kept event at or after them
     first_position = np.full(n + 1, len(index), dtype=np.int64)
