@@ -163,8 +163,10 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
         if pa.types.is_string(column.type):
             accesses = _set(accesses, name, pc.dictionary_encode(column))
     acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
-    acc_order = np.argsort(acc_seq, kind="stable")
-    acc_seq = acc_seq[acc_order]
+    acc_order: np.ndarray | None = None  # None: the rows are in seq order already (as recorded)
+    if len(acc_seq) > 1 and not bool(np.all(acc_seq[1:] >= acc_seq[:-1])):
+        acc_order = np.argsort(acc_seq, kind="stable")
+        acc_seq = acc_seq[acc_order]
     # per recorded event, its rows of the seq-sorted accesses; each copy takes its event's
     event_starts = np.searchsorted(acc_seq, seq, side="left")
     event_stops = np.searchsorted(acc_seq, seq, side="right")
@@ -179,12 +181,12 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     at = accesses.schema.get_field_index("seq")
     copies = AccessCopies(
         accesses.remove_column(at),
-        acc_order[rows],
-        new_seq[copy],
+        rows if acc_order is None else acc_order[rows],
+        copy,  # = new_seq[copy]: the new seqs are the positions
         at,
         copy_stop - counts,
         copy_stop,
-        acc_order[used],
+        used if acc_order is None else acc_order[used],
     )
 
     # creation seqs of arrays and allocations: the first kept event at or after them
