@@ -562,3 +562,23 @@ def test_model_of_access_copies_matches_copied_table(zoo_traces):
         ours, theirs = getattr(gathered, column), getattr(copied, column)
         assert list(ours.values) == list(theirs.values), column
         assert ours[rows].tolist() == theirs[rows].tolist(), column
+
+
+def test_provenance_copies_replays_as_the_walk_would(zoo_traces, monkeypatch):
+    """Provenance copies the leaf sets of a graph replay from the replay before it when its
+    events read the same (own leaves, producers inside it, leaf sets of those before it): the
+    sets that walking every event gives, in the same order."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow.provenance import Provenance
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs["ok_flow_capture_replay"])
+    df = dataflow_of(build_model(read_trace(path)))
+    copied = df.provenance
+    assert df.provenance_copies > 0
+    monkeypatch.setattr(Provenance, "_scope_copies", lambda self, scope_evs: [])
+    walked_df = dataflow_of(build_model(read_trace(path)))
+    walked = walked_df.provenance
+    assert walked_df.provenance_copies == 0
+    assert list(copied.items()) == list(walked.items())

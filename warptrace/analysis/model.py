@@ -225,6 +225,12 @@ class Model:
         self.orig_seq = (
             _column(ev, "orig_seq", -1, np.int64) if "orig_seq" in ev.column_names else self.seq.copy()
         )
+        # per event: the seq of the capture_launch whose copy it is (analysis.replay), else -1
+        self.replay = (
+            _column(ev, "replay", -1, np.int64)
+            if "replay" in ev.column_names
+            else np.full(len(self.seq), -1, dtype=np.int64)
+        )
         self._detail = ev.column("detail")
         self._dim = ev.column("dim")
         self.n_events = len(self.seq)
@@ -384,6 +390,26 @@ class Model:
         values = pc.unique(column).drop_null()
         codes = pc.index_in(column, value_set=values).fill_null(-1)
         return codes.to_numpy(zero_copy_only=False).astype(np.int64)
+
+    @cached_property
+    def replay_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The graph replays as runs of events (the copies one ``capture_launch`` made, in event
+        order): per run its first event, its stop (one past its last event), and its template:
+        the first run that copies the same recorded events (``orig_seq``) in the same order, and
+        so has the same access rows in the same order (the run itself when it is the first).
+        Empty arrays without replays."""
+        evs = np.nonzero(self.replay >= 0)[0]
+        if len(evs) == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        cuts = np.nonzero((np.diff(self.replay[evs]) != 0) | (np.diff(evs) != 1))[0] + 1
+        first = evs[np.concatenate(([0], cuts))].astype(np.int64)
+        stop = np.append(evs[cuts - 1] + 1, evs[-1] + 1).astype(np.int64)
+        template = np.arange(len(first), dtype=np.int64)
+        seen: dict[bytes, int] = {}
+        for run, (a, b) in enumerate(zip(first.tolist(), stop.tolist())):
+            template[run] = seen.setdefault(self.orig_seq[a:b].tobytes(), run)
+        return first, stop, template
 
     @cached_property
     def acc_near_ev(self) -> np.ndarray:

@@ -10,7 +10,8 @@ happens at each replay) are removed from where they were captured and inserted a
 every ``capture_launch`` of that graph, marked executed, with fresh sequence numbers.
 Each replay is its own recording: the tapes it uses get a fresh (virtual) tape id per
 replay, so two replays never look like one tape recording the same launch twice.
-Events never replayed never happened. ``orig_seq`` keeps the recorded number.
+Events never replayed never happened. ``orig_seq`` keeps the recorded number, and
+``replay`` the new seq of the ``capture_launch`` whose copy an event is (-1 elsewhere).
 
 A trace without capture is returned unchanged.
 
@@ -104,6 +105,8 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     take: list[np.ndarray] = []
     replayed: list[np.ndarray] = []
     tapes: list[np.ndarray] = []
+    launch_of: list[np.ndarray] = []  # per copied event: the new position of its capture_launch
+    taken = 0
     kept = np.nonzero(~in_window)[0]
     launches = kept[kind[kept] == S.CAPTURE_LAUNCH]
     # per graph: its body's tapes, which of them are set, and the rank of each set one among the
@@ -122,10 +125,14 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
         take.append(upto)
         replayed.append(np.zeros(len(upto), dtype=bool))
         tapes.append(tape[upto])
+        launch_of.append(np.full(len(upto), -1, dtype=np.int64))
+        taken += len(upto)
         gid = int(graph[launch])
         body = windows.get(gid, empty_body)
         take.append(body)
         replayed.append(np.ones(len(body), dtype=bool))
+        launch_of.append(np.full(len(body), taken - 1, dtype=np.int64))
+        taken += len(body)
         if gid not in windows:
             tapes.append(tape[body])
             continue
@@ -137,6 +144,7 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     take.append(kept[cursor:])
     replayed.append(np.zeros(len(kept) - cursor, dtype=bool))
     tapes.append(tape[kept[cursor:]])
+    launch_of.append(np.full(len(kept) - cursor, -1, dtype=np.int64))
     index = np.concatenate(take).astype(np.int64)
     is_replay = np.concatenate(replayed)
 
@@ -153,6 +161,7 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     new_events = _set(new_events, "executed", pa.array(executed, type=pa.bool_()))
     new_events = _set(new_events, "tape", pa.array(np.concatenate(tapes), type=pa.int32()))
     new_events = new_events.append_column("orig_seq", pa.array(seq[index], type=pa.int64()))
+    new_events = new_events.append_column("replay", pa.array(np.concatenate(launch_of), type=pa.int64()))
 
     # accesses follow their event, once per copy
     accesses = trace.tables["accesses"].combine_chunks()
