@@ -582,3 +582,19 @@ def test_provenance_copies_replays_as_the_walk_would(zoo_traces, monkeypatch):
     walked = walked_df.provenance
     assert walked_df.provenance_copies == 0
     assert list(copied.items()) == list(walked.items())
+
+
+def test_clearing_store_of_replays_copied_from_the_template(zoo_traces):
+    """clearing_store decides the rows of a graph replay that copies an earlier one by the
+    template's rows (an event's own rows decide): the mask of deciding every row."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs["ok_flow_capture_replay"])
+    df = dataflow_of(build_model(read_trace(path)))
+    assert df.row_copies
+    copied = df.clearing_store
+    every_row = dataflow_of(build_model(read_trace(path)))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row decided
+    assert np.array_equal(copied, every_row.clearing_store) and copied.any()

@@ -140,12 +140,15 @@ class Seeds(GradState):
         m = self.model
         mask = self.is_store & (m.phase[self.acc_ev] == S.FORWARD)
         mask &= ~self.is_read  # a read-and-store row (x[i] = f(x[i])) rereads what it stores
-        rows = np.nonzero(mask)[0]
+        # rows of a graph replay copying an earlier one: the template's answer (an event's own rows
+        # decide), set at the end
+        computed = self.outside_row_copies() if self.row_copies else np.ones(len(mask), dtype=bool)
+        rows = np.nonzero(mask & computed)[0]
         if not len(rows):
             return mask
         # pairs (store row, read row of the same event and allocation), then the exact overlap
         big = int(m.acc_alloc.max(initial=0)) + 2
-        reads = np.nonzero(self.is_read & (m.acc_alloc >= 0))[0]
+        reads = np.nonzero(self.is_read & (m.acc_alloc >= 0) & computed)[0]
         read_keys = self.acc_ev[reads] * big + m.acc_alloc[reads]
         order = np.argsort(read_keys, kind="stable")
         read_keys, reads = read_keys[order], reads[order]
@@ -162,6 +165,7 @@ class Seeds(GradState):
             self.acc_lo[pair_rows] < self.acc_hi[pair_reads]
         )
         mask[rows[np.bincount(owner[overlap], minlength=len(rows)) > 0]] = False
+        self.fill_row_copies(mask)
         return mask
 
     def _fill_info(self, array_id: int) -> tuple[list[int], list[int], list[int]]:
