@@ -592,9 +592,31 @@ def test_clearing_store_of_replays_copied_from_the_template(zoo_traces):
 
     programs = {program.name: program for program in discover()}
     path = zoo_traces(programs["ok_flow_capture_replay"])
-    df = dataflow_of(build_model(read_trace(path)))
-    assert df.row_copies
-    copied = df.clearing_store
-    every_row = dataflow_of(build_model(read_trace(path)))
+    model = build_model(read_trace(path))
+    assert model.row_copies
+    copied = dataflow_of(model).clearing_store
+    every_row = build_model(read_trace(path))
     every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row decided
-    assert np.array_equal(copied, every_row.clearing_store) and copied.any()
+    assert np.array_equal(copied, dataflow_of(every_row).clearing_store) and copied.any()
+
+
+@pytest.mark.parametrize("name", ["wt101_capture_replay", "ok_flow_capture_replay"])
+def test_reads_at_risk_of_replays_copied_from_the_template(name, zoo_traces):
+    """WT101's pending reads at risk in a graph replay that copies an earlier one are the
+    template's, moved (rows, backward seqs); the writes that may hit them follow: the same as
+    looking at every replay's reads."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.overwrite_after_read import _reads_at_risk
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs[name])
+    model = build_model(read_trace(path))
+    assert len(model.row_copies) >= 2
+    copied = _reads_at_risk(model)
+    every_row = build_model(read_trace(path))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every read looked at
+    for ours, theirs in zip(copied, _reads_at_risk(every_row)):
+        assert np.array_equal(ours, theirs)
+    if name.startswith("wt101"):
+        assert len(copied[0]) == 12  # 3 iterations x 4 replays

@@ -412,6 +412,34 @@ class Model:
         return first, stop, template
 
     @cached_property
+    def row_copies(self) -> list[tuple[int, int, int]]:
+        """(first row, stop row, first row of the template) of each graph replay that copies an
+        earlier one (:attr:`replay_runs`): its access rows are the template's, in the same
+        order, with other seqs, so what is computed from an event's own rows (a mask that only
+        looks at the rows of the same event) is the same for both."""
+        first, stop, template = self.replay_runs
+        copies = np.nonzero(template != np.arange(len(template)))[0]
+        row_first = self.acc_start[first]
+        size = self.acc_stop[stop - 1] - row_first
+        copies = copies[size[copies] == size[template[copies]]]
+        starts = row_first[copies]
+        return list(
+            zip(starts.tolist(), (starts + size[copies]).tolist(), row_first[template[copies]].tolist())
+        )
+
+    def outside_row_copies(self) -> np.ndarray:
+        """Per access row: not in a replay of :attr:`row_copies` (in the template, or elsewhere)."""
+        outside = np.ones(len(self.acc_seq), dtype=bool)
+        for start, stop, _ in self.row_copies:
+            outside[start:stop] = False
+        return outside
+
+    def fill_row_copies(self, values: np.ndarray) -> None:
+        """Per-row ``values`` of the rows in replays of :attr:`row_copies` set to their template's."""
+        for start, stop, template in self.row_copies:
+            values[start:stop] = values[template : template + stop - start]
+
+    @cached_property
     def acc_near_ev(self) -> np.ndarray:
         """Per access row, ``min(np.searchsorted(seq, acc_seq), n_events - 1)``: the index of its event
         when it has one (else of the next event, or the last), counted in linear time from

@@ -4,7 +4,6 @@ hulls, the event of each access row), and small helpers shared by the parts."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -48,35 +47,6 @@ class DataflowBase:
         executed = m.executed[self.acc_ev] if n_rows else np.zeros(0, dtype=bool)
         self._exec = executed
         self._K = S.EVENT_KIND_CODES
-
-    @cached_property
-    def row_copies(self) -> list[tuple[int, int, int]]:
-        """(first row, stop row, first row of the template) of each graph replay that copies an
-        earlier one (:attr:`Model.replay_runs`): its access rows are the template's, in the same
-        order, with other seqs, so what is computed from an event's own rows (a mask that only
-        looks at the rows of the same event) is the same for both."""
-        m = self.model
-        first, stop, template = m.replay_runs
-        copies = np.nonzero(template != np.arange(len(template)))[0]
-        row_first = m.acc_start[first]
-        size = m.acc_stop[stop - 1] - row_first
-        copies = copies[size[copies] == size[template[copies]]]
-        starts = row_first[copies]
-        return list(
-            zip(starts.tolist(), (starts + size[copies]).tolist(), row_first[template[copies]].tolist())
-        )
-
-    def outside_row_copies(self) -> np.ndarray:
-        """Per access row: not in a replay of :attr:`row_copies` (in the template, or elsewhere)."""
-        outside = np.ones(len(self.model.acc_seq), dtype=bool)
-        for start, stop, _ in self.row_copies:
-            outside[start:stop] = False
-        return outside
-
-    def fill_row_copies(self, values: np.ndarray) -> None:
-        """Per-row ``values`` of the rows in replays of :attr:`row_copies` set to their template's."""
-        for start, stop, template in self.row_copies:
-            values[start:stop] = values[template : template + stop - start]
 
 
 def combine_codes(columns: list[np.ndarray]) -> np.ndarray:

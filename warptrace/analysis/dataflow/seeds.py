@@ -142,7 +142,7 @@ class Seeds(GradState):
         mask &= ~self.is_read  # a read-and-store row (x[i] = f(x[i])) rereads what it stores
         # rows of a graph replay copying an earlier one: the template's answer (an event's own rows
         # decide), set at the end
-        computed = self.outside_row_copies() if self.row_copies else np.ones(len(mask), dtype=bool)
+        computed = m.outside_row_copies() if m.row_copies else np.ones(len(mask), dtype=bool)
         rows = np.nonzero(mask & computed)[0]
         if not len(rows):
             return mask
@@ -165,7 +165,7 @@ class Seeds(GradState):
             self.acc_lo[pair_rows] < self.acc_hi[pair_reads]
         )
         mask[rows[np.bincount(owner[overlap], minlength=len(rows)) > 0]] = False
-        self.fill_row_copies(mask)
+        m.fill_row_copies(mask)
         return mask
 
     def _fill_info(self, array_id: int) -> tuple[list[int], list[int], list[int]]:
