@@ -257,7 +257,7 @@ def test_dictionary_strings_match_object_strings(seed):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from warptrace.analysis.model import _object_strings
+    from warptrace.analysis.columns import object_strings as _object_strings
 
     rng = np.random.default_rng(seed)
     pool = ["", "x", "src", "dest", "q", "inner.q"] + [f"v{i}" for i in range(200 if seed == 2 else 5)]

@@ -22,20 +22,18 @@ import json
 import linecache
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warptrace.analysis.columns import AccessCopies, object_strings, sorted_by, table_column
 from warptrace.analysis.findings import Location
 from warptrace.kernel_source import KERNEL, FunctionSource, KernelSource
 from warptrace.kernel_source import build as build_source_model
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
-
-if TYPE_CHECKING:  # analysis.replay imports this module (through the dataflow helpers)
-    from warptrace.analysis.replay import AccessCopies
 
 EVENT_KIND_CODES = S.EVENT_KIND_CODES  # re-exported for rules
 K = EVENT_KIND_CODES  # short alias for rules: K[S.LAUNCH]
@@ -202,32 +200,32 @@ class Model:
         self.meta: dict[str, Any] = trace.meta
         self.warp_version: tuple[int, ...] = _version_tuple(trace.warp_version or "0")
         ev = trace.tables["events"]
-        ev, _ = _sorted_by(ev, ev.column("seq").to_numpy())
+        ev, _ = sorted_by(ev, ev.column("seq").to_numpy())
 
-        self.seq = _column(ev, "seq", -1, np.int64)
+        self.seq = table_column(ev, "seq", -1, np.int64)
         # vectorized EVENT_KIND_CODES.get(kind, -1): EVENT_KIND_CODES is the position in EVENT_KINDS
         kind_codes = pc.index_in(ev.column("kind"), value_set=pa.array(S.EVENT_KINDS, type=pa.string()))
         self.kind = kind_codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int16)
-        self.tape = _column(ev, "tape", -1, np.int64)
-        self.recorded = _column(ev, "recorded", False, bool)
-        self.phase = _column(ev, "phase", 0, np.int8)
-        self.adjoint = _column(ev, "adjoint", False, bool)
-        self.executed = _column(ev, "executed", True, bool)
-        self.site = _column(ev, "site", -1, np.int64)
-        self.kernel = _column(ev, "kernel", -1, np.int64)
-        self.thread = _column(ev, "thread", 0, np.int64)
-        self.parent = _column(ev, "parent", -1, np.int64)
-        self.array_id = _column(ev, "array_id", -1, np.int64)
-        self.ref_id = _column(ev, "ref_id", -1, np.int64)
-        self.value = _column(ev, "value", None, np.float64)  # nulls -> nan
+        self.tape = table_column(ev, "tape", -1, np.int64)
+        self.recorded = table_column(ev, "recorded", False, bool)
+        self.phase = table_column(ev, "phase", 0, np.int8)
+        self.adjoint = table_column(ev, "adjoint", False, bool)
+        self.executed = table_column(ev, "executed", True, bool)
+        self.site = table_column(ev, "site", -1, np.int64)
+        self.kernel = table_column(ev, "kernel", -1, np.int64)
+        self.thread = table_column(ev, "thread", 0, np.int64)
+        self.parent = table_column(ev, "parent", -1, np.int64)
+        self.array_id = table_column(ev, "array_id", -1, np.int64)
+        self.ref_id = table_column(ev, "ref_id", -1, np.int64)
+        self.value = table_column(ev, "value", None, np.float64)  # nulls -> nan
         # the recorded seq of each event: the copies of a captured event at each graph replay
         # share it (analysis.replay), and so do their access rows; elsewhere the event's own seq
         self.orig_seq = (
-            _column(ev, "orig_seq", -1, np.int64) if "orig_seq" in ev.column_names else self.seq.copy()
+            table_column(ev, "orig_seq", -1, np.int64) if "orig_seq" in ev.column_names else self.seq.copy()
         )
         # per event: the seq of the capture_launch whose copy it is (analysis.replay), else -1
         self.replay = (
-            _column(ev, "replay", -1, np.int64)
+            table_column(ev, "replay", -1, np.int64)
             if "replay" in ev.column_names
             else np.full(len(self.seq), -1, dtype=np.int64)
         )
@@ -239,13 +237,13 @@ class Model:
         used: np.ndarray | None = None
         if accesses is None:
             acc = trace.tables["accesses"]
-            acc_seq = _column(acc, "seq", -1, np.int64)
-            acc, self.acc_seq = _sorted_by(acc, acc_seq)
+            acc_seq = table_column(acc, "seq", -1, np.int64)
+            acc, self.acc_seq = sorted_by(acc, acc_seq)
         else:  # a replay's copies: gathered from the recorded rows, in numpy
             acc, rows, self.acc_seq, used = accesses.recorded, accesses.rows, accesses.seq, accesses.used
 
         def column(name: str, fill: Any, dtype: Any) -> np.ndarray:
-            values = _column(acc, name, fill, dtype)
+            values = table_column(acc, name, fill, dtype)
             return values if rows is None else values[rows]
 
         self.acc_array = column("array_id", -1, np.int64)
@@ -253,8 +251,8 @@ class Model:
         self.acc_role = column("role", 0, np.int8)
         self.acc_flags = column("flags", 0, np.int16)
         # acc_arg_code / acc_field_code: small non-negative ints, equal codes <=> equal strings
-        self.acc_arg, self.acc_arg_code = _object_strings(acc.column("arg"), rows, used)
-        self.acc_field, self.acc_field_code = _object_strings(acc.column("field"), rows, used)
+        self.acc_arg, self.acc_arg_code = object_strings(acc.column("arg"), rows, used)
+        self.acc_field, self.acc_field_code = object_strings(acc.column("field"), rows, used)
         # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
         if accesses is not None and len(accesses.event_stop) == self.n_events:
             self.acc_start, self.acc_stop = accesses.event_start, accesses.event_stop  # the same, counted
@@ -608,119 +606,6 @@ class Model:
                 return True
             base = parent.base_id
         return False
-
-
-def _sorted_by(table: pa.Table, seq: np.ndarray) -> tuple[pa.Table, np.ndarray]:
-    """``table`` and ``seq`` in stable ``seq`` order; no copy when already sorted (as the recorder writes)."""
-    if len(seq) < 2 or bool(np.all(seq[1:] >= seq[:-1])):
-        return table, seq
-    order = np.argsort(seq, kind="stable")
-    return table.take(order), seq[order]
-
-
-def _column(table: pa.Table, name: str, fill: Any, dtype: Any) -> np.ndarray:
-    """A fresh, writable numpy array of ``dtype`` with the column's values (nulls -> ``fill``,
-    or nan when ``fill`` is None): one allocation, filled chunk by chunk."""
-    column = table.column(name)
-    out = np.empty(len(column), dtype=dtype)
-    pos = 0
-    for chunk in column.chunks:
-        if chunk.null_count and fill is not None:
-            chunk = chunk.fill_null(fill)
-        out[pos : pos + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
-        pos += len(chunk)
-    return out
-
-
-class CodedStrings:
-    """A column of strings kept as codes into its distinct values: indexing it gives what an
-    object array of the strings would (a ``str`` for a row, an object array for an index
-    array or a slice), without a pointer per row."""
-
-    __slots__ = ("codes", "values")
-
-    def __init__(self, values: np.ndarray, codes: np.ndarray) -> None:
-        self.values = values  # object array of the distinct strings
-        self.codes = codes
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.values[self.codes[key]]
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-
-def _object_strings(
-    column: pa.ChunkedArray, rows: np.ndarray | None = None, used: np.ndarray | None = None
-) -> tuple[CodedStrings, np.ndarray]:
-    """The column's strings (null -> ""; repeated values share one str object), and the code of
-    each value in the smallest int type (equal codes <=> equal strings); of the column's rows
-    ``rows`` in turn when given (``used``: the rows that occur in ``rows``, if known)."""
-    if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
-        return _dictionary_strings(column.chunk(0), rows, used)
-    if rows is not None:
-        column = column.take(pa.array(rows))
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
-    if column.null_count:
-        column = column.fill_null("")
-    values = pc.unique(column)
-    codes = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
-    for dtype in (np.int8, np.int16):
-        if len(values) <= np.iinfo(dtype).max:
-            codes = codes.astype(dtype)
-            break
-    return CodedStrings(np.array(values.to_pylist(), dtype=object), codes), codes
-
-
-def _dictionary_strings(
-    array: pa.DictionaryArray, rows: np.ndarray | None = None, used: np.ndarray | None = None
-) -> tuple[CodedStrings, np.ndarray]:
-    """:func:`_object_strings` of a dictionary-encoded column (the capture expansion's copies),
-    the same values and codes: the distinct strings in the order of their first row, from the
-    dictionary and the rows' indices instead of hashing every row's string. With ``rows`` (and
-    ``used``, the rows that occur in it), the slots of the rows are looked up in the array's,
-    never gathered whole."""
-    strings = [str(value) for value in array.dictionary.to_pylist()] + [""]  # last: null -> ""
-    n_slots = len(strings)
-    indices = array.indices
-    if indices.null_count:
-        indices = indices.fill_null(n_slots - 1)
-    slots = indices.to_numpy(zero_copy_only=False)
-    if rows is not None and used is None:
-        slots, rows = slots[rows], None
-    n_rows = len(slots) if rows is None else len(rows)
-    # each slot's first row: in growing prefixes until every slot that occurs has been seen
-    occurring = slots if rows is None or used is None else slots[used]
-    present = int(np.count_nonzero(np.bincount(occurring, minlength=n_slots)))
-    first = np.full(n_slots, n_rows, dtype=np.int64)
-    size = 1 << 12
-    while True:
-        seen, at = np.unique(slots[:size] if rows is None else slots[rows[:size]], return_index=True)
-        if len(seen) == present or size >= n_rows:
-            first[seen] = at
-            break
-        size *= 8
-    # slots of equal strings share a code ("" may be in the dictionary and stand for nulls)
-    code_of_string: dict[str, int] = {}
-    values: list[str] = []
-    code_of_slot = np.zeros(n_slots, dtype=np.int64)
-    for slot in np.argsort(first, kind="stable").tolist():
-        if first[slot] == n_rows:
-            break  # never occurs
-        text = strings[slot]
-        code = code_of_string.get(text)
-        if code is None:
-            code = code_of_string[text] = len(values)
-            values.append(text)
-        code_of_slot[slot] = code
-    for dtype in (np.int8, np.int16, np.int32):
-        if len(values) <= np.iinfo(dtype).max:
-            break
-    codes = np.take(code_of_slot.astype(dtype), slots)
-    if rows is not None:
-        codes = np.take(codes, rows)
-    return CodedStrings(np.array(values, dtype=object), codes), codes
 
 
 def _json_list(text: str | None) -> list[str]:

@@ -22,41 +22,16 @@ rows of a 1,200-replay trace are never built as an Arrow table first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warptrace.analysis.columns import AccessCopies
 from warptrace.analysis.dataflow.base import expand_ranges
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
-
-
-@dataclass(frozen=True)
-class AccessCopies:
-    """The access rows of an expanded trace, not copied: row ``i`` is row ``rows[i]`` of
-    ``recorded`` (the trace's own access rows, ``arg`` and ``field`` dictionary-encoded, without
-    the ``seq`` column, which was at position ``seq_at``) with seq ``seq[i]``; rows in seq order.
-    The rows of expanded event ``e`` (``events`` in seq order) are ``event_start[e]:event_stop[e]``;
-    ``used`` lists the recorded rows that some row is."""
-
-    recorded: pa.Table
-    rows: np.ndarray
-    seq: np.ndarray
-    seq_at: int
-    event_start: np.ndarray
-    event_stop: np.ndarray
-    used: np.ndarray
-
-    def table(self) -> pa.Table:
-        """The rows as a table of the trace's access columns."""
-        # the copies come from the C library's malloc, not Arrow's default (mimalloc) pool: with
-        # transparent huge pages in madvise mode, mimalloc's first touches of these big blocks took
-        # 0.8-1.2 s of system time on the drone trace (malloc: 0.3 s; see analysis.pages)
-        pool = pa.system_memory_pool()
-        table = pc.take(self.recorded, pa.array(self.rows), memory_pool=pool)
-        return table.add_column(self.seq_at, "seq", pa.array(self.seq, type=pa.int64()))
 
 
 def expand_captures(trace: Trace) -> Trace:
