@@ -278,15 +278,23 @@ class Seeds(GradState):
         i = int(np.searchsorted(m.acc_seq, start, side="right"))
         j = int(np.searchsorted(m.acc_seq, stop, side="left"))
         latest: dict[tuple[int, int, int], tuple[int, int, bool]] = {}
-        for row in (i + np.nonzero(self._plain_grad_writes[i:j])[0]).tolist():
-            ev = int(self.acc_ev[row])
-            if m.adjoint[ev]:
-                continue
-            is_seed = not (m.kind[ev] == self._K[S.MEMSET] and (np.isnan(m.value[ev]) or m.value[ev] == 0.0))
-            if call.loss >= 0 and self.owner_of(int(m.acc_array[row])) == call.loss:
+        rows = i + np.nonzero(self._plain_grad_writes[i:j])[0]
+        evs = self.acc_ev[rows]
+        own = ~m.adjoint[evs]
+        rows, evs = rows[own], evs[own]
+        values = m.value[evs]
+        zero_fill = (m.kind[evs] == self._K[S.MEMSET]) & (np.isnan(values) | (values == 0.0))
+        for ev, array_id, alloc, lo, hi, zero in zip(
+            evs.tolist(),
+            m.acc_array[rows].tolist(),
+            m.acc_alloc[rows].tolist(),
+            self.acc_lo[rows].tolist(),
+            self.acc_hi[rows].tolist(),
+            zero_fill.tolist(),
+        ):
+            if call.loss >= 0 and self.owner_of(array_id) == call.loss:
                 continue  # the loss= seed
-            key = (int(m.acc_alloc[row]), int(self.acc_lo[row]), int(self.acc_hi[row]))
-            latest[key] = (ev, int(m.acc_array[row]), is_seed)
+            latest[(alloc, lo, hi)] = (ev, array_id, not zero)
         found = []
         by_grad: dict[int, tuple[int, bool]] = {}
         for ev, grad_id, is_seed in latest.values():
