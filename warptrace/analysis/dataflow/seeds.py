@@ -10,8 +10,8 @@ from functools import cached_property
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import expand_ranges
-from warptrace.analysis.dataflow.defuse import lex_order
+from warptrace.analysis.dataflow.base import combine_codes, expand_ranges, unique_inverse
+from warptrace.analysis.dataflow.defuse import _stable_order
 from warptrace.analysis.dataflow.grad_state import GradState
 from warptrace.analysis.dataflow.tapes import BackwardCall
 from warptrace.trace import schema as S
@@ -76,10 +76,12 @@ class Seeds(GradState):
         rows, calls = rows[keep], calls[keep]
         n = len(rows)
         alloc, lo, hi = m.acc_alloc[rows], self.acc_lo[rows], self.acc_hi[rows]
-        order = lex_order([alloc, lo, hi])  # stable: each memory's rows stay in row order
-        a, lo_s, hi_s, c = alloc[order], lo[order], hi[order], calls[order]
+        # one dense code per memory; stable: each memory's rows stay in row order (lex_order)
+        memory = unique_inverse(combine_codes([alloc, lo, hi]))[1]
+        order = _stable_order(memory)
+        memory, c = memory[order], calls[order]
         new_group = np.ones(n, dtype=bool)
-        new_group[1:] = (a[1:] != a[:-1]) | (lo_s[1:] != lo_s[:-1]) | (hi_s[1:] != hi_s[:-1])
+        new_group[1:] = memory[1:] != memory[:-1]
         starts = np.nonzero(new_group)[0]
         group = np.cumsum(new_group) - 1  # group of each sorted position (groups in memory order)
         # number the groups by first fill (their first sorted position holds their first row)
@@ -95,12 +97,14 @@ class Seeds(GradState):
         adjoint = np.nonzero(m.adjoint[self.acc_ev[rows[order]]])[0]
         adjoint_row = np.full(len(starts), -1, dtype=np.int64)
         if len(adjoint):
-            adj_groups, first_adj = np.unique(group[adjoint], return_index=True)
-            adjoint_row[rank[adj_groups]] = rows[order[adjoint[first_adj]]]
+            adj_groups = group[adjoint]  # in order: the first of each group where it changes
+            first_adj = np.flatnonzero(np.diff(adj_groups, prepend=-1))
+            adjoint_row[rank[adj_groups[first_adj]]] = rows[order[adjoint[first_adj]]]
+        first_rows = order[firsts]
         return FillGroups(
-            alloc=a[firsts],
-            lo=lo_s[firsts],
-            hi=hi_s[firsts],
+            alloc=alloc[first_rows],
+            lo=lo[first_rows],
+            hi=hi[first_rows],
             first_row=rows[order[firsts]],
             adjoint_row=adjoint_row,
             cuts=cuts,
