@@ -148,7 +148,7 @@ class Provenance(Seeds):
             with the same leaf set."""
             tb = ta + b - a
             return (
-                tb <= n
+                tb <= a  # the earlier copy's positions are all walked (or copied) already
                 and int(m.orig_seq[scope_evs[a]]) == int(m.orig_seq[scope_evs[ta]])
                 and np.array_equal(scope_evs[a:b] - scope_evs[a], scope_evs[ta:tb] - scope_evs[ta])
                 and np.array_equal(l_count[a:b], l_count[ta:tb])
