@@ -257,7 +257,7 @@ def test_dictionary_strings_match_object_strings(seed):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from warptrace.analysis.model import _object_strings
+    from warptrace.analysis.columns import object_strings as _object_strings
 
     rng = np.random.default_rng(seed)
     pool = ["", "x", "src", "dest", "q", "inner.q"] + [f"v{i}" for i in range(200 if seed == 2 else 5)]
@@ -538,3 +538,85 @@ def test_clearing_store_matches_a_per_row_check(name, zoo_traces):
     assert np.array_equal(df.clearing_store, expected)
     if name in ("ok_flow_grad_projection", "wt203_clip_in_place"):
         assert (df.is_store & ~df.clearing_store & (model.phase[df.acc_ev] == S.FORWARD)).any()
+
+
+def test_model_of_access_copies_matches_copied_table(zoo_traces):
+    """build_model leaves a replay's access rows uncopied (expand_replays: the model gathers its
+    columns from the recorded rows): the model's access columns are those of a model of the
+    table expand_captures copies, value for value and code for code."""
+    from tests.zoo import discover
+    from warptrace.analysis.replay import expand_replays
+
+    programs = {program.name: program for program in discover()}
+    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    expanded, copies = expand_replays(trace)
+    assert copies is not None and "accesses" not in expanded.tables
+    gathered, copied = Model(expanded, copies), Model(expand_captures(trace))
+    assert gathered.n_events == copied.n_events and len(gathered.acc_seq) == len(copied.acc_seq) > 0
+    for column in ("acc_seq", "acc_array", "acc_alloc", "acc_role", "acc_flags", "acc_arg_code",
+                   "acc_field_code", "acc_start", "acc_stop"):  # fmt: skip
+        ours, theirs = getattr(gathered, column), getattr(copied, column)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), column
+    rows = np.arange(len(copied.acc_seq))
+    for column in ("acc_arg", "acc_field"):
+        ours, theirs = getattr(gathered, column), getattr(copied, column)
+        assert list(ours.values) == list(theirs.values), column
+        assert ours[rows].tolist() == theirs[rows].tolist(), column
+
+
+def test_provenance_copies_replays_as_the_walk_would(zoo_traces, monkeypatch):
+    """Provenance copies the leaf sets of a graph replay from the replay before it when its
+    events read the same (own leaves, producers inside it, leaf sets of those before it): the
+    sets that walking every event gives, in the same order."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow.provenance import Provenance
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs["ok_flow_capture_replay"])
+    df = dataflow_of(build_model(read_trace(path)))
+    copied = df.provenance
+    assert df.provenance_copies > 0
+    monkeypatch.setattr(Provenance, "_scope_copies", lambda self, scope_evs: [])
+    walked_df = dataflow_of(build_model(read_trace(path)))
+    walked = walked_df.provenance
+    assert walked_df.provenance_copies == 0
+    assert list(copied.items()) == list(walked.items())
+
+
+def test_clearing_store_of_replays_copied_from_the_template(zoo_traces):
+    """clearing_store decides the rows of a graph replay that copies an earlier one by the
+    template's rows (an event's own rows decide): the mask of deciding every row."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs["ok_flow_capture_replay"])
+    model = build_model(read_trace(path))
+    assert model.row_copies
+    copied = dataflow_of(model).clearing_store
+    every_row = build_model(read_trace(path))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row decided
+    assert np.array_equal(copied, dataflow_of(every_row).clearing_store) and copied.any()
+
+
+@pytest.mark.parametrize("name", ["wt101_capture_replay", "ok_flow_capture_replay"])
+def test_reads_at_risk_of_replays_copied_from_the_template(name, zoo_traces):
+    """WT101's pending reads at risk in a graph replay that copies an earlier one are the
+    template's, moved (rows, backward seqs); the writes that may hit them follow: the same as
+    looking at every replay's reads."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.overwrite_after_read import _reads_at_risk
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs[name])
+    model = build_model(read_trace(path))
+    assert len(model.row_copies) >= 2
+    copied = _reads_at_risk(model)
+    every_row = build_model(read_trace(path))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every read looked at
+    for ours, theirs in zip(copied, _reads_at_risk(every_row)):
+        assert np.array_equal(ours, theirs)
+    if name.startswith("wt101"):
+        assert len(copied[0]) == 12  # 3 iterations x 4 replays

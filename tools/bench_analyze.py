@@ -128,7 +128,7 @@ def _child(path: str, all_rule_modules: bool, profile: int) -> None:
         return timed(name, wrapper)
 
     report_module.Model = timed("model", report_module.Model)
-    report_module.expand_captures = timed("replay", report_module.expand_captures)
+    report_module.expand_replays = timed("replay", report_module.expand_replays)
     report_module.ALL_RULES = tuple(
         dataclasses.replace(r, check=guarded(f"rule {r.check.__module__.rsplit('.', 1)[-1]}", r.check))
         for r in rules

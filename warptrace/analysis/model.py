@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warptrace.analysis.columns import AccessCopies, object_strings, sorted_by, table_column
 from warptrace.analysis.findings import Location
 from warptrace.kernel_source import KERNEL, FunctionSource, KernelSource
 from warptrace.kernel_source import build as build_source_model
@@ -187,7 +188,10 @@ class TapeInfo:
 class Model:
     """Columns and indexes over one trace."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, accesses: AccessCopies | None = None) -> None:
+        """``accesses``: the access rows of a graph-replay expansion (:func:`~warptrace.analysis.
+        replay.expand_replays`), gathered from the recorded rows; ``trace`` then has no
+        ``accesses`` table, and the model's columns are its only copy of the rows."""
         self.trace = trace
         # Views other layers derive from this model (the dataflow, views rules share), kept
         # here so they are freed with it. (A module-level WeakKeyDictionary keyed by the
@@ -196,46 +200,65 @@ class Model:
         self.meta: dict[str, Any] = trace.meta
         self.warp_version: tuple[int, ...] = _version_tuple(trace.warp_version or "0")
         ev = trace.tables["events"]
-        ev, _ = _sorted_by(ev, ev.column("seq").to_numpy())
+        ev, _ = sorted_by(ev, ev.column("seq").to_numpy())
 
-        self.seq = _column(ev, "seq", -1, np.int64)
+        self.seq = table_column(ev, "seq", -1, np.int64)
         # vectorized EVENT_KIND_CODES.get(kind, -1): EVENT_KIND_CODES is the position in EVENT_KINDS
         kind_codes = pc.index_in(ev.column("kind"), value_set=pa.array(S.EVENT_KINDS, type=pa.string()))
         self.kind = kind_codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int16)
-        self.tape = _column(ev, "tape", -1, np.int64)
-        self.recorded = _column(ev, "recorded", False, bool)
-        self.phase = _column(ev, "phase", 0, np.int8)
-        self.adjoint = _column(ev, "adjoint", False, bool)
-        self.executed = _column(ev, "executed", True, bool)
-        self.site = _column(ev, "site", -1, np.int64)
-        self.kernel = _column(ev, "kernel", -1, np.int64)
-        self.thread = _column(ev, "thread", 0, np.int64)
-        self.parent = _column(ev, "parent", -1, np.int64)
-        self.array_id = _column(ev, "array_id", -1, np.int64)
-        self.ref_id = _column(ev, "ref_id", -1, np.int64)
-        self.value = _column(ev, "value", None, np.float64)  # nulls -> nan
+        self.tape = table_column(ev, "tape", -1, np.int64)
+        self.recorded = table_column(ev, "recorded", False, bool)
+        self.phase = table_column(ev, "phase", 0, np.int8)
+        self.adjoint = table_column(ev, "adjoint", False, bool)
+        self.executed = table_column(ev, "executed", True, bool)
+        self.site = table_column(ev, "site", -1, np.int64)
+        self.kernel = table_column(ev, "kernel", -1, np.int64)
+        self.thread = table_column(ev, "thread", 0, np.int64)
+        self.parent = table_column(ev, "parent", -1, np.int64)
+        self.array_id = table_column(ev, "array_id", -1, np.int64)
+        self.ref_id = table_column(ev, "ref_id", -1, np.int64)
+        self.value = table_column(ev, "value", None, np.float64)  # nulls -> nan
         # the recorded seq of each event: the copies of a captured event at each graph replay
         # share it (analysis.replay), and so do their access rows; elsewhere the event's own seq
         self.orig_seq = (
-            _column(ev, "orig_seq", -1, np.int64) if "orig_seq" in ev.column_names else self.seq.copy()
+            table_column(ev, "orig_seq", -1, np.int64) if "orig_seq" in ev.column_names else self.seq.copy()
+        )
+        # per event: the seq of the capture_launch whose copy it is (analysis.replay), else -1
+        self.replay = (
+            table_column(ev, "replay", -1, np.int64)
+            if "replay" in ev.column_names
+            else np.full(len(self.seq), -1, dtype=np.int64)
         )
         self._detail = ev.column("detail")
         self._dim = ev.column("dim")
         self.n_events = len(self.seq)
 
-        acc = trace.tables["accesses"]
-        acc_seq = _column(acc, "seq", -1, np.int64)
-        acc, self.acc_seq = _sorted_by(acc, acc_seq)
-        self.acc_array = _column(acc, "array_id", -1, np.int64)
-        self.acc_alloc = _column(acc, "alloc_id", -1, np.int64)
-        self.acc_role = _column(acc, "role", 0, np.int8)
-        self.acc_flags = _column(acc, "flags", 0, np.int16)
+        rows: np.ndarray | None = None  # the rows of `acc` each model row is (None: all, in order)
+        used: np.ndarray | None = None
+        if accesses is None:
+            acc = trace.tables["accesses"]
+            acc_seq = table_column(acc, "seq", -1, np.int64)
+            acc, self.acc_seq = sorted_by(acc, acc_seq)
+        else:  # a replay's copies: gathered from the recorded rows, in numpy
+            acc, rows, self.acc_seq, used = accesses.recorded, accesses.rows, accesses.seq, accesses.used
+
+        def column(name: str, fill: Any, dtype: Any) -> np.ndarray:
+            values = table_column(acc, name, fill, dtype)
+            return values if rows is None else values[rows]
+
+        self.acc_array = column("array_id", -1, np.int64)
+        self.acc_alloc = column("alloc_id", -1, np.int64)
+        self.acc_role = column("role", 0, np.int8)
+        self.acc_flags = column("flags", 0, np.int16)
         # acc_arg_code / acc_field_code: small non-negative ints, equal codes <=> equal strings
-        self.acc_arg, self.acc_arg_code = _object_strings(acc.column("arg"))
-        self.acc_field, self.acc_field_code = _object_strings(acc.column("field"))
+        self.acc_arg, self.acc_arg_code = object_strings(acc.column("arg"), rows, used)
+        self.acc_field, self.acc_field_code = object_strings(acc.column("field"), rows, used)
         # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
-        self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
-        self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
+        if accesses is not None and len(accesses.event_stop) == self.n_events:
+            self.acc_start, self.acc_stop = accesses.event_start, accesses.event_stop  # the same, counted
+        else:
+            self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
+            self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
 
         self.arrays: dict[int, ArrayInfo] = {}
         for row in trace.tables["arrays"].to_pylist():
@@ -365,6 +388,54 @@ class Model:
         values = pc.unique(column).drop_null()
         codes = pc.index_in(column, value_set=values).fill_null(-1)
         return codes.to_numpy(zero_copy_only=False).astype(np.int64)
+
+    @cached_property
+    def replay_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The graph replays as runs of events (the copies one ``capture_launch`` made, in event
+        order): per run its first event, its stop (one past its last event), and its template:
+        the first run that copies the same recorded events (``orig_seq``) in the same order, and
+        so has the same access rows in the same order (the run itself when it is the first).
+        Empty arrays without replays."""
+        evs = np.nonzero(self.replay >= 0)[0]
+        if len(evs) == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        cuts = np.nonzero((np.diff(self.replay[evs]) != 0) | (np.diff(evs) != 1))[0] + 1
+        first = evs[np.concatenate(([0], cuts))].astype(np.int64)
+        stop = np.append(evs[cuts - 1] + 1, evs[-1] + 1).astype(np.int64)
+        template = np.arange(len(first), dtype=np.int64)
+        seen: dict[bytes, int] = {}
+        for run, (a, b) in enumerate(zip(first.tolist(), stop.tolist())):
+            template[run] = seen.setdefault(self.orig_seq[a:b].tobytes(), run)
+        return first, stop, template
+
+    @cached_property
+    def row_copies(self) -> list[tuple[int, int, int]]:
+        """(first row, stop row, first row of the template) of each graph replay that copies an
+        earlier one (:attr:`replay_runs`): its access rows are the template's, in the same
+        order, with other seqs, so what is computed from an event's own rows (a mask that only
+        looks at the rows of the same event) is the same for both."""
+        first, stop, template = self.replay_runs
+        copies = np.nonzero(template != np.arange(len(template)))[0]
+        row_first = self.acc_start[first]
+        size = self.acc_stop[stop - 1] - row_first
+        copies = copies[size[copies] == size[template[copies]]]
+        starts = row_first[copies]
+        return list(
+            zip(starts.tolist(), (starts + size[copies]).tolist(), row_first[template[copies]].tolist())
+        )
+
+    def outside_row_copies(self) -> np.ndarray:
+        """Per access row: not in a replay of :attr:`row_copies` (in the template, or elsewhere)."""
+        outside = np.ones(len(self.acc_seq), dtype=bool)
+        for start, stop, _ in self.row_copies:
+            outside[start:stop] = False
+        return outside
+
+    def fill_row_copies(self, values: np.ndarray) -> None:
+        """Per-row ``values`` of the rows in replays of :attr:`row_copies` set to their template's."""
+        for start, stop, template in self.row_copies:
+            values[start:stop] = values[template : template + stop - start]
 
     @cached_property
     def acc_near_ev(self) -> np.ndarray:
@@ -535,104 +606,6 @@ class Model:
                 return True
             base = parent.base_id
         return False
-
-
-def _sorted_by(table: pa.Table, seq: np.ndarray) -> tuple[pa.Table, np.ndarray]:
-    """``table`` and ``seq`` in stable ``seq`` order; no copy when already sorted (as the recorder writes)."""
-    if len(seq) < 2 or bool(np.all(seq[1:] >= seq[:-1])):
-        return table, seq
-    order = np.argsort(seq, kind="stable")
-    return table.take(order), seq[order]
-
-
-def _column(table: pa.Table, name: str, fill: Any, dtype: Any) -> np.ndarray:
-    """A fresh, writable numpy array of ``dtype`` with the column's values (nulls -> ``fill``,
-    or nan when ``fill`` is None): one allocation, filled chunk by chunk."""
-    column = table.column(name)
-    out = np.empty(len(column), dtype=dtype)
-    pos = 0
-    for chunk in column.chunks:
-        if chunk.null_count and fill is not None:
-            chunk = chunk.fill_null(fill)
-        out[pos : pos + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
-        pos += len(chunk)
-    return out
-
-
-class CodedStrings:
-    """A column of strings kept as codes into its distinct values: indexing it gives what an
-    object array of the strings would (a ``str`` for a row, an object array for an index
-    array or a slice), without a pointer per row."""
-
-    __slots__ = ("codes", "values")
-
-    def __init__(self, values: np.ndarray, codes: np.ndarray) -> None:
-        self.values = values  # object array of the distinct strings
-        self.codes = codes
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.values[self.codes[key]]
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-
-def _object_strings(column: pa.ChunkedArray) -> tuple[CodedStrings, np.ndarray]:
-    """The column's strings (null -> ""; repeated values share one str object), and the code of
-    each value in the smallest int type (equal codes <=> equal strings)."""
-    if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
-        return _dictionary_strings(column.chunk(0))
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
-    if column.null_count:
-        column = column.fill_null("")
-    values = pc.unique(column)
-    codes = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
-    for dtype in (np.int8, np.int16):
-        if len(values) <= np.iinfo(dtype).max:
-            codes = codes.astype(dtype)
-            break
-    return CodedStrings(np.array(values.to_pylist(), dtype=object), codes), codes
-
-
-def _dictionary_strings(array: pa.DictionaryArray) -> tuple[CodedStrings, np.ndarray]:
-    """:func:`_object_strings` of a dictionary-encoded column (the capture expansion's copies),
-    the same values and codes: the distinct strings in the order of their first row, from the
-    dictionary and the rows' indices instead of hashing every row's string."""
-    strings = [str(value) for value in array.dictionary.to_pylist()] + [""]  # last: null -> ""
-    n_slots = len(strings)
-    indices = array.indices
-    if indices.null_count:
-        indices = indices.fill_null(n_slots - 1)
-    slots = indices.to_numpy(zero_copy_only=False)
-    # each slot's first row: in growing prefixes until every slot that occurs has been seen
-    present = int(np.count_nonzero(np.bincount(slots, minlength=n_slots)))
-    first = np.full(n_slots, len(slots), dtype=np.int64)
-    size = 1 << 12
-    while True:
-        seen, at = np.unique(slots[:size], return_index=True)
-        if len(seen) == present or size >= len(slots):
-            first[seen] = at
-            break
-        size *= 8
-    # slots of equal strings share a code ("" may be in the dictionary and stand for nulls)
-    code_of_string: dict[str, int] = {}
-    values: list[str] = []
-    code_of_slot = np.zeros(n_slots, dtype=np.int64)
-    for slot in np.argsort(first, kind="stable").tolist():
-        if first[slot] == len(slots):
-            break  # never occurs
-        text = strings[slot]
-        code = code_of_string.get(text)
-        if code is None:
-            code = code_of_string[text] = len(values)
-            values.append(text)
-        code_of_slot[slot] = code
-    for dtype in (np.int8, np.int16, np.int32):
-        if len(values) <= np.iinfo(dtype).max:
-            break
-    codes = np.take(code_of_slot.astype(dtype), slots)
-    return CodedStrings(np.array(values, dtype=object), codes), codes
 
 
 def _json_list(text: str | None) -> list[str]:

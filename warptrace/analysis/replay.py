@@ -10,9 +10,14 @@ happens at each replay) are removed from where they were captured and inserted a
 every ``capture_launch`` of that graph, marked executed, with fresh sequence numbers.
 Each replay is its own recording: the tapes it uses get a fresh (virtual) tape id per
 replay, so two replays never look like one tape recording the same launch twice.
-Events never replayed never happened. ``orig_seq`` keeps the recorded number.
+Events never replayed never happened. ``orig_seq`` keeps the recorded number, and
+``replay`` the new seq of the ``capture_launch`` whose copy an event is (-1 elsewhere).
 
 A trace without capture is returned unchanged.
+
+:func:`expand_replays` (what the analysis uses) leaves the copied access rows unmade: the
+model gathers its columns from the recorded rows (:class:`AccessCopies`), so the 6.7M copied
+rows of a 1,200-replay trace are never built as an Arrow table first.
 """
 
 from __future__ import annotations
@@ -23,16 +28,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warptrace.analysis.columns import AccessCopies
 from warptrace.analysis.dataflow.base import expand_ranges
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
 
 
 def expand_captures(trace: Trace) -> Trace:
+    """The trace with its graph captures replayed where they ran (see the module's docstring)."""
+    expanded, copies = expand_replays(trace)
+    if copies is None:
+        return expanded
+    tables = dict(expanded.tables)
+    tables["accesses"] = copies.table()
+    return replace(expanded, tables=tables)
+
+
+def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
+    """:func:`expand_captures` with the access rows left as :class:`AccessCopies` (None, and the
+    trace unchanged, without capture); the returned trace has no ``accesses`` table then."""
     events = trace.tables["events"]
     kinds = events.column("kind")
     if not pc.any(pc.equal(kinds, S.CAPTURE_BEGIN)).as_py():
-        return trace
+        return trace, None
     events = events.combine_chunks()  # one chunk per column: the takes below are faster
     order = np.argsort(events.column("seq").to_numpy(), kind="stable")
     if np.any(order != np.arange(len(order))):
@@ -62,6 +80,8 @@ def expand_captures(trace: Trace) -> Trace:
     take: list[np.ndarray] = []
     replayed: list[np.ndarray] = []
     tapes: list[np.ndarray] = []
+    launch_of: list[np.ndarray] = []  # per copied event: the new position of its capture_launch
+    taken = 0
     kept = np.nonzero(~in_window)[0]
     launches = kept[kind[kept] == S.CAPTURE_LAUNCH]
     # per graph: its body's tapes, which of them are set, and the rank of each set one among the
@@ -80,10 +100,14 @@ def expand_captures(trace: Trace) -> Trace:
         take.append(upto)
         replayed.append(np.zeros(len(upto), dtype=bool))
         tapes.append(tape[upto])
+        launch_of.append(np.full(len(upto), -1, dtype=np.int64))
+        taken += len(upto)
         gid = int(graph[launch])
         body = windows.get(gid, empty_body)
         take.append(body)
         replayed.append(np.ones(len(body), dtype=bool))
+        launch_of.append(np.full(len(body), taken - 1, dtype=np.int64))
+        taken += len(body)
         if gid not in windows:
             tapes.append(tape[body])
             continue
@@ -95,6 +119,7 @@ def expand_captures(trace: Trace) -> Trace:
     take.append(kept[cursor:])
     replayed.append(np.zeros(len(kept) - cursor, dtype=bool))
     tapes.append(tape[kept[cursor:]])
+    launch_of.append(np.full(len(kept) - cursor, -1, dtype=np.int64))
     index = np.concatenate(take).astype(np.int64)
     is_replay = np.concatenate(replayed)
 
@@ -103,10 +128,7 @@ def expand_captures(trace: Trace) -> Trace:
     parent = events.column("parent").fill_null(-1).to_numpy().astype(np.int64)
     new_parent = _latest_copies(seq[index], parent[index])
 
-    # the copies come from the C library's malloc, not Arrow's default (mimalloc) pool: with
-    # transparent huge pages in madvise mode, mimalloc's first touches of these big blocks took
-    # 0.8-1.2 s of system time on the drone trace (malloc: 0.3 s; see analysis.pages)
-    pool = pa.system_memory_pool()
+    pool = pa.system_memory_pool()  # see AccessCopies.table
     new_events = pc.take(events, pa.array(index), memory_pool=pool)
     executed = events.column("executed").fill_null(True).to_numpy(zero_copy_only=False)[index] | is_replay
     new_events = _set(new_events, "seq", pa.array(new_seq, type=pa.int64()))
@@ -114,6 +136,7 @@ def expand_captures(trace: Trace) -> Trace:
     new_events = _set(new_events, "executed", pa.array(executed, type=pa.bool_()))
     new_events = _set(new_events, "tape", pa.array(np.concatenate(tapes), type=pa.int32()))
     new_events = new_events.append_column("orig_seq", pa.array(seq[index], type=pa.int64()))
+    new_events = new_events.append_column("replay", pa.array(np.concatenate(launch_of), type=pa.int64()))
 
     # accesses follow their event, once per copy
     accesses = trace.tables["accesses"].combine_chunks()
@@ -124,15 +147,31 @@ def expand_captures(trace: Trace) -> Trace:
         if pa.types.is_string(column.type):
             accesses = _set(accesses, name, pc.dictionary_encode(column))
     acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
-    acc_order = np.argsort(acc_seq, kind="stable")
-    acc_seq = acc_seq[acc_order]
-    origin_seq = seq[index]
-    starts = np.searchsorted(acc_seq, origin_seq, side="left")
-    rows, copy = expand_ranges(starts, np.searchsorted(acc_seq, origin_seq, side="right"))
-    # rows of the seq-sorted accesses
-    at = accesses.schema.get_field_index("seq")  # not copied: each copy gets its event's new seq
-    new_accesses = pc.take(accesses.remove_column(at), pa.array(acc_order[rows]), memory_pool=pool)
-    new_accesses = new_accesses.add_column(at, "seq", pa.array(new_seq[copy], type=pa.int64()))
+    acc_order: np.ndarray | None = None  # None: the rows are in seq order already (as recorded)
+    if len(acc_seq) > 1 and not bool(np.all(acc_seq[1:] >= acc_seq[:-1])):
+        acc_order = np.argsort(acc_seq, kind="stable")
+        acc_seq = acc_seq[acc_order]
+    # per recorded event, its rows of the seq-sorted accesses; each copy takes its event's
+    event_starts = np.searchsorted(acc_seq, seq, side="left")
+    event_stops = np.searchsorted(acc_seq, seq, side="right")
+    starts, stops = event_starts[index], event_stops[index]
+    rows, copy = expand_ranges(starts, stops)
+    counts = stops - starts
+    copy_stop = np.cumsum(counts)
+    copied = np.zeros(n, dtype=bool)
+    copied[index] = True
+    used, _ = expand_ranges(event_starts[copied], event_stops[copied])
+    # the seq column is not copied: each copy gets its event's new seq
+    at = accesses.schema.get_field_index("seq")
+    copies = AccessCopies(
+        accesses.remove_column(at),
+        rows if acc_order is None else acc_order[rows],
+        copy,  # = new_seq[copy]: the new seqs are the positions
+        at,
+        copy_stop - counts,
+        copy_stop,
+        used if acc_order is None else acc_order[used],
+    )
 
     # creation seqs of arrays and allocations: the first kept event at or after them
     first_position = np.full(n + 1, len(index), dtype=np.int64)
@@ -147,10 +186,10 @@ def expand_captures(trace: Trace) -> Trace:
 
     tables = dict(trace.tables)
     tables["events"] = new_events
-    tables["accesses"] = new_accesses
+    del tables["accesses"]
     tables["arrays"] = remap(tables["arrays"])
     tables["allocs"] = remap(tables["allocs"])
-    return replace(trace, tables=tables)
+    return replace(trace, tables=tables), copies
 
 
 def _latest_copies(origin_seq: np.ndarray, parent: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from warptrace.analysis.findings import Finding, Severity, merge_findings
 from warptrace.analysis.health import health_timeline
 from warptrace.analysis.model import Model
 from warptrace.analysis.pages import small_pages
-from warptrace.analysis.replay import expand_captures
+from warptrace.analysis.replay import expand_replays
 from warptrace.analysis.rules import ALL_RULES, RULE_INFO
 from warptrace.progress import Progress
 from warptrace.trace.reader import Trace
@@ -51,7 +51,7 @@ def analyze_trace(trace: Trace, progress: Progress | None = None) -> Report:
 def build_model(trace: Trace) -> Model:
     """The model the rules read: the trace with graph captures replayed where they ran."""
     with small_pages():
-        return Model(expand_captures(trace))
+        return Model(*expand_replays(trace))
 
 
 def analyze_model(model: Model, progress: Progress | None = None) -> Report:

@@ -69,61 +69,127 @@ class Provenance(Seeds):
         leaf_array = m.acc_array[rows[leaf]]
         roots: dict[int, int] = {}
         n = len(scope_evs)
-        w_cut = np.searchsorted(live_index, np.arange(n + 1), side="left").tolist()
-        l_cut = np.searchsorted(leaf_index, np.arange(n + 1), side="left").tolist()
+        w_cuts = np.searchsorted(live_index, np.arange(n + 1), side="left")
+        l_cuts = np.searchsorted(leaf_index, np.arange(n + 1), side="left")
+        w_cut, l_cut = w_cuts.tolist(), l_cuts.tolist()
         # each distinct leaf set once (``sets``, interned), events carry its number: the
         # producers of an event are a set of small ints, not of frozensets
         sets: list[frozenset[int]] = [empty]
         number: dict[frozenset[int], int] = {empty: 0}
         set_of = [0] * n  # per scope position: the number of its event's leaf set
-        writers_list = np.searchsorted(scope_evs, live_writer).tolist()  # as scope positions
+        writers_at = np.searchsorted(scope_evs, live_writer)  # as scope positions
+        writers_list = writers_at.tolist()
         leaves_list = leaf_array.tolist()
         unions: dict[tuple[int, ...], int] = {}
         own_unions: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-        for i in range(n):
-            parts = {set_of[w] for w in writers_list[w_cut[i] : w_cut[i + 1]]}
-            own = leaves_list[l_cut[i] : l_cut[i + 1]]
-            if own:
-                # the same reads and producers (a replayed launch) give the same leaves
-                own_key = (tuple(own), tuple(sorted(parts)))
-                cached = own_unions.get(own_key)
-                if cached is not None:
-                    set_of[i] = cached
+
+        def walk(start: int, stop: int) -> None:  # the events of scope positions start:stop, in order
+            for i in range(start, stop):
+                parts = {set_of[w] for w in writers_list[w_cut[i] : w_cut[i + 1]]}
+                own = leaves_list[l_cut[i] : l_cut[i + 1]]
+                if own:
+                    # the same reads and producers (a replayed launch) give the same leaves
+                    own_key = (tuple(own), tuple(sorted(parts)))
+                    cached = own_unions.get(own_key)
+                    if cached is not None:
+                        set_of[i] = cached
+                        continue
+                    own_set = set()
+                    for array_id in own:
+                        root = roots.get(array_id)
+                        if root is None:
+                            root = roots[array_id] = self.root_array(array_id)
+                        own_set.add(root)
+                    leaves: set[int] = set(own_set)
+                    for part in parts:
+                        leaves |= sets[part]
+                    key = frozenset(leaves)
+                    found = number.get(key)
+                    if found is None:
+                        found = number[key] = len(sets)
+                        sets.append(key)
+                    set_of[i] = own_unions[own_key] = found
                     continue
-                own_set = set()
-                for array_id in own:
-                    root = roots.get(array_id)
-                    if root is None:
-                        root = roots[array_id] = self.root_array(array_id)
-                    own_set.add(root)
-                leaves: set[int] = set(own_set)
-                for part in parts:
-                    leaves |= sets[part]
-                key = frozenset(leaves)
-                found = number.get(key)
-                if found is None:
-                    found = number[key] = len(sets)
-                    sets.append(key)
-                set_of[i] = own_unions[own_key] = found
-                continue
-            if len(parts) <= 1:
-                set_of[i] = parts.pop() if parts else 0
-                continue
-            ukey = tuple(sorted(parts))
-            cached = unions.get(ukey)
-            if cached is None:
-                union: set[int] = set()
-                for part in parts:
-                    union |= sets[part]
-                key = frozenset(union)
-                found = number.get(key)
-                if found is None:
-                    found = number[key] = len(sets)
-                    sets.append(key)
-                cached = unions[ukey] = found
-            set_of[i] = cached
+                if len(parts) <= 1:
+                    set_of[i] = parts.pop() if parts else 0
+                    continue
+                ukey = tuple(sorted(parts))
+                cached = unions.get(ukey)
+                if cached is None:
+                    union: set[int] = set()
+                    for part in parts:
+                        union |= sets[part]
+                    key = frozenset(union)
+                    found = number.get(key)
+                    if found is None:
+                        found = number[key] = len(sets)
+                        sets.append(key)
+                    cached = unions[ukey] = found
+                set_of[i] = cached
+
+        # a graph replay whose events read what the previous copy's did (the same own leaves, the
+        # same producers inside the replay, producers before it with the same leaf sets) has its
+        # leaf sets, event for event: copied instead of walked
+        w_count, l_count = np.diff(w_cuts), np.diff(l_cuts)
+
+        def signature(start: int, stop: int) -> np.ndarray:
+            """Per producer of positions start:stop: -1 - its distance from start when it is one
+            of them, else its leaf set number (final: it comes before them)."""
+            writers = writers_at[w_cut[start] : w_cut[stop]]
+            sig = -1 - (writers - start)
+            before = np.nonzero(writers < start)[0]
+            sig[before] = np.fromiter((set_of[w] for w in writers[before].tolist()), np.int64, len(before))
+            return sig
+
+        def same(a: int, b: int, ta: int) -> bool:
+            """Whether positions a:b (a replay) and ta:ta + b - a (an earlier copy of it) are the
+            same events relative to their first, with the same own leaves and, event for event,
+            the same producers in the same order: at the same distance among them, or before them
+            with the same leaf set."""
+            tb = ta + b - a
+            return (
+                tb <= a  # the earlier copy's positions are all walked (or copied) already
+                and int(m.orig_seq[scope_evs[a]]) == int(m.orig_seq[scope_evs[ta]])
+                and np.array_equal(scope_evs[a:b] - scope_evs[a], scope_evs[ta:tb] - scope_evs[ta])
+                and np.array_equal(l_count[a:b], l_count[ta:tb])
+                and np.array_equal(w_count[a:b], w_count[ta:tb])
+                and np.array_equal(leaf_array[l_cut[a] : l_cut[b]], leaf_array[l_cut[ta] : l_cut[tb]])
+                and np.array_equal(signature(a, b), signature(ta, tb))
+            )
+
+        done = 0
+        self.provenance_copies = 0  # how many replays were copied (tests, benchmarks)
+        for a, b, ta in self._scope_copies(scope_evs):
+            walk(done, a)
+            if same(a, b, ta):
+                set_of[a:b] = set_of[ta : ta + b - a]
+                self.provenance_copies += 1
+            else:
+                walk(a, b)
+            done = b
+        walk(done, n)
         prov.update(zip(scope_evs.tolist(), map(sets.__getitem__, set_of)))
         return prov
+
+    def _scope_copies(self, scope_evs: np.ndarray) -> list[tuple[int, int, int]]:
+        """(start, stop, previous start) in scope positions of each graph replay that is a copy of
+        an earlier one (:attr:`Model.replay_runs`) and has events in scope, in order, with the
+        start of the latest earlier copy of the same events (the first replay reads what came
+        before the replays, the later ones what the replay before them left)."""
+        first, stop, template = self.model.replay_runs
+        previous = np.arange(len(template))
+        latest: dict[int, int] = {}
+        for run, of in enumerate(template.tolist()):
+            previous[run] = latest.get(of, run)
+            latest[of] = run
+        copies = np.nonzero(previous != np.arange(len(template)))[0]
+        if len(copies) == 0:
+            return []
+        a = np.searchsorted(scope_evs, first[copies])
+        b = np.searchsorted(scope_evs, stop[copies])
+        ta = np.searchsorted(scope_evs, first[previous[copies]])
+        keep = a < b
+        return list(zip(a[keep].tolist(), b[keep].tolist(), ta[keep].tolist()))
 
     def _replay_seqs(self, evs: np.ndarray) -> np.ndarray:
         """Per event: the begin seq of the backward call that replays it (:meth:`backward_of_event`)

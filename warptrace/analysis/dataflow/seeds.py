@@ -10,8 +10,8 @@ from functools import cached_property
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import expand_ranges
-from warptrace.analysis.dataflow.defuse import lex_order
+from warptrace.analysis.dataflow.base import combine_codes, expand_ranges, unique_inverse
+from warptrace.analysis.dataflow.defuse import _stable_order
 from warptrace.analysis.dataflow.grad_state import GradState
 from warptrace.analysis.dataflow.tapes import BackwardCall
 from warptrace.trace import schema as S
@@ -76,10 +76,12 @@ class Seeds(GradState):
         rows, calls = rows[keep], calls[keep]
         n = len(rows)
         alloc, lo, hi = m.acc_alloc[rows], self.acc_lo[rows], self.acc_hi[rows]
-        order = lex_order([alloc, lo, hi])  # stable: each memory's rows stay in row order
-        a, lo_s, hi_s, c = alloc[order], lo[order], hi[order], calls[order]
+        # one dense code per memory; stable: each memory's rows stay in row order (lex_order)
+        memory = unique_inverse(combine_codes([alloc, lo, hi]))[1]
+        order = _stable_order(memory)
+        memory, c = memory[order], calls[order]
         new_group = np.ones(n, dtype=bool)
-        new_group[1:] = (a[1:] != a[:-1]) | (lo_s[1:] != lo_s[:-1]) | (hi_s[1:] != hi_s[:-1])
+        new_group[1:] = memory[1:] != memory[:-1]
         starts = np.nonzero(new_group)[0]
         group = np.cumsum(new_group) - 1  # group of each sorted position (groups in memory order)
         # number the groups by first fill (their first sorted position holds their first row)
@@ -95,12 +97,14 @@ class Seeds(GradState):
         adjoint = np.nonzero(m.adjoint[self.acc_ev[rows[order]]])[0]
         adjoint_row = np.full(len(starts), -1, dtype=np.int64)
         if len(adjoint):
-            adj_groups, first_adj = np.unique(group[adjoint], return_index=True)
-            adjoint_row[rank[adj_groups]] = rows[order[adjoint[first_adj]]]
+            adj_groups = group[adjoint]  # in order: the first of each group where it changes
+            first_adj = np.flatnonzero(np.diff(adj_groups, prepend=-1))
+            adjoint_row[rank[adj_groups[first_adj]]] = rows[order[adjoint[first_adj]]]
+        first_rows = order[firsts]
         return FillGroups(
-            alloc=a[firsts],
-            lo=lo_s[firsts],
-            hi=hi_s[firsts],
+            alloc=alloc[first_rows],
+            lo=lo[first_rows],
+            hi=hi[first_rows],
             first_row=rows[order[firsts]],
             adjoint_row=adjoint_row,
             cuts=cuts,
@@ -140,12 +144,15 @@ class Seeds(GradState):
         m = self.model
         mask = self.is_store & (m.phase[self.acc_ev] == S.FORWARD)
         mask &= ~self.is_read  # a read-and-store row (x[i] = f(x[i])) rereads what it stores
-        rows = np.nonzero(mask)[0]
+        # rows of a graph replay copying an earlier one: the template's answer (an event's own rows
+        # decide), set at the end
+        computed = m.outside_row_copies() if m.row_copies else np.ones(len(mask), dtype=bool)
+        rows = np.nonzero(mask & computed)[0]
         if not len(rows):
             return mask
         # pairs (store row, read row of the same event and allocation), then the exact overlap
         big = int(m.acc_alloc.max(initial=0)) + 2
-        reads = np.nonzero(self.is_read & (m.acc_alloc >= 0))[0]
+        reads = np.nonzero(self.is_read & (m.acc_alloc >= 0) & computed)[0]
         read_keys = self.acc_ev[reads] * big + m.acc_alloc[reads]
         order = np.argsort(read_keys, kind="stable")
         read_keys, reads = read_keys[order], reads[order]
@@ -162,6 +169,7 @@ class Seeds(GradState):
             self.acc_lo[pair_rows] < self.acc_hi[pair_reads]
         )
         mask[rows[np.bincount(owner[overlap], minlength=len(rows)) > 0]] = False
+        m.fill_row_copies(mask)
         return mask
 
     def _fill_info(self, array_id: int) -> tuple[list[int], list[int], list[int]]:
@@ -274,15 +282,23 @@ class Seeds(GradState):
         i = int(np.searchsorted(m.acc_seq, start, side="right"))
         j = int(np.searchsorted(m.acc_seq, stop, side="left"))
         latest: dict[tuple[int, int, int], tuple[int, int, bool]] = {}
-        for row in (i + np.nonzero(self._plain_grad_writes[i:j])[0]).tolist():
-            ev = int(self.acc_ev[row])
-            if m.adjoint[ev]:
-                continue
-            is_seed = not (m.kind[ev] == self._K[S.MEMSET] and (np.isnan(m.value[ev]) or m.value[ev] == 0.0))
-            if call.loss >= 0 and self.owner_of(int(m.acc_array[row])) == call.loss:
+        rows = i + np.nonzero(self._plain_grad_writes[i:j])[0]
+        evs = self.acc_ev[rows]
+        own = ~m.adjoint[evs]
+        rows, evs = rows[own], evs[own]
+        values = m.value[evs]
+        zero_fill = (m.kind[evs] == self._K[S.MEMSET]) & (np.isnan(values) | (values == 0.0))
+        for ev, array_id, alloc, lo, hi, zero in zip(
+            evs.tolist(),
+            m.acc_array[rows].tolist(),
+            m.acc_alloc[rows].tolist(),
+            self.acc_lo[rows].tolist(),
+            self.acc_hi[rows].tolist(),
+            zero_fill.tolist(),
+        ):
+            if call.loss >= 0 and self.owner_of(array_id) == call.loss:
                 continue  # the loss= seed
-            key = (int(m.acc_alloc[row]), int(self.acc_lo[row]), int(self.acc_hi[row]))
-            latest[key] = (ev, int(m.acc_array[row]), is_seed)
+            latest[(alloc, lo, hi)] = (ev, array_id, not zero)
         found = []
         by_grad: dict[int, tuple[int, bool]] = {}
         for ev, grad_id, is_seed in latest.values():

@@ -129,43 +129,12 @@ def _overwrites(
         return built[0]
 
     ev_rows = model.acc_ev
-    n = len(ev_rows)
-    if n == 0:
+    if len(ev_rows) == 0:
         return [], clobbered
-    valid = ev_rows >= 0
-    ev_safe = np.where(valid, ev_rows, 0)
-    role, flags, alloc = model.acc_role, model.acc_flags, model.acc_alloc
-    not_grad = ~grad_mask(model, model.acc_array, flags)
-
-    # pending reads: forward launches recorded on a tape that is later backpropagated
-    read_mask = valid & ((role & S.ROLE_READ) != 0) & not_grad & (alloc >= 0)
-    read_mask[in_place_rows(model, ev_rows)] = False  # the launch destroyed what it read: WT102 owns it
-    read_rows = np.nonzero(read_mask)[0]
-    read_rows = read_rows[recorded_forward_launch(model, ev_safe[read_rows])]
-    if not len(read_rows):
+    read_rows, read_bwd, write_rows = _reads_at_risk(model)
+    if not len(read_rows) or not len(write_rows):
         return [], clobbered
-    read_bwd = model.backward_after_many(model.tape[ev_safe[read_rows]], model.acc_seq[read_rows])
-    keep = read_bwd >= 0
-    read_rows, read_bwd = read_rows[keep], read_bwd[keep]
-    if not len(read_rows):
-        return [], clobbered
-
-    # writes that may hit them: same allocation, after its first read, before its last backward
-    write_kinds = isin_ids(model.kind, [K[k] for k in _WRITE_KINDS])[ev_safe]
-    write_mask = valid & ((role & S.ROLE_WRITE) != 0) & not_grad & (alloc >= 0) & write_kinds
-    write_rows = _writes_in_windows(model, np.nonzero(write_mask)[0], read_rows, read_bwd)
-    if not len(write_rows):
-        return [], clobbered
-    # a read is at risk only when a write to its allocation comes after it and before its backward;
-    # the others can neither be reported nor hide another read (a later read with the same pending
-    # key replaces an earlier one, whose backward comes no later): drop them, and the writes that
-    # no longer fall in the window of any remaining read
-    at_risk = _next_write_before(model, write_rows, read_rows, read_bwd)
-    if not at_risk.all():
-        read_rows, read_bwd = read_rows[at_risk], read_bwd[at_risk]
-        if not len(read_rows):
-            return [], clobbered
-        write_rows = _writes_in_windows(model, write_rows, read_rows, read_bwd)
+    flags, alloc = model.acc_flags, model.acc_alloc
 
     # one pass per allocation in seq order; at equal seq, writes are checked before reads are added
     rows = np.concatenate([write_rows, read_rows])
@@ -368,6 +337,62 @@ def _allocs(model: Model, ev: int, role: int) -> list[int]:
     rows = np.arange(model.acc_start[ev], model.acc_stop[ev])
     rows = rows[((model.acc_role[rows] & role) != 0) & (model.acc_alloc[rows] >= 0)]
     return model.acc_alloc[rows].tolist()
+
+
+def _reads_at_risk(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pending reads WT101/WT103/WT104 follow (access rows in row order, and the seq of the
+    backward of each) and the writes that may hit them (rows in row order).
+
+    Pending reads: forward launches recorded on a tape that is later backpropagated. A read is
+    at risk only when a write to its allocation comes after it and before its backward; the
+    others can neither be reported nor hide another read (a later read with the same pending
+    key replaces an earlier one, whose backward comes no later): they are dropped, and so are
+    the writes outside the window of every remaining read (same allocation, after its first
+    read, before its last backward).
+
+    A graph replay that copies an earlier one (:attr:`Model.row_copies`) has its template's reads
+    at risk, moved: its reads, tapes (a replay's own), backward and the writes between them are
+    the template's rows in the same order. Only the other rows' reads are looked at."""
+    ev_rows = model.acc_ev
+    valid = ev_rows >= 0
+    ev_safe = np.where(valid, ev_rows, 0)
+    role, flags, alloc = model.acc_role, model.acc_flags, model.acc_alloc
+    not_grad = ~grad_mask(model, model.acc_array, flags)
+    empty = np.zeros(0, dtype=np.int64)
+
+    read_mask = valid & ((role & S.ROLE_READ) != 0) & not_grad & (alloc >= 0)
+    read_mask[in_place_rows(model, ev_rows)] = False  # the launch destroyed what it read: WT102 owns it
+    copies = model.row_copies
+    if copies:
+        read_mask &= model.outside_row_copies()
+    read_rows = np.nonzero(read_mask)[0]
+    read_rows = read_rows[recorded_forward_launch(model, ev_safe[read_rows])]
+    read_bwd = model.backward_after_many(model.tape[ev_safe[read_rows]], model.acc_seq[read_rows])
+    keep = read_bwd >= 0
+    read_rows, read_bwd = read_rows[keep], read_bwd[keep]
+
+    write_kinds = isin_ids(model.kind, [K[k] for k in _WRITE_KINDS])[ev_safe]
+    write_mask = valid & ((role & S.ROLE_WRITE) != 0) & not_grad & (alloc >= 0) & write_kinds
+    write_rows = np.nonzero(write_mask)[0]
+    if not len(read_rows) or not len(write_rows):
+        return empty, empty, empty
+    at_risk = _next_write_before(model, write_rows, read_rows, read_bwd)
+    read_rows, read_bwd = read_rows[at_risk], read_bwd[at_risk]
+    if copies and len(read_rows):
+        rows_of = [read_rows]
+        bwds_of = [read_bwd]
+        for start, stop, template in copies:
+            a, b = np.searchsorted(read_rows, [template, template + stop - start])
+            if a < b:
+                rows_of.append(read_rows[a:b] + (start - template))
+                bwds_of.append(read_bwd[a:b] + int(model.acc_seq[start] - model.acc_seq[template]))
+        read_rows = np.concatenate(rows_of)
+        read_bwd = np.concatenate(bwds_of)
+        order = np.argsort(read_rows, kind="stable")
+        read_rows, read_bwd = read_rows[order], read_bwd[order]
+    if not len(read_rows):
+        return empty, empty, empty
+    return read_rows, read_bwd, _writes_in_windows(model, write_rows, read_rows, read_bwd)
 
 
 def _writes_in_windows(
