@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from warptrace.cli import main
-from warptrace.report import show
+from warptrace.report import counts
 from warptrace.trace.reader import read_trace
 from warptrace.trace.schema import (
     ARRAY_GRAD,
@@ -462,7 +462,7 @@ def test_trace_is_complete_however_the_program_ends(recorder, ending, status, er
 
 
 def test_summary_says_when_nothing_was_recorded(recorder, capsys):
-    recorder.summary = dict.fromkeys((key for key, _, _ in show.COUNT_NOUNS), 0)
+    recorder.summary = dict.fromkeys((key for key, _, _ in counts.COUNT_NOUNS), 0)
     assert main(["-o", "out.wtrace", "probe_env.py"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err == [
@@ -488,7 +488,7 @@ def test_summary_counts_from_disk_when_the_recorder_gives_none(recorder, capsys)
 
 
 def test_failing_analyzer_is_one_note(recorder, monkeypatch, capsys):
-    recorder.summary = {key: 1 for key, _, _ in show.COUNT_NOUNS}
+    recorder.summary = {key: 1 for key, _, _ in counts.COUNT_NOUNS}
     broken = types.ModuleType("warptrace.analysis.report")
 
     def analyze_trace(trace: Any, progress: Any = None) -> Any:

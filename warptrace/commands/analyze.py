@@ -50,7 +50,8 @@ class AnalyzeCommand(Command):
 
 def trace_notes(trace: Any) -> None:
     """What the findings cannot say: the trace is partial, or there was nothing to record."""
-    from warptrace.report.show import activity_counts, has_activity
+    from warptrace.report.counts import has_activity
+    from warptrace.report.show import activity_counts
 
     if not trace.complete:
         write_stderr(

@@ -275,7 +275,7 @@ def _deferred_sigint() -> Iterator[None]:
 
 def _summary_counts(summary: Mapping[str, Any] | None, trace_file: str) -> dict[str, Any] | None:
     """The recorder's counts; any it does not provide are counted from the trace on disk."""
-    from warptrace.report.show import COUNT_NOUNS
+    from warptrace.report.counts import COUNT_NOUNS
 
     counts = {key: (summary or {}).get(key) for key, _, _ in COUNT_NOUNS}
     if all(value is not None for value in counts.values()):
@@ -292,14 +292,14 @@ def _summary_counts(summary: Mapping[str, Any] | None, trace_file: str) -> dict[
 
 
 def _has_activity(counts: Mapping[str, Any]) -> bool:
-    from warptrace.report.show import has_activity
+    from warptrace.report.counts import has_activity
 
     return has_activity(counts)
 
 
 def _print_summary(counts: Mapping[str, Any] | None, trace_path: str) -> None:
     """One or two lines; ``trace_path`` as the user gave it (the program may have changed cwd)."""
-    from warptrace.report.show import format_counts
+    from warptrace.report.counts import format_counts
 
     if counts is None:
         write_stderr(f"warptrace: trace written to {trace_path}")

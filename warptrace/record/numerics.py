@@ -28,6 +28,7 @@ adjoints reached by recorded kernels are checked against finite differences
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import threading
@@ -43,6 +44,7 @@ from warptrace.record.adjoint_check import check_custom_adjoints
 from warptrace.record.session import Recorder
 from warptrace.record.wrap.common import ORIGINAL_ATTR, WARP_ARRAY, array_state, mark
 from warptrace.record.wrap.plans import plan_for
+from warptrace.trace import schema
 from warptrace.trace.schema import (
     NUM_INPUT,
     NUM_LEAF_GRAD,
@@ -51,11 +53,17 @@ from warptrace.trace.schema import (
     NUM_WRITE,
     ROLE_READ,
     ROLE_WRITE,
-    SCHEMAS,
 )
 
 FLUSH_ROWS = 4096
-_WIDTH = len(SCHEMAS["numerics"].names)
+
+
+@functools.cache
+def _width() -> int:
+    """Columns of a numerics row (from the schema at the first use: no pyarrow at import)."""
+    return len(schema.SCHEMAS["numerics"].names)
+
+
 Summary = tuple[int, int, int, int, "float | None", "float | None", float, str]
 
 
@@ -148,7 +156,7 @@ class Numerics:
         array_id = array_state(self.rec, arr)[1]
         with self.lock:
             self.rows.extend((seq, array_id, owner, what, arg, field, *summary))
-            full = len(self.rows) >= FLUSH_ROWS * _WIDTH
+            full = len(self.rows) >= FLUSH_ROWS * _width()
         if full:
             self.flush()
         return summary

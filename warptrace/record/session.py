@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import warp
 
 from warptrace.record.callsite import Sites
@@ -187,6 +186,9 @@ class Recorder:
         self.sink_failed = self.writer_mode != "process" or not sink_process.usable()
         # meta.json "writer": where the parts were encoded ("process" once the child ran)
         self.writer_used = "sync" if self.writer_mode == "sync" else "thread"
+        # the summary's counts: the trace-writer process's report, plus PartSink's here
+        self.sink_counts: Counter[str] = Counter()
+        self.counts_lost = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._writer_loop, name="warptrace-writer", daemon=True)
         self._thread.start()
@@ -508,6 +510,7 @@ class Recorder:
         a recorder error); the parts on disk are recounted and encoding continues here."""
         self._note(exc)
         sink, self.sink, self.sink_failed = self.sink, None, True
+        self.counts_lost = True
         if sink is not None:
             sink.kill()
         self.writer.rescan()
@@ -523,6 +526,10 @@ class Recorder:
                 self.sink = None
                 report = sink.finish()
                 self.writer.absorb(report["part_index"], report["rows_written"], report["bytes_written"])
+                if "counts" in report:
+                    self.sink_counts.update(report["counts"])
+                else:
+                    self.counts_lost = True
                 errors = report.get("errors", [])
             else:
                 errors = sink.sync()
@@ -535,8 +542,9 @@ class Recorder:
 
     def _writer_loop(self) -> None:
         """The writer thread: write queued batches; flush on its own every FLUSH_SECONDS when idle."""
-        with contextlib.suppress(Exception):
-            import pyarrow.compute  # noqa: F401  # Array.take imports it: once, here, not at the first flush
+        if self.sink_failed:  # this process encodes the parts: pyarrow now, not at the first flush
+            with contextlib.suppress(Exception):
+                import pyarrow.compute  # noqa: F401  # (Array.take imports it)
         with contextlib.suppress(Exception):
             # a write to the pipe of a trace-writer process that died fails with EPIPE here
             # even in a program that restored SIGPIPE's default action (which would kill it)
@@ -570,12 +578,15 @@ class Recorder:
                     done.set()
 
     def summary(self) -> dict[str, Any]:
-        """Counts for the CLI, computed from the event parts on disk (vectorized, once).
-
-        Counting on the writer thread would cost GIL time on every flush.
-        """
+        """Counts for the CLI: what the trace-writer process and the PartSink here counted
+        as they wrote the event parts (without importing pyarrow in the recorded process),
+        else (a forked child of the program, a trace-writer process that ended without its
+        report) read back from the event parts on disk."""
+        if os.getpid() == self.pid and not self.counts_lost:
+            return self._summary(self.parts.counts + self.sink_counts)
         counts: Counter[str] = Counter()
         try:
+            import pyarrow as pa
             import pyarrow.compute as pc
             import pyarrow.parquet as pq  # ParquetFile: pq.read_table would import pyarrow.dataset (6 ms)
 
@@ -596,6 +607,9 @@ class Recorder:
                 )
         except Exception as exc:
             self._note(exc)
+        return self._summary(counts)
+
+    def _summary(self, counts: Counter[str]) -> dict[str, Any]:
         return {
             "trace": str(self.path),
             "tapes": counts.get(TAPE_CREATE, 0),

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warptrace.report.counts import format_counts, has_activity
 from warptrace.trace.reader import Trace
 from warptrace.trace.schema import (
     BACKWARD,
@@ -48,15 +49,6 @@ from warptrace.trace.schema import (
 
 # Keys of the activity counts, in display order, with their singular/plural nouns. The
 # recorder's ``last_summary`` uses the same keys, so the CLI prints either with one function.
-COUNT_NOUNS: tuple[tuple[str, str, str], ...] = (
-    ("tapes", "tape", "tapes"),
-    ("recorded_launches", "recorded launch", "recorded launches"),
-    ("untaped_launches", "untaped launch", "untaped launches"),
-    ("copies", "copy", "copies"),
-    ("memsets", "memset", "memsets"),
-    ("backward_calls", "backward call", "backward calls"),
-    ("arrays", "array", "arrays"),
-)
 
 # Events that change memory or gradient semantics: one line each in a tape section.
 _LINE_KINDS = frozenset(
@@ -105,20 +97,6 @@ def activity_counts(trace: Trace) -> dict[str, int]:
 
 def _count(mask: Any) -> int:
     return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
-
-
-def has_activity(counts: Mapping[str, Any]) -> bool:
-    """False when the program made no Warp call the recorder saw (all counts zero)."""
-    return any(counts.get(key) for key, _, _ in COUNT_NOUNS)
-
-
-def format_counts(counts: Mapping[str, Any]) -> str:
-    """``1 tape, 2 recorded launches, ...``; a missing count shows as ``?``."""
-    parts = []
-    for key, singular, plural in COUNT_NOUNS:
-        value = counts.get(key)
-        parts.append(f"{'?' if value is None else value} {singular if value == 1 else plural}")
-    return ", ".join(parts)
 
 
 # ------------------------------------------------------------------------- names

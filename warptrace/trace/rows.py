@@ -13,14 +13,19 @@ or synchronously) and in the trace-writer process (:mod:`warptrace.trace.sink`).
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
-from warptrace.trace.schema import SCHEMAS
+from warptrace.trace import schema as _schema
+from warptrace.trace.schema import LAUNCH
 from warptrace.trace.writer import TraceWriter
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # In-memory rows of the two big tables (all ints).
 EVENT_ROW = (
@@ -28,16 +33,21 @@ EVENT_ROW = (
     "thread", "t_ns", "parent", "array_id", "ref_id", "dim",
 )  # fmt: skip
 EVENT_WIDTH = len(EVENT_ROW)
+_KIND, _RECORDED, _ADJOINT = EVENT_ROW.index("kind"), EVENT_ROW.index("recorded"), EVENT_ROW.index("adjoint")
 ACCESS_ROW = ("seq", "array_id", "alloc_id", "role", "flags", "arg", "field")
 ACCESS_WIDTH = len(ACCESS_ROW)
 _CODED = ("kind", "dim", "arg", "field")  # int codes into a string table in memory
+
+
 # numpy dtype of each integer/bool column of the two rows (pyarrow's to_pandas_dtype() would
-# import numpy.ma, 6 ms, at the first flush)
-_INT_DTYPES = {
-    table: {name: np.dtype(str(SCHEMAS[table].field(name).type)) for name in row if name not in _CODED}
-    for table, row in (("events", EVENT_ROW), ("accesses", ACCESS_ROW))
-}
-WIDTH = {table: len(schema.names) for table, schema in SCHEMAS.items()}
+# import numpy.ma, 6 ms, at the first flush). Built at the first write: importing this module
+# does not import pyarrow (see schema.SCHEMAS).
+@functools.cache
+def _int_dtypes(table: str) -> dict[str, np.dtype[Any]]:
+    row = EVENT_ROW if table == "events" else ACCESS_ROW
+    schema = _schema.SCHEMAS[table]
+    return {name: np.dtype(str(schema.field(name).type)) for name in row if name not in _CODED}
+
 
 # (seq, value, detail) of the events that have a value or a detail
 Extra = list[tuple[int, "float | None", "str | None"]]
@@ -82,7 +92,9 @@ class PartSink:
 
     ``kinds``, ``names`` and ``dim_texts`` are the string tables the coded columns index
     (append-only; a code is appended before any row that uses it); ``note`` hears of a
-    value in an int row that is not an int (a recorder bug; written as -1)."""
+    value in an int row that is not an int (a recorder bug; written as -1). ``counts``:
+    the events written, by kind, and the launches by direction and tape (the summary of a
+    run, counted where the rows already are a matrix)."""
 
     def __init__(
         self,
@@ -97,6 +109,7 @@ class PartSink:
         self.names = names
         self.dim_texts = dim_texts
         self.note = note
+        self.counts: Counter[str] = Counter()
 
     def write(self, batch: Batch, disordered: bool) -> None:
         """Write a flushed batch; ``disordered``: its event rows are not in seq order."""
@@ -106,17 +119,39 @@ class PartSink:
             if table == "events":
                 rows, extra = buf
                 if len(rows):
-                    writer.write(table, self.event_columns(event_matrix(rows, disordered, self.note), extra))
+                    matrix = event_matrix(rows, disordered, self.note)
+                    writer.write(table, self.event_columns(matrix, extra))
+                    self.count(matrix)
             elif table == "accesses":
                 if len(buf):
                     writer.write(table, self.access_columns(int_rows(buf, ACCESS_WIDTH, self.note)))
             elif buf:
-                width = WIDTH[table]
-                writer.write(table, {name: buf[i::width] for i, name in enumerate(SCHEMAS[table].names)})
+                names = _schema.SCHEMAS[table].names
+                width = len(names)
+                writer.write(table, {name: buf[i::width] for i, name in enumerate(names)})
+
+    def count(self, rows: np.ndarray) -> None:
+        """Add written event rows to :attr:`counts` (what ``Recorder.summary`` reports)."""
+        counts = self.counts
+        codes = rows[:, _KIND]
+        present, numbers = np.unique(codes, return_counts=True)
+        kinds = self.kinds
+        for code, number in zip(present.tolist(), numbers.tolist()):
+            counts[kinds[code] if 0 <= code < len(kinds) else ""] += number
+        if LAUNCH in kinds:
+            launch = codes == kinds.index(LAUNCH)
+            adjoint = rows[:, _ADJOINT] != 0
+            recorded = rows[:, _RECORDED] != 0
+            forward = launch & ~adjoint
+            counts["adjoint_launches"] += int(np.count_nonzero(launch & adjoint))
+            counts["recorded_launches"] += int(np.count_nonzero(forward & recorded))
+            counts["untaped_launches"] += int(np.count_nonzero(forward & ~recorded))
 
     def event_columns(self, rows: np.ndarray, extra: Extra) -> dict[str, Any]:
+        import pyarrow as pa
+
         n = len(rows)
-        dtypes = _INT_DTYPES["events"]
+        dtypes = _int_dtypes("events")
         columns: dict[str, Any] = {}
         for i, name in enumerate(EVENT_ROW):
             column = rows[:, i]
@@ -146,7 +181,9 @@ class PartSink:
         return columns
 
     def access_columns(self, rows: np.ndarray) -> dict[str, Any]:
-        dtypes = _INT_DTYPES["accesses"]
+        import pyarrow as pa
+
+        dtypes = _int_dtypes("accesses")
         columns: dict[str, Any] = {}
         for i, name in enumerate(ACCESS_ROW):
             if name in ("arg", "field"):
@@ -158,6 +195,8 @@ class PartSink:
 
 def decode(texts: list[str], codes: np.ndarray) -> pa.Array:
     """String column from codes into ``texts`` (-1: null), without a Python object per row."""
+    import pyarrow as pa
+
     table = pa.array(texts[:], type=pa.string())  # a snapshot: the list may grow meanwhile
     indices = codes.astype(np.int32)
     missing = indices < 0

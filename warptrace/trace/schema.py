@@ -19,7 +19,10 @@ resolves to ``(alloc_id, offset, shape, strides, itemsize)`` by a join on
 
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # History of SCHEMA_VERSION (bump on any incompatible change, never reuse a number):
 #   1  first layout: events, accesses, arrays, allocs, kernels, kernel_args, sites.
@@ -143,130 +146,139 @@ NUM_STEP = "step"  # a forward launch continuing a chain of launches of its kern
 #                    input); array_id = the output, owner = the input, hash "". WT504 reads it.
 NUMERICS_WHAT = (NUM_WRITE, NUM_INPUT, NUM_LEAF_GRAD, NUM_LOSS, NUM_STEP)
 
-_i8, _i16, _i32, _i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
-_str, _bool, _f64 = pa.string(), pa.bool_(), pa.float64()
 
-# fmt: off
-SCHEMAS: dict[str, pa.Schema] = {
-    # One row per event, in seq order within a part.
-    "events": pa.schema([
-        ("seq", _i64),  # global, monotonic, starts at 0
-        ("kind", _str),  # one of EVENT_KINDS
-        ("tape", _i32),  # active tape id (TAPE_* events: the tape itself); -1 = none
-        ("recorded", _bool),  # the event was recorded on `tape` (so backward replays it)
-        ("phase", _i8),  # FORWARD / BACKWARD
-        ("adjoint", _bool),  # launch with adjoint=True
-        ("executed", _bool),  # false for launches/copies inside graph capture
-        ("site", _i32),  # sites.site_id of the user call site; -1 unknown
-        ("kernel", _i32),  # kernels.kernel_id for launches; -1 otherwise
-        ("thread", _i32),  # small per-run thread index (0 = first thread seen)
-        ("t_ns", _i64),  # time.perf_counter_ns() at the event
-        ("parent", _i64),  # seq of the enclosing event (nested grad copy); -1
-        ("array_id", _i64),  # subject array (SET_*, VALUE_READ, BACKWARD_BEGIN loss); -1
-        ("ref_id", _i64),  # second reference (SET_GRAD new grad, graph id); -1
-        ("value", _f64),  # memset fill value, flag value; null otherwise
-        ("dim", _str),  # launch dims "64" / "32x3"; null otherwise
-        ("detail", _str),  # rare extra facts as JSON; null otherwise
-    ]),
-    # One row per (event, array object) touched by a launch, copy, memset, native or read.
-    "accesses": pa.schema([
-        ("seq", _i64),
-        ("array_id", _i64),  # arrays.array_id
-        ("alloc_id", _i64),  # denormalized from arrays for direct queries
-        ("role", _i8),  # ROLE_*
-        ("flags", _i8),  # FLAG_* bits
-        ("arg", _str),  # kernel argument name ("src"/"dest" for copies, "" for memsets)
-        ("field", _str),  # struct field path below the argument ("q", "inner.q"); "" if none
-    ]),
-    # One row per Warp array object seen (including grads, views and aliases).
-    "arrays": pa.schema([
-        ("array_id", _i64),
-        ("alloc_id", _i64),  # containing allocation; -1 when unknown (opaque, size 0)
-        ("offset", _i64),  # byte offset of element 0 from the allocation start
-        ("shape", pa.list_(_i64)),
-        ("strides", pa.list_(_i64)),  # bytes
-        ("itemsize", _i32),
-        ("dtype", _str),
-        ("device", _str),
-        ("kind", _str),  # ARRAY_*
-        ("requires_grad", _bool),  # at registration; later changes are SET_* events
-        ("retain_grad", _bool),
-        ("grad_of", _i64),  # array_id whose .grad this is; -1
-        ("base_id", _i64),  # array_id of the parent view/owner object; -1
-        ("seq", _i64),  # seq of the last event before registration (creation order)
-        ("site", _i32),  # allocation call site
-        ("label", _str),  # user label from the call-site line ("stage1", "state.q") or ""
-    ]),
-    # One row per allocation (fresh memory or external memory first seen).
-    "allocs": pa.schema([
-        ("alloc_id", _i64),  # monotonic; pointer reuse after free gets a new id
-        ("ptr", _i64),
-        ("nbytes", _i64),
-        ("device", _str),
-        ("kind", _str),  # ALLOC_*
-        ("seq", _i64),
-        ("site", _i32),
-    ]),
-    # One row per analysed kernel (per key, module hash and overload).
-    "kernels": pa.schema([
-        ("kernel_id", _i32),
-        ("key", _str),  # kernel key (function name)
-        ("module", _str),
-        ("file", _str),
-        ("line", _i32),  # line of the `def`
-        ("source", _str),  # kernel source text (for offline kernel-source rules)
-        ("enable_backward", _bool),  # effective (kernel option, else module option)
-        ("custom_grad", _str),  # JSON list of user functions with func_grad
-        ("custom_replay", _str),  # JSON list of user functions with func_replay
-        ("native_snippets", _bool),
-        ("analysis", _str),  # "codegen+ast", "ast", "failed: <why>"
-        ("source_model", _str),  # JSON of the kernel-source model; "" when unknown (v2)
-    ]),
-    # One row per (kernel, argument, field path): the kernel's read/write facts.
-    "kernel_args": pa.schema([
-        ("kernel_id", _i32),
-        ("index", _i16),  # argument position
-        ("name", _str),
-        ("type", _str),
-        ("field", _str),  # struct field path, "" for the argument itself
-        ("is_array", _bool),
-        ("read", _bool),
-        ("write", _bool),  # any write (store or accumulation)
-        ("store", _bool),  # a plain store (y[i] = ...) somewhere
-        ("accumulate", _bool),  # += / -= / atomic_*
-        ("write_line", _i32),  # first source line writing it (absolute file line); -1
-        ("read_line", _i32),  # first source line reading it; -1
-    ]),
-    # Interned user call sites.
-    "sites": pa.schema([
-        ("site_id", _i32),
-        ("file", _str),
-        ("line", _i32),
-        ("function", _str),
-        ("text", _str),  # stripped source line
-        ("label", _str),  # assignment target on that line ("x", "state.q") or ""
-    ]),
-    # Optional (``--check-numerics``, schema >= 3): one row per (event, array) summary of an
-    # array's values, never the values themselves. Computed where the array lives, after
-    # the event ran. ``diff`` compares runs on these columns.
-    "numerics": pa.schema([
-        ("seq", _i64),  # events.seq the summary follows (BACKWARD_END for leaf_grad / loss)
-        ("array_id", _i64),  # arrays.array_id summarized (for leaf_grad: the gradient buffer)
-        ("owner", _i64),  # leaf_grad: the leaf whose .grad it is; step: the input; -1 otherwise
-        ("what", _str),  # NUMERICS_WHAT
-        ("arg", _str),  # kernel argument ("src"/"dest" for copies, "" for memsets / backward)
-        ("field", _str),  # struct field path below the argument, "" if none
-        ("count", _i64),  # scalar elements (a vec3 element counts 3)
-        ("nonfinite", _i64),  # NaN and +-inf elements
-        ("zeros", _i64),  # elements exactly 0.0 (or 0)
-        ("first_bad", _i64),  # flat index (C order, scalar elements) of the first non-finite; -1
-        ("min", _f64),  # over the finite elements; null when there is none
-        ("max", _f64),
-        ("l2", _f64),  # L2 norm over the finite elements (float64 accumulation)
-        ("hash", _str),  # 16 hex digits of blake2b over the element bytes in C order
-    ]),
-}
-# fmt: on
+def _build_schemas() -> dict[str, pa.Schema]:
+    """The Arrow schema of every table. Built on first use of :data:`SCHEMAS` (see
+    ``__getattr__`` below): the recorder imports this module's codes without pyarrow,
+    whose import (~0.1 s) a traced program pays only when its own process writes parts."""
+    import pyarrow as pa
+
+    _i8, _i16, _i32, _i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
+    _str, _bool, _f64 = pa.string(), pa.bool_(), pa.float64()
+
+    # fmt: off
+    schemas: dict[str, pa.Schema] = {
+        # One row per event, in seq order within a part.
+        "events": pa.schema([
+            ("seq", _i64),  # global, monotonic, starts at 0
+            ("kind", _str),  # one of EVENT_KINDS
+            ("tape", _i32),  # active tape id (TAPE_* events: the tape itself); -1 = none
+            ("recorded", _bool),  # the event was recorded on `tape` (so backward replays it)
+            ("phase", _i8),  # FORWARD / BACKWARD
+            ("adjoint", _bool),  # launch with adjoint=True
+            ("executed", _bool),  # false for launches/copies inside graph capture
+            ("site", _i32),  # sites.site_id of the user call site; -1 unknown
+            ("kernel", _i32),  # kernels.kernel_id for launches; -1 otherwise
+            ("thread", _i32),  # small per-run thread index (0 = first thread seen)
+            ("t_ns", _i64),  # time.perf_counter_ns() at the event
+            ("parent", _i64),  # seq of the enclosing event (nested grad copy); -1
+            ("array_id", _i64),  # subject array (SET_*, VALUE_READ, BACKWARD_BEGIN loss); -1
+            ("ref_id", _i64),  # second reference (SET_GRAD new grad, graph id); -1
+            ("value", _f64),  # memset fill value, flag value; null otherwise
+            ("dim", _str),  # launch dims "64" / "32x3"; null otherwise
+            ("detail", _str),  # rare extra facts as JSON; null otherwise
+        ]),
+        # One row per (event, array object) touched by a launch, copy, memset, native or read.
+        "accesses": pa.schema([
+            ("seq", _i64),
+            ("array_id", _i64),  # arrays.array_id
+            ("alloc_id", _i64),  # denormalized from arrays for direct queries
+            ("role", _i8),  # ROLE_*
+            ("flags", _i8),  # FLAG_* bits
+            ("arg", _str),  # kernel argument name ("src"/"dest" for copies, "" for memsets)
+            ("field", _str),  # struct field path below the argument ("q", "inner.q"); "" if none
+        ]),
+        # One row per Warp array object seen (including grads, views and aliases).
+        "arrays": pa.schema([
+            ("array_id", _i64),
+            ("alloc_id", _i64),  # containing allocation; -1 when unknown (opaque, size 0)
+            ("offset", _i64),  # byte offset of element 0 from the allocation start
+            ("shape", pa.list_(_i64)),
+            ("strides", pa.list_(_i64)),  # bytes
+            ("itemsize", _i32),
+            ("dtype", _str),
+            ("device", _str),
+            ("kind", _str),  # ARRAY_*
+            ("requires_grad", _bool),  # at registration; later changes are SET_* events
+            ("retain_grad", _bool),
+            ("grad_of", _i64),  # array_id whose .grad this is; -1
+            ("base_id", _i64),  # array_id of the parent view/owner object; -1
+            ("seq", _i64),  # seq of the last event before registration (creation order)
+            ("site", _i32),  # allocation call site
+            ("label", _str),  # user label from the call-site line ("stage1", "state.q") or ""
+        ]),
+        # One row per allocation (fresh memory or external memory first seen).
+        "allocs": pa.schema([
+            ("alloc_id", _i64),  # monotonic; pointer reuse after free gets a new id
+            ("ptr", _i64),
+            ("nbytes", _i64),
+            ("device", _str),
+            ("kind", _str),  # ALLOC_*
+            ("seq", _i64),
+            ("site", _i32),
+        ]),
+        # One row per analysed kernel (per key, module hash and overload).
+        "kernels": pa.schema([
+            ("kernel_id", _i32),
+            ("key", _str),  # kernel key (function name)
+            ("module", _str),
+            ("file", _str),
+            ("line", _i32),  # line of the `def`
+            ("source", _str),  # kernel source text (for offline kernel-source rules)
+            ("enable_backward", _bool),  # effective (kernel option, else module option)
+            ("custom_grad", _str),  # JSON list of user functions with func_grad
+            ("custom_replay", _str),  # JSON list of user functions with func_replay
+            ("native_snippets", _bool),
+            ("analysis", _str),  # "codegen+ast", "ast", "failed: <why>"
+            ("source_model", _str),  # JSON of the kernel-source model; "" when unknown (v2)
+        ]),
+        # One row per (kernel, argument, field path): the kernel's read/write facts.
+        "kernel_args": pa.schema([
+            ("kernel_id", _i32),
+            ("index", _i16),  # argument position
+            ("name", _str),
+            ("type", _str),
+            ("field", _str),  # struct field path, "" for the argument itself
+            ("is_array", _bool),
+            ("read", _bool),
+            ("write", _bool),  # any write (store or accumulation)
+            ("store", _bool),  # a plain store (y[i] = ...) somewhere
+            ("accumulate", _bool),  # += / -= / atomic_*
+            ("write_line", _i32),  # first source line writing it (absolute file line); -1
+            ("read_line", _i32),  # first source line reading it; -1
+        ]),
+        # Interned user call sites.
+        "sites": pa.schema([
+            ("site_id", _i32),
+            ("file", _str),
+            ("line", _i32),
+            ("function", _str),
+            ("text", _str),  # stripped source line
+            ("label", _str),  # assignment target on that line ("x", "state.q") or ""
+        ]),
+        # Optional (``--check-numerics``, schema >= 3): one row per (event, array) summary of an
+        # array's values, never the values themselves. Computed where the array lives, after
+        # the event ran. ``diff`` compares runs on these columns.
+        "numerics": pa.schema([
+            ("seq", _i64),  # events.seq the summary follows (BACKWARD_END for leaf_grad / loss)
+            ("array_id", _i64),  # arrays.array_id summarized (for leaf_grad: the gradient buffer)
+            ("owner", _i64),  # leaf_grad: the leaf whose .grad it is; step: the input; -1 otherwise
+            ("what", _str),  # NUMERICS_WHAT
+            ("arg", _str),  # kernel argument ("src"/"dest" for copies, "" for memsets / backward)
+            ("field", _str),  # struct field path below the argument, "" if none
+            ("count", _i64),  # scalar elements (a vec3 element counts 3)
+            ("nonfinite", _i64),  # NaN and +-inf elements
+            ("zeros", _i64),  # elements exactly 0.0 (or 0)
+            ("first_bad", _i64),  # flat index (C order, scalar elements) of the first non-finite; -1
+            ("min", _f64),  # over the finite elements; null when there is none
+            ("max", _f64),
+            ("l2", _f64),  # L2 norm over the finite elements (float64 accumulation)
+            ("hash", _str),  # 16 hex digits of blake2b over the element bytes in C order
+        ]),
+    }
+    # fmt: on
+    return schemas
+
 
 # Columns added after version 1: (table, column) -> (first version, value in older traces).
 ADDED_COLUMNS: dict[tuple[str, str], tuple[int, object]] = {
@@ -289,3 +301,16 @@ META_FILE = "meta.json"
 # "rows", and for events/accesses "first_seq", "last_seq"}. Absent in older traces: the
 # reader skips the checks that need it.
 PART_KEY = "warptrace.part"
+
+
+_schemas: dict[str, Any] | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``SCHEMAS`` (dict of table name -> ``pyarrow.Schema``), built on first access."""
+    global _schemas
+    if name == "SCHEMAS":
+        if _schemas is None:
+            _schemas = _build_schemas()
+        return _schemas
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,6 +35,7 @@ the trace through this process).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import pickle
@@ -51,7 +52,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
-import pyarrow
 
 import warptrace
 from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH, WRITE_ORDER, PartSink, int_rows
@@ -80,7 +80,10 @@ class SinkProcess:
 
     def __init__(self, path: str | os.PathLike[str], trace_id: str, part_index: dict[str, int]) -> None:
         # the child finds this warptrace and this pyarrow, whatever put them on sys.path here
-        roots = [str(Path(module.__file__ or "").resolve().parents[1]) for module in (warptrace, pyarrow)]
+        # (found, not imported: the recorded process need not import pyarrow)
+        spec = importlib.util.find_spec("pyarrow")
+        origins = [warptrace.__file__, spec.origin if spec is not None else None]
+        roots = [str(Path(origin).resolve().parents[1]) for origin in origins if origin]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*roots, *filter(None, [env.get("PYTHONPATH")])]))
         env.pop("PYTHONSTARTUP", None)
@@ -349,6 +352,7 @@ def serve(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None
                 part_index=writer.part_index,
                 rows_written=writer.rows_written,
                 bytes_written=writer.bytes_written,
+                counts=dict(sink.counts),
                 errors=errors,
             )
             return

@@ -15,6 +15,7 @@ CRC32 page checksums, so a duplicated, foreign, swapped or damaged part is detec
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -23,13 +24,13 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from warptrace.trace import schema as _schema
+from warptrace.trace.schema import ALL_TABLES, META_FILE, PART_KEY, SCHEMA_VERSION, TABLES
 
-from warptrace.trace.schema import ALL_TABLES, META_FILE, PART_KEY, SCHEMA_VERSION, SCHEMAS, TABLES
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -47,13 +48,16 @@ def _utc_now() -> str:
 # encoding for the int columns (seq, t_ns and ids mostly grow by small steps), no
 # column statistics (no reader prunes on them). Against dictionary pages everywhere
 # plus statistics: ~30% less encoding time per part and ~30% smaller files.
-_DICTIONARY_COLUMNS = {
-    table: [f.name for f in schema if pa.types.is_string(f.type)] for table, schema in SCHEMAS.items()
-}
-_COLUMN_ENCODING = {
-    table: {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}
-    for table, schema in SCHEMAS.items()
-}
+# Built at the first part written: a writer that only writes meta.json (the recorded
+# process when the trace-writer process writes the parts) never imports pyarrow.
+@functools.cache
+def _encoding(table: str) -> tuple[list[str], dict[str, str]]:
+    """(dictionary columns, column encodings) of ``table``."""
+    import pyarrow as pa
+
+    schema = _schema.SCHEMAS[table]
+    dictionary = [f.name for f in schema if pa.types.is_string(f.type)]
+    return dictionary, {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}
 
 
 class TraceWriter:
@@ -130,7 +134,12 @@ class TraceWriter:
             parts = sorted(folder.glob("part-*.parquet")) if folder.is_dir() else []
             indices = [int(p.stem.split("-")[1]) for p in parts if p.stem.split("-")[1].isdigit()]
             self._part_index[table] = max(indices, default=-1) + 1
-            self.rows_written[table] = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+            if parts:
+                import pyarrow.parquet as pq
+
+                self.rows_written[table] = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+            else:
+                self.rows_written[table] = 0
             self.bytes_written[table] = sum(p.stat().st_size for p in parts)
 
     @property
@@ -147,7 +156,11 @@ class TraceWriter:
 
     def write(self, table: str, columns: Mapping[str, Sequence[Any] | pa.Array]) -> None:
         """Write one part of ``table`` from column lists or arrays (all the same length; may be empty)."""
-        schema = SCHEMAS[table]
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        schema = _schema.SCHEMAS[table]
         lengths = {len(columns[name]) for name in schema.names}
         if len(lengths) != 1:
             raise ValueError(f"ragged columns for table {table}: {lengths}")
@@ -177,8 +190,8 @@ class TraceWriter:
             batch,
             tmp,
             compression="zstd",
-            use_dictionary=_DICTIONARY_COLUMNS[table],
-            column_encoding=_COLUMN_ENCODING[table],
+            use_dictionary=_encoding(table)[0],
+            column_encoding=_encoding(table)[1],
             write_statistics=False,
             write_page_checksum=True,
         )
@@ -203,6 +216,8 @@ class TraceWriter:
 
 
 def _column(values: Sequence[Any] | pa.Array, type_: pa.DataType) -> pa.Array:
+    import pyarrow as pa
+
     if isinstance(values, pa.Array):
         return values if values.type == type_ else values.cast(type_)
     return pa.array(values, type=type_)
