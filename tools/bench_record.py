@@ -261,9 +261,9 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
             result[f"{label}_{name}_cpu_us"] = statistics.median(s[1] for s in samples[m]) / count * 1e6
             result[f"{label}_{name}_main_us"] = statistics.median(s[2] for s in samples[m]) / count * 1e6
             result[f"{label}_{name}_main_min_us"] = min(s[2] for s in samples[m]) / count * 1e6
-    from warptrace.record.wrap.launch import compiled_launch_type
+    from warptrace.record.compiled import compiled_module
 
-    result["launch_wrapper"] = "pure-Python" if compiled_launch_type() is None else "compiled"
+    result["launch_wrapper"] = "pure-Python" if compiled_module() is None else "compiled"
     result["final_loss"] = float(loss.numpy()[0])
     result["loop_param_sum"] = float(loop_state["p"].numpy().sum())
 
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = ("plain", "traced", "numerics") if args.no_verify else ("plain", "traced", "numerics", "verify")
     if not args.no_verify:
         r.update(_run("verify", args))
-    print(f"launch wrapper: {r['launch_wrapper']} (WARPTRACE_PURE_PYTHON=1 selects the pure-Python one)")
+    print(f"recorder hot paths: {r['launch_wrapper']} (WARPTRACE_PURE_PYTHON=1 selects the pure-Python code)")
     print(f"(d) per operation on 16-element arrays [µs/op, min of {args.repeat} alternating blocks]")
     print("    main: CPU time of the program's thread (steadier than wall on a shared machine)")
     print(
