@@ -27,7 +27,7 @@ from warptrace.record.wrap import launch as launch_mod  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = launch_mod.compiled_launch_type()
-COMPILED_ZERO = getattr(compiled_mod.compiled_module(), "FastZero", None)
+COMPILED_ZERO = compiled_mod.compiled_piece("FastZero")
 needs_compiled = pytest.mark.skipif(
     COMPILED is None, reason="the compiled launch wrapper is not built here (or WARPTRACE_PURE_PYTHON is set)"
 )
@@ -499,3 +499,47 @@ def test_compiled_init_new_records_the_allocation_and_its_label(tracing):
     assert grad_new[1] == new[1] and grad_new[4] is False  # the grad: its owner's site
     assert len(rec.alloc_rows) - rows_before == 6 * 7  # three arrays and three grads
     assert rec.error_count == 0
+
+
+@needs_compiled
+def test_compiled_zero_passes_the_originals_exception_through(tracing, monkeypatch):
+    # Warp's own exception reaches the program unchanged, once, on every path (here an
+    # original that raises, wrapped like array.zero_), and is no recorder error
+    import time
+
+    import warp._src.context as context
+
+    from warptrace.record import identity, state
+    from warptrace.record.wrap.common import TAPE_ATTR
+    from warptrace.trace.schema import EVENT_KIND_CODES, FLAG_STORE, MEMSET, ROLE_WRITE
+
+    calls = []
+
+    def original(arr):
+        calls.append(arr)
+        raise RuntimeError("warp failed")
+
+    zero = COMPILED_ZERO(
+        original, original, vars(state), vars(context), identity.STATE, identity.NEW, TAPE_ATTR,
+        EVENT_KIND_CODES[MEMSET], ROLE_WRITE, FLAG_STORE, time.perf_counter_ns,
+    )  # fmt: skip
+    rec = state.rec
+    ts = rec.thread_state()
+    x = wp.ones(4, dtype=float, device=DEVICE)
+    y = wp.zeros(4, dtype=float, device=DEVICE)
+    wp.launch(_double_into, 4, [x], [y], device=DEVICE)  # y: registered, no fresh allocation
+
+    def zero_all():  # stands in for Tape.zero(): its memsets are batched
+        zero(y)
+
+    monkeypatch.setattr(state, "tape_zero_code", zero_all.__code__)
+    ts.zeroed = []
+    try:
+        with pytest.raises(RuntimeError, match="warp failed"):
+            zero_all()
+        assert ts.zeroed == [] and ts.guard == 0
+    finally:
+        ts.zeroed = None
+    with pytest.raises(RuntimeError, match="warp failed"):
+        zero(y)
+    assert len(calls) == 2 and rec.error_count == 0 and ts.guard == 0

@@ -247,6 +247,19 @@ extend_call(PyObject *list, PyObject *values)
     return 0;
 }
 
+/* list.append(item): PyList_Append for an exact list, else through the method */
+static int
+append_item(PyObject *list, PyObject *item)
+{
+    if (PyList_CheckExact(list))
+        return PyList_Append(list, item);
+    PyObject *r = PyObject_CallMethodOneArg(list, s_append, item);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 /* Room for `need` items in an exact list. A row buffer (up to ~100k items before it is
  * flushed) doubles, instead of growing by 1/8 as list_resize does, each step copying the
  * whole buffer (~8 copies of every item instead of ~2). The same PyMem_Realloc of
@@ -1807,7 +1820,7 @@ zero_row(FastZero *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *t
     }
     if ((extra_row = PyTuple_Pack(3, seq, self->zero_value, Py_None)) == NULL)
         goto done;
-    if (PyList_CheckExact(extra) ? PyList_Append(extra, extra_row) < 0 : extend_call(extra, extra_row) < 0)
+    if (append_item(extra, extra_row) < 0)
         goto done;
     {
         PyObject *row[7] = {seq, PyTuple_GET_ITEM(st, 1), PyTuple_GET_ITEM(st, 2), self->role_write, flags,
@@ -1901,14 +1914,13 @@ fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         Py_DECREF(code);
         if (batched) {
             /* a gradient zeroed by Tape.zero(): its row is written when zero() returns */
+            /* Warp's own exception goes to the program unchanged */
             if ((result = guarded_original(self, ts, args, nargsf)) == NULL)
-                goto error;
-            if (PyList_CheckExact(zeroed) ? PyList_Append(zeroed, arr) < 0
-                                          : PyObject_CallMethodOneArg(zeroed, s_append, arr) == NULL) {
-                if (fail(rec) < 0)
-                    goto error;
-            }
-            self->calls++;
+                goto done;
+            if (append_item(zeroed, arr) < 0 && fail(rec) < 0)
+                Py_CLEAR(result);
+            else
+                self->calls++;
             goto done;
         }
     }
@@ -2607,7 +2619,7 @@ zeroed_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int rc = extend_row(ev, row, 15);
         PyObject *extra_row = rc == 0 ? PyTuple_Pack(3, seq_obj, zero_value, Py_None) : NULL;
         if (extra_row != NULL) {
-            rc = PyList_CheckExact(extra) ? PyList_Append(extra, extra_row) : extend_call(extra, extra_row);
+            rc = append_item(extra, extra_row);
             Py_DECREF(extra_row);
         } else {
             rc = -1;
