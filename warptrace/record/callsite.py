@@ -31,7 +31,7 @@ from typing import Any
 import warp
 
 import warptrace
-from warptrace.record.compiled import compiled_module
+from warptrace.record.compiled import compiled_piece
 
 # Frames in these trees are never the user's: Warp itself, warptrace (including the
 # runner that exec's the user script), wrapt, and contextlib (``with`` helpers).
@@ -108,8 +108,7 @@ class Sites:
         # Shared by all launches from the site (Warp only reads it, in Tape.visualize).
         self.caller_dicts: list[dict[str, Any]] = []
         # the compiled frame walk (_fastlaunch.caller_walk), or None: the Python loops below
-        module = compiled_module()
-        self._walk: Callable[..., Any] | None = getattr(module, "caller_walk", None) if module else None
+        self._walk: Callable[..., Any] | None = compiled_piece("caller_walk")
 
     def rebind(self, sink: Callable[[tuple[Any, ...]], None]) -> None:
         """New rows go to ``sink`` (the recorder swapped its buffers)."""

@@ -1,7 +1,9 @@
 """The optional C module ``warptrace.record._fastlaunch`` (``_fastlaunch.c``), when usable.
 
-It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``) and ``array.zero_``
-(``FastZero``), the row loop of ``Tape.zero()`` (``zeroed_rows``) and the call-site frame
+It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``array.zero_``
+(``FastZero``) and ``array._init_new`` (``FastInitNew``), the compiled
+``Identity.register`` (``FastRegister``), the row loop of ``Tape.zero()``
+(``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``) and the call-site frame
 walk (``caller_walk``). Every one of them has a pure-Python twin, used when the module is
 not built (no compiler, another Python version), is a build of another ABI, or
 ``WARPTRACE_PURE_PYTHON=1`` is set; the choice is made when a session starts.
@@ -42,4 +44,12 @@ def compiled_module() -> Any:
     return module
 
 
-__all__ = ["COMPILED_ABI", "COMPILED_FOR", "COMPILED_WRAPPERS", "PURE_PYTHON_ENV", "compiled_module"]
+def compiled_piece(name: str) -> Any:
+    """The C module's ``name`` (a type or a function), or None where the module is not used."""
+    module = compiled_module()
+    return getattr(module, name, None) if module is not None else None
+
+
+__all__ = [
+    "COMPILED_ABI", "COMPILED_FOR", "COMPILED_WRAPPERS", "PURE_PYTHON_ENV", "compiled_module", "compiled_piece",
+]  # fmt: skip

@@ -35,7 +35,7 @@ import numpy as np
 import warp
 
 from warptrace.record.callsite import Sites
-from warptrace.record.compiled import compiled_module
+from warptrace.record.compiled import compiled_piece
 from warptrace.trace.schema import (
     ALLOC_EXTERNAL,
     ALLOC_OWNED,
@@ -124,8 +124,7 @@ class AllocIndex:
         self.pending: list[tuple[int, int, int]] = []  # (start, end, alloc_id) not inserted yet
         # alloc_id -> weakref whose callback reports the free; kept alive until reaped
         self.keepers: dict[int, weakref.ref[Any]] = {}
-        module = compiled_module()
-        self._c_reap: Any = getattr(module, "reap_index", None) if module is not None else None
+        self._c_reap: Any = compiled_piece("reap_index")
 
     def add(self, start: int, end: int, alloc_id: int, keeper: Any) -> None:
         """Register an allocation (inserted at the next lookup); ``keeper`` dying frees it."""
@@ -225,8 +224,7 @@ class Identity:
         # fresh arrays, this class's method for everything else. An instance attribute, so
         # that the compiled launch wrapper and the Python code (rec.ident.register) both
         # call it.
-        module = compiled_module()
-        fast = getattr(module, "FastRegister", None) if module is not None else None
+        fast = compiled_piece("FastRegister")
         if fast is not None:
             with contextlib.suppress(Exception):  # a build this file does not match: the method
                 compiled = fast(

@@ -14,7 +14,7 @@ from typing import Any
 import warp
 import warp._src.context as _context
 
-from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_module
+from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_piece
 from warptrace.record.identity import STATE
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.trace.schema import TAPE_CREATE
@@ -48,8 +48,7 @@ def compiled_or(
     """The C module's wrapper type ``name`` made with ``args`` (it calls ``python`` for the
     cases it leaves to Python), marked to stand in for ``original``; else ``python``: no
     build, ``WARPTRACE_PURE_PYTHON`` set, or a build this file does not match."""
-    module = compiled_module()
-    make = getattr(module, name, None) if module is not None else None
+    make = compiled_piece(name)
     if make is None:
         return python
     try:

@@ -22,7 +22,7 @@ from typing import Any
 import warp._src.context as _context
 
 from warptrace.record import state
-from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_module
+from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_piece
 from warptrace.record.identity import STATE
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.record.wrap.common import (
@@ -183,8 +183,7 @@ def _record_launch(
 def compiled_launch_type() -> Any:
     """The compiled wrapper's type (``_fastlaunch.FastLaunch``), or None: not built,
     another Python version, or ``WARPTRACE_PURE_PYTHON`` set."""
-    module = compiled_module()
-    return module.FastLaunch if module is not None else None
+    return compiled_piece("FastLaunch")
 
 
 def forget_sessions() -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import warp._src.context as _context
 
 from warptrace.record import state
-from warptrace.record.compiled import compiled_module
+from warptrace.record.compiled import compiled_piece
 from warptrace.record.identity import NEW, STATE
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.record.wrap.common import (
@@ -290,8 +290,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
     params = positional_params(original)
     if zero:
         global _zeroed_rows
-        module = compiled_module()
-        _zeroed_rows = getattr(module, "zeroed_rows", None) if module is not None else None
+        _zeroed_rows = compiled_piece("zeroed_rows")
     if zero and params == ("self",):
 
         def zero_(self: Any) -> Any:
@@ -392,20 +391,22 @@ def record_zeroed(
         if compiled is not None:
             rec.seq = compiled(rec, arrays, head, seq, tok, STATE, NEW, rec.ident.register, ev, acc, extra,
                                ROLE_WRITE, FLAG_STORE, 0.0)  # fmt: skip
-            arrays = []
-        for arr in arrays:
-            if getattr(arr, "size", 1) == 0 or _is_fresh(arr, tok, last_seq):
-                continue
-            st = getattr(arr, STATE, None)
-            if st is None or st[0] is not tok:
-                rec.seq = seq  # register writes rows that name the latest event
-                st = rec.ident.register(arr)
-            ev.append(seq)
-            ev.extend(head)
-            extra.append((seq, 0.0, None))
-            acc.extend((seq, st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0))
-            seq += 1
-            rec.seq = seq
+        else:
+            try:
+                for arr in arrays:
+                    if getattr(arr, "size", 1) == 0 or _is_fresh(arr, tok, last_seq):
+                        continue
+                    st = getattr(arr, STATE, None)
+                    if st is None or st[0] is not tok:
+                        rec.seq = seq  # register writes rows that name the latest event
+                        st = rec.ident.register(arr)
+                    ev.append(seq)
+                    ev.extend(head)
+                    extra.append((seq, 0.0, None))
+                    acc.extend((seq, st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0))
+                    seq += 1
+            finally:
+                rec.seq = seq  # the rows appended keep their numbers, whatever raised
         if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or perf_ns() >= rec.flush_deadline:
             rec.flush()
     finally:
