@@ -20,6 +20,7 @@ from tests.test_record_common import DEVICE, store_kernel
 from warptrace.record import recorder, session
 from warptrace.trace import sink as sink_process
 from warptrace.trace.reader import read_trace
+from warptrace.trace.rows import event_counts_of_parts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -105,6 +106,17 @@ def test_the_three_writers_write_the_same_trace(tmp_path):
         assert tables["sync"][name] == rows, name
     assert metas["process"]["counts"] == metas["thread"]["counts"] == metas["sync"]["counts"]
     assert metas["process"]["parts"]["events"] == parts["process"]
+    # the summary is counted as the parts are written (by the process, or here): the counts
+    # the event parts on disk give
+    summaries = {
+        mode: {k: v for k, v in meta["summary"].items() if k != "trace"} for mode, meta in metas.items()
+    }
+    assert summaries["process"] == summaries["thread"] == summaries["sync"]
+    on_disk = event_counts_of_parts(traces["process"] / "events")
+    for key, kind in (("launches", "launch"), ("copies", "copy"), ("memsets", "memset"), ("tapes", "tape_create"),
+                      ("backward_calls", "backward_begin"), ("recorded_launches", "recorded_launches"),
+                      ("untaped_launches", "untaped_launches"), ("adjoint_launches", "adjoint_launches")):  # fmt: skip
+        assert summaries["process"][key] == on_disk[kind] > 0, key
 
 
 @pytest.fixture

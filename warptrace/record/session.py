@@ -47,7 +47,15 @@ import warp
 from warptrace.record.callsite import Sites
 from warptrace.record.identity import Identity
 from warptrace.trace import sink as sink_process
-from warptrace.trace.rows import ACCESS_WIDTH, EVENT_ROW, EVENT_WIDTH, WRITE_ORDER, Batch, PartSink
+from warptrace.trace.rows import (
+    ACCESS_WIDTH,
+    EVENT_ROW,
+    EVENT_WIDTH,
+    WRITE_ORDER,
+    Batch,
+    PartSink,
+    event_counts_of_parts,
+)
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     COPY,
@@ -586,25 +594,7 @@ class Recorder:
             return self._summary(self.parts.counts + self.sink_counts)
         counts: Counter[str] = Counter()
         try:
-            import pyarrow as pa
-            import pyarrow.compute as pc
-            import pyarrow.parquet as pq  # ParquetFile: pq.read_table would import pyarrow.dataset (6 ms)
-
-            files = sorted(str(f) for f in (self.dir / "events").glob("part-*.parquet"))
-            if files:
-                columns = ["kind", "recorded", "adjoint"]
-                table = pa.concat_tables([pq.ParquetFile(f).read(columns=columns) for f in files])
-                kinds = table.column("kind")
-                for entry in pc.value_counts(kinds).to_pylist():
-                    counts[entry["values"]] = entry["counts"]
-                launch = pc.equal(kinds, LAUNCH)
-                adjoint = pc.and_(launch, table.column("adjoint"))
-                forward = pc.and_(launch, pc.invert(table.column("adjoint")))
-                counts["adjoint_launches"] = pc.sum(adjoint).as_py() or 0
-                counts["recorded_launches"] = pc.sum(pc.and_(forward, table.column("recorded"))).as_py() or 0
-                counts["untaped_launches"] = (
-                    pc.sum(pc.and_(forward, pc.invert(table.column("recorded")))).as_py() or 0
-                )
+            counts = event_counts_of_parts(self.dir / "events")
         except Exception as exc:
             self._note(exc)
         return self._summary(counts)

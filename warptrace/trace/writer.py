@@ -186,12 +186,13 @@ class TraceWriter:
         self._part_index[table] = index + 1
         final = folder / f"part-{index:05d}.parquet"
         tmp = folder / f".part-{index:05d}.parquet.tmp"
+        dictionary, encoding = _encoding(table)
         pq.write_table(
             batch,
             tmp,
             compression="zstd",
-            use_dictionary=_encoding(table)[0],
-            column_encoding=_encoding(table)[1],
+            use_dictionary=dictionary,
+            column_encoding=encoding,
             write_statistics=False,
             write_page_checksum=True,
         )
