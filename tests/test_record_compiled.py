@@ -543,3 +543,45 @@ def test_compiled_zero_passes_the_originals_exception_through(tracing, monkeypat
     with pytest.raises(RuntimeError, match="warp failed"):
         zero(y)
     assert len(calls) == 2 and rec.error_count == 0 and ts.guard == 0
+
+
+@pytest.mark.skipif(
+    compiled_mod.compiled_piece("reap_index") is None, reason="the compiled module is not built here"
+)
+def test_compiled_reap_keeps_the_index_of_the_python_loops():
+    """``reap_index`` (insert and evict in C) and ``AllocIndex._reap``'s Python loops, driven
+    by one random history of allocations (overlapping reuse of freed memory included),
+    frees and lookups, hold the same intervals and answer every lookup alike."""
+    import gc
+    import random
+
+    from warptrace.record.identity import AllocIndex
+
+    class Memory:  # a weak-referenceable stand-in for the object that keeps an allocation alive
+        pass
+
+    compiled, python = AllocIndex(), AllocIndex()
+    python._c_reap = None
+    assert compiled._c_reap is not None
+    rng = random.Random(7)
+    alive: dict[int, tuple[Memory, Memory]] = {}
+    for alloc_id in range(4000):
+        start = rng.randrange(0, 1 << 16, 16)
+        end = start + rng.choice((1, 16, 64, 256, 4096))
+        keep = (Memory(), Memory())
+        compiled.add(start, end, alloc_id, keep[0])
+        python.add(start, end, alloc_id, keep[1])
+        alive[alloc_id] = keep
+        for _ in range(rng.randrange(3)):
+            if alive:
+                del alive[rng.choice(list(alive))]
+        gc.collect(0)
+        if rng.random() < 0.3:
+            lo = rng.randrange(0, 1 << 16)
+            hi = lo + rng.choice((1, 8, 100))
+            assert compiled.find(lo, hi) == python.find(lo, hi)
+            assert (compiled.starts, compiled.ends, compiled.ids, compiled.where) == (
+                python.starts, python.ends, python.ids, python.where,
+            )  # fmt: skip
+    assert len(compiled) == len(python)
+    assert compiled.keepers.keys() == python.keepers.keys()

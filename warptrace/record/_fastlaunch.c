@@ -2833,10 +2833,68 @@ bisect_ints(PyObject *list, PyObject *x)
 
 static PyObject *s_index, *s_pending, *s_keepers, *s_on_free, *s_alloc_id, *s_next_alloc,
     *s_capacity, *s_alloc_rows, *s_device_cache, *s_device_name, *s_reap;
-static PyObject *s_dead, *s_starts, *s_ends, *s_ids, *s_where, *s_insert, *s_evict;
+static PyObject *s_dead, *s_starts, *s_ends, *s_ids, *s_where;
+
+/* AllocIndex._evict on the index's current lists (`dict`: its __dict__): drop the entries
+ * overlapping [start, end), whose memory was freed; their position (-1 with an error) */
+static Py_ssize_t
+index_evict(PyObject *dict, PyObject *start, PyObject *end)
+{
+    PyObject *starts = PyDict_GetItemWithError(dict, s_starts), *ends = PyDict_GetItemWithError(dict, s_ends);
+    PyObject *ids = PyDict_GetItemWithError(dict, s_ids), *where = PyDict_GetItemWithError(dict, s_where);
+    if (starts == NULL || ends == NULL || ids == NULL || where == NULL || !PyList_CheckExact(starts)
+        || !PyList_CheckExact(ends) || !PyList_CheckExact(ids) || !PyDict_CheckExact(where)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids must be lists, where a dict");
+        return -1;
+    }
+    Py_ssize_t i = bisect_ints(starts, end);
+    while (i > 0) {
+        if (i > PyList_GET_SIZE(ends) || i > PyList_GET_SIZE(ids)) {
+            PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids differ in length");
+            return -1;
+        }
+        int overlaps = PyObject_RichCompareBool(PyList_GET_ITEM(ends, i - 1), start, Py_GT);
+        if (overlaps <= 0)
+            return overlaps < 0 ? -1 : i;
+        i -= 1;
+        /* where.pop(ids[i], None) */
+        if (PyDict_DelItem(where, PyList_GET_ITEM(ids, i)) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError))
+                return -1;
+            PyErr_Clear();
+        }
+        if (PyList_SetSlice(starts, i, i + 1, NULL) < 0 || PyList_SetSlice(ends, i, i + 1, NULL) < 0
+            || PyList_SetSlice(ids, i, i + 1, NULL) < 0)
+            return -1;
+    }
+    return i;
+}
+
+/* AllocIndex.insert: the allocation goes in now; entries it overlaps are stale and go */
+static int
+index_insert(PyObject *dict, PyObject *start, PyObject *end, PyObject *alloc_id)
+{
+    Py_ssize_t i = index_evict(dict, start, end);
+    if (i < 0)
+        return -1;
+    PyObject *starts = PyDict_GetItemWithError(dict, s_starts), *ends = PyDict_GetItemWithError(dict, s_ends);
+    PyObject *ids = PyDict_GetItemWithError(dict, s_ids), *where = PyDict_GetItemWithError(dict, s_where);
+    if (starts == NULL || ends == NULL || ids == NULL || where == NULL || !PyList_CheckExact(starts)
+        || !PyList_CheckExact(ends) || !PyList_CheckExact(ids) || !PyDict_CheckExact(where)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids must be lists, where a dict");
+        return -1;
+    }
+    if (PyList_Insert(starts, i, start) < 0 || PyList_Insert(ends, i, end) < 0 || PyList_Insert(ids, i, alloc_id) < 0)
+        return -1;
+    return PyDict_SetItem(where, alloc_id, start);
+}
 
 /* reap_index(index): AllocIndex._reap (warptrace/record/identity.py) for the index's plain
- * lists and dicts; insert and _evict (the rare cases) stay its Python methods */
+ * lists and dicts, with its insert and _evict (index_insert, index_evict): a lookup while a
+ * training loop's allocations are alive inserts each of them (a hundred per iteration of
+ * bench_record's loop (e)), so they are not rare */
 static PyObject *
 reap_index(PyObject *module, PyObject *index)
 {
@@ -2891,9 +2949,9 @@ reap_index(PyObject *module, PyObject *index)
             int freed = PySet_Contains(gone, PyTuple_GET_ITEM(entry, 2));
             if (freed < 0)
                 goto release;
-            PyObject *r = NULL;
             if (!freed) {
-                r = PyObject_CallMethodObjArgs(index, s_insert, start, end, PyTuple_GET_ITEM(entry, 2), NULL);
+                if (index_insert(dict, start, end, PyTuple_GET_ITEM(entry, 2)) < 0)
+                    goto release;
             } else {
                 /* freed before anyone looked: evict what it overlapped, insert nothing */
                 PyObject *now_starts = PyDict_GetItemWithError(dict, s_starts);
@@ -2913,13 +2971,9 @@ reap_index(PyObject *module, PyObject *index)
                     if (overlaps < 0)
                         goto release;
                 }
-                if (!overlaps)
-                    continue;
-                r = PyObject_CallMethodObjArgs(index, s_evict, start, end, NULL);
+                if (overlaps && index_evict(dict, start, end) < 0)
+                    goto release;
             }
-            if (r == NULL)
-                goto release;
-            Py_DECREF(r);
         }
     }
     while (PyList_GET_SIZE(dead) > 0) {
@@ -3482,8 +3536,7 @@ PyInit__fastlaunch(void)
         || intern(&s_alloc_rows, "alloc_rows") < 0 || intern(&s_device_cache, "_device_cache") < 0
         || intern(&s_device_name, "device_name") < 0 || intern(&s_reap, "_reap") < 0
         || intern(&s_dead, "dead") < 0 || intern(&s_starts, "starts") < 0 || intern(&s_ends, "ends") < 0
-        || intern(&s_ids, "ids") < 0 || intern(&s_where, "where") < 0 || intern(&s_insert, "insert") < 0
-        || intern(&s_evict, "_evict") < 0)
+        || intern(&s_ids, "ids") < 0 || intern(&s_where, "where") < 0)
         return NULL;
     if ((i_minus1 = PyLong_FromLong(-1)) == NULL || (i_zero = PyLong_FromLong(0)) == NULL
         || (i_one = PyLong_FromLong(1)) == NULL)
