@@ -9,7 +9,10 @@ graph; tape events included, since a captured ``tape.backward()`` is a backward 
 happens at each replay) are removed from where they were captured and inserted after
 every ``capture_launch`` of that graph, marked executed, with fresh sequence numbers.
 Each replay is its own recording: the tapes it uses get a fresh (virtual) tape id per
-replay, so two replays never look like one tape recording the same launch twice.
+replay, so two replays never look like one tape recording the same launch twice. A
+captured tape used outside the graph after a replay (a forward captured alone, then an
+eager ``tape.backward()``, ``zero()``, or more launches recorded on it) is the tape of
+its latest replay: the backward replays that forward's adjoints on the memory it left.
 Events never replayed never happened. ``orig_seq`` keeps the recorded number, and
 ``replay`` the new seq of the ``capture_launch`` whose copy an event is (-1 elsewhere).
 
@@ -42,6 +45,15 @@ def expand_captures(trace: Trace) -> Trace:
     tables = dict(expanded.tables)
     tables["accesses"] = copies.table()
     return replace(expanded, tables=tables)
+
+
+def _latest_tapes(tapes: np.ndarray, latest: np.ndarray) -> np.ndarray:
+    """``tapes`` (recorded ids of events outside a replay) with each captured tape replaced by
+    the id it has in its latest replay (``latest``: -1 for a tape not replayed yet)."""
+    set_ = (tapes >= 0) & (tapes < len(latest))
+    mapped = tapes.copy()
+    mapped[set_] = np.where(latest[tapes[set_]] >= 0, latest[tapes[set_]], tapes[set_])
+    return mapped
 
 
 def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
@@ -93,13 +105,17 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
         distinct, rank = np.unique(body_tapes[used], return_inverse=True)
         renumber[gid] = (body_tapes, used, rank.reshape(-1), len(distinct))
     empty_body = np.empty(0, dtype=np.int64)
+    # a captured tape used outside the graph after a replay (an eager tape.backward(), zero(),
+    # more launches recorded on it) is the tape of its latest replay: that replay's forward is
+    # what the backward replays, on the memory it left. recorded tape id -> that replay's id
+    latest = np.full(next_tape, -1, dtype=np.int64)
     cursor = 0
     for launch in launches:
         upto = kept[cursor : np.searchsorted(kept, launch) + 1]
         cursor += len(upto)
         take.append(upto)
         replayed.append(np.zeros(len(upto), dtype=bool))
-        tapes.append(tape[upto])
+        tapes.append(_latest_tapes(tape[upto], latest))
         launch_of.append(np.full(len(upto), -1, dtype=np.int64))
         taken += len(upto)
         gid = int(graph[launch])
@@ -112,13 +128,14 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
             tapes.append(tape[body])
             continue
         body_tapes, used, rank, n_used = renumber[gid]
-        body_tapes = body_tapes.copy()
-        body_tapes[used] = next_tape + rank
+        virtual = body_tapes.copy()
+        virtual[used] = next_tape + rank
+        latest[body_tapes[used]] = virtual[used]
         next_tape += n_used
-        tapes.append(body_tapes)
+        tapes.append(virtual)
     take.append(kept[cursor:])
     replayed.append(np.zeros(len(kept) - cursor, dtype=bool))
-    tapes.append(tape[kept[cursor:]])
+    tapes.append(_latest_tapes(tape[kept[cursor:]], latest))
     launch_of.append(np.full(len(kept) - cursor, -1, dtype=np.int64))
     index = np.concatenate(take).astype(np.int64)
     is_replay = np.concatenate(replayed)
