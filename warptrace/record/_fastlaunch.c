@@ -2813,6 +2813,28 @@ caller_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* ================================================================== AllocIndex._reap */
 
+/* the value of an exact int that fits a long long: 1, else 0 (the caller compares the objects) */
+static inline int
+small_int(PyObject *x, long long *value)
+{
+    if (!PyLong_CheckExact(x))
+        return 0;
+    int overflow = 0;
+    *value = PyLong_AsLongLongAndOverflow(x, &overflow);
+    return !overflow;
+}
+
+/* a < b (op Py_LT) or a > b (Py_GT) for ints: numbers compared directly (an index entry is
+ * an address or an id), other objects by Python's comparison; -1 with an error */
+static inline int
+int_compare(PyObject *a, PyObject *b, int op)
+{
+    long long x, y;
+    if (small_int(a, &x) && small_int(b, &y))
+        return op == Py_LT ? x < y : x > y;
+    return PyObject_RichCompareBool(a, b, op);
+}
+
 /* bisect_left over a list of ints (-1 with an error) */
 static Py_ssize_t
 bisect_ints(PyObject *list, PyObject *x)
@@ -2820,7 +2842,7 @@ bisect_ints(PyObject *list, PyObject *x)
     Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
-        int less = PyObject_RichCompareBool(PyList_GET_ITEM(list, mid), x, Py_LT);
+        int less = int_compare(PyList_GET_ITEM(list, mid), x, Py_LT);
         if (less < 0)
             return -1;
         if (less)
@@ -2831,30 +2853,36 @@ bisect_ints(PyObject *list, PyObject *x)
     return lo;
 }
 
+/* del list[i] for 0 <= i < len(list): the items after it move down (list_ass_slice's work
+ * for one item without its temporary buffer; the allocation is kept, as a pop keeps it) */
+static void
+list_del(PyObject *list, Py_ssize_t i)
+{
+    PyListObject *a = (PyListObject *)list;
+    Py_ssize_t n = Py_SIZE(a);
+    PyObject *item = a->ob_item[i];
+    memmove(&a->ob_item[i], &a->ob_item[i + 1], (size_t)(n - i - 1) * sizeof(PyObject *));
+    Py_SET_SIZE(a, n - 1);
+    Py_DECREF(item);
+}
+
 static PyObject *s_index, *s_pending, *s_keepers, *s_on_free, *s_alloc_id, *s_next_alloc,
     *s_capacity, *s_alloc_rows, *s_device_cache, *s_device_name, *s_reap;
 static PyObject *s_dead, *s_starts, *s_ends, *s_ids, *s_where;
 
-/* AllocIndex._evict on the index's current lists (`dict`: its __dict__): drop the entries
- * overlapping [start, end), whose memory was freed; their position (-1 with an error) */
+/* AllocIndex._evict on the index's lists: drop the entries overlapping [start, end), whose
+ * memory was freed; their position (-1 with an error). No Python code runs while reap_index
+ * holds the lists (their items are ints), so they are the index's own throughout */
 static Py_ssize_t
-index_evict(PyObject *dict, PyObject *start, PyObject *end)
+index_evict(PyObject *starts, PyObject *ends, PyObject *ids, PyObject *where, PyObject *start, PyObject *end)
 {
-    PyObject *starts = PyDict_GetItemWithError(dict, s_starts), *ends = PyDict_GetItemWithError(dict, s_ends);
-    PyObject *ids = PyDict_GetItemWithError(dict, s_ids), *where = PyDict_GetItemWithError(dict, s_where);
-    if (starts == NULL || ends == NULL || ids == NULL || where == NULL || !PyList_CheckExact(starts)
-        || !PyList_CheckExact(ends) || !PyList_CheckExact(ids) || !PyDict_CheckExact(where)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids must be lists, where a dict");
-        return -1;
-    }
     Py_ssize_t i = bisect_ints(starts, end);
     while (i > 0) {
         if (i > PyList_GET_SIZE(ends) || i > PyList_GET_SIZE(ids)) {
             PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids differ in length");
             return -1;
         }
-        int overlaps = PyObject_RichCompareBool(PyList_GET_ITEM(ends, i - 1), start, Py_GT);
+        int overlaps = int_compare(PyList_GET_ITEM(ends, i - 1), start, Py_GT);
         if (overlaps <= 0)
             return overlaps < 0 ? -1 : i;
         i -= 1;
@@ -2864,31 +2892,43 @@ index_evict(PyObject *dict, PyObject *start, PyObject *end)
                 return -1;
             PyErr_Clear();
         }
-        if (PyList_SetSlice(starts, i, i + 1, NULL) < 0 || PyList_SetSlice(ends, i, i + 1, NULL) < 0
-            || PyList_SetSlice(ids, i, i + 1, NULL) < 0)
-            return -1;
+        list_del(starts, i);
+        list_del(ends, i);
+        list_del(ids, i);
     }
     return i;
 }
 
 /* AllocIndex.insert: the allocation goes in now; entries it overlaps are stale and go */
 static int
-index_insert(PyObject *dict, PyObject *start, PyObject *end, PyObject *alloc_id)
+index_insert(PyObject *starts, PyObject *ends, PyObject *ids, PyObject *where, PyObject *start, PyObject *end,
+             PyObject *alloc_id)
 {
-    Py_ssize_t i = index_evict(dict, start, end);
+    Py_ssize_t i = index_evict(starts, ends, ids, where, start, end);
     if (i < 0)
         return -1;
-    PyObject *starts = PyDict_GetItemWithError(dict, s_starts), *ends = PyDict_GetItemWithError(dict, s_ends);
-    PyObject *ids = PyDict_GetItemWithError(dict, s_ids), *where = PyDict_GetItemWithError(dict, s_where);
-    if (starts == NULL || ends == NULL || ids == NULL || where == NULL || !PyList_CheckExact(starts)
-        || !PyList_CheckExact(ends) || !PyList_CheckExact(ids) || !PyDict_CheckExact(where)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids must be lists, where a dict");
-        return -1;
-    }
     if (PyList_Insert(starts, i, start) < 0 || PyList_Insert(ends, i, end) < 0 || PyList_Insert(ids, i, alloc_id) < 0)
         return -1;
     return PyDict_SetItem(where, alloc_id, start);
+}
+
+/* keeper.alloc_id (a new reference): the _Keeper slot read in place once its offset is known
+ * (`type`/`offset`: the cache of one reap_index call), getattr otherwise */
+static PyObject *
+keeper_id(PyObject *ref, PyTypeObject **type, Py_ssize_t *offset)
+{
+    if (Py_TYPE(ref) != *type) {
+        *type = Py_TYPE(ref);
+        *offset = slot_offset(*type, s_alloc_id);
+    }
+    if (*offset >= 0) {
+        PyObject *v = *(PyObject **)((char *)ref + *offset);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(ref, s_alloc_id);
 }
 
 /* reap_index(index): AllocIndex._reap (warptrace/record/identity.py) for the index's plain
@@ -2914,7 +2954,10 @@ reap_index(PyObject *module, PyObject *index)
         pending = NULL;
         goto done;
     }
-    /* held: Python code (insert, _evict, a weakref callback) may rebind them meanwhile */
+    /* held for the call (no Python code runs meanwhile: the items are ints, tuples of ints
+     * and dead keepers; the dict's own entries are only read) */
+    PyTypeObject *keeper_type = NULL;
+    Py_ssize_t keeper_offset = -1;
     Py_INCREF(dead);
     Py_INCREF(starts);
     Py_INCREF(ends);
@@ -2932,7 +2975,7 @@ reap_index(PyObject *module, PyObject *index)
         if ((gone = PySet_New(NULL)) == NULL)
             goto release;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dead); i++) {
-            PyObject *id = PyObject_GetAttr(PyList_GET_ITEM(dead, i), s_alloc_id);
+            PyObject *id = keeper_id(PyList_GET_ITEM(dead, i), &keeper_type, &keeper_offset);
             if (id == NULL || PySet_Add(gone, id) < 0) {
                 Py_XDECREF(id);
                 goto release;
@@ -2950,28 +2993,20 @@ reap_index(PyObject *module, PyObject *index)
             if (freed < 0)
                 goto release;
             if (!freed) {
-                if (index_insert(dict, start, end, PyTuple_GET_ITEM(entry, 2)) < 0)
+                if (index_insert(starts, ends, ids, where, start, end, PyTuple_GET_ITEM(entry, 2)) < 0)
                     goto release;
             } else {
                 /* freed before anyone looked: evict what it overlapped, insert nothing */
-                PyObject *now_starts = PyDict_GetItemWithError(dict, s_starts);
-                PyObject *now_ends = PyDict_GetItemWithError(dict, s_ends);
-                if (now_starts == NULL || now_ends == NULL || !PyList_CheckExact(now_starts)
-                    || !PyList_CheckExact(now_ends)) {
-                    if (!PyErr_Occurred())
-                        PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends must be lists");
-                    goto release;
-                }
-                Py_ssize_t at = bisect_ints(now_starts, end);
+                Py_ssize_t at = bisect_ints(starts, end);
                 if (at < 0)
                     goto release;
                 int overlaps = 0;
-                if (at > 0 && at - 1 < PyList_GET_SIZE(now_ends)) {
-                    overlaps = PyObject_RichCompareBool(PyList_GET_ITEM(now_ends, at - 1), start, Py_GT);
+                if (at > 0 && at - 1 < PyList_GET_SIZE(ends)) {
+                    overlaps = int_compare(PyList_GET_ITEM(ends, at - 1), start, Py_GT);
                     if (overlaps < 0)
                         goto release;
                 }
-                if (overlaps && index_evict(dict, start, end) < 0)
+                if (overlaps && index_evict(starts, ends, ids, where, start, end) < 0)
                     goto release;
             }
         }
@@ -2980,11 +3015,8 @@ reap_index(PyObject *module, PyObject *index)
         Py_ssize_t last = PyList_GET_SIZE(dead) - 1;
         PyObject *ref = PyList_GET_ITEM(dead, last);
         Py_INCREF(ref);
-        if (PyList_SetSlice(dead, last, last + 1, NULL) < 0) {
-            Py_DECREF(ref);
-            goto release;
-        }
-        PyObject *alloc_id = PyObject_GetAttr(ref, s_alloc_id);
+        list_del(dead, last);
+        PyObject *alloc_id = keeper_id(ref, &keeper_type, &keeper_offset);
         Py_DECREF(ref);
         if (alloc_id == NULL)
             goto release;
@@ -3009,28 +3041,18 @@ reap_index(PyObject *module, PyObject *index)
             Py_DECREF(alloc_id);
             goto release;
         }
-        PyObject *now_starts = PyDict_GetItemWithError(dict, s_starts);
-        PyObject *now_ends = PyDict_GetItemWithError(dict, s_ends), *now_ids = PyDict_GetItemWithError(dict, s_ids);
-        if (now_starts == NULL || now_ends == NULL || now_ids == NULL || !PyList_CheckExact(now_starts)
-            || !PyList_CheckExact(now_ends) || !PyList_CheckExact(now_ids)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids must be lists");
-            Py_DECREF(at_start);
-            Py_DECREF(alloc_id);
-            goto release;
-        }
-        Py_ssize_t i = bisect_ints(now_starts, at_start);
+        Py_ssize_t i = bisect_ints(starts, at_start);
         Py_DECREF(at_start);
         int same = 0;
-        if (i >= 0 && i < PyList_GET_SIZE(now_ids))
-            same = PyObject_RichCompareBool(PyList_GET_ITEM(now_ids, i), alloc_id, Py_EQ);
+        if (i >= 0 && i < PyList_GET_SIZE(ids))
+            same = PyObject_RichCompareBool(PyList_GET_ITEM(ids, i), alloc_id, Py_EQ);
         Py_DECREF(alloc_id);
         if (i < 0 || same < 0)
             goto release;
-        if (same && i < PyList_GET_SIZE(now_starts) && i < PyList_GET_SIZE(now_ends)) {
-            if (PyList_SetSlice(now_starts, i, i + 1, NULL) < 0 || PyList_SetSlice(now_ends, i, i + 1, NULL) < 0
-                || PyList_SetSlice(now_ids, i, i + 1, NULL) < 0)
-                goto release;
+        if (same && i < PyList_GET_SIZE(starts) && i < PyList_GET_SIZE(ends)) {
+            list_del(starts, i);
+            list_del(ends, i);
+            list_del(ids, i);
         }
     }
     result = Py_None;
