@@ -73,6 +73,7 @@ from warptrace.analysis.rules.overwrite_evidence import (
     adjoint_needs_value,
     append_loc,
     buffer_name,
+    closed_row_copies,
     grad_args_many,
     grad_mask,
     grouped_finding,
@@ -352,7 +353,7 @@ def _reads_at_risk(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     A graph replay that copies an earlier one (:attr:`Model.row_copies`) has its template's reads
     at risk, moved, when the template backpropagates its reads inside its own rows
-    (:func:`_closed_copies`): its reads, tapes (a replay's own), backward and the writes between
+    (:func:`~warptrace.analysis.rules.overwrite_evidence.closed_row_copies`): its reads, tapes (a replay's own), backward and the writes between
     them are the template's rows in the same order. Only the other rows' reads are looked at."""
     ev_rows = model.acc_ev
     valid = ev_rows >= 0
@@ -371,7 +372,7 @@ def _reads_at_risk(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     read_rows = read_rows[recorded_forward_launch(model, ev_safe[read_rows])]
     read_bwd = model.backward_after_many(model.tape[ev_safe[read_rows]], model.acc_seq[read_rows])
     if copies:
-        copies, own = _closed_copies(model, copies, read_rows, read_bwd)
+        copies, own = closed_row_copies(model, copies, read_rows, read_bwd)
         if len(own):  # the copies of an open template: their reads looked at one by one
             rows = np.nonzero(read_mask_all[own])[0]
             rows = own[rows[recorded_forward_launch(model, ev_safe[own[rows]])]]
@@ -405,33 +406,6 @@ def _reads_at_risk(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not len(read_rows):
         return empty, empty, empty
     return read_rows, read_bwd, _writes_in_windows(model, write_rows, read_rows, read_bwd)
-
-
-def _closed_copies(
-    model: Model, copies: list[tuple[int, int, int]], read_rows: np.ndarray, read_bwd: np.ndarray
-) -> tuple[list[tuple[int, int, int]], np.ndarray]:
-    """The replay copies whose reads at risk are their template's, and the access rows of the
-    others. A copy's reads, backward and the writes between them are its template's, moved,
-    only when every pending read of the template is backpropagated inside the template's own
-    rows (a captured backward). A forward captured alone and backpropagated eagerly after the
-    replay (or only after a later one) has its backward, and the host writes before it,
-    outside the replay: each replay of such a template is looked at by itself."""
-    closed: dict[int, bool] = {}
-    keep: list[tuple[int, int, int]] = []
-    own: list[np.ndarray] = []
-    for start, stop, template in copies:
-        stop_t = template + stop - start
-        ok = closed.get(template)
-        if ok is None:
-            a, b = np.searchsorted(read_rows, [template, stop_t])
-            last = int(model.acc_seq[stop_t - 1])
-            bwd = read_bwd[a:b]
-            ok = closed[template] = bool(np.all((bwd >= 0) & (bwd <= last)))
-        if ok:
-            keep.append((start, stop, template))
-        else:
-            own.append(np.arange(start, stop, dtype=np.int64))
-    return keep, (np.concatenate(own) if own else np.zeros(0, dtype=np.int64))
 
 
 def _writes_in_windows(

@@ -243,3 +243,30 @@ def adjoint_needs_value(
     array_params = tuple(a.name for a in kernel.args if a.is_array or a.field)
     active = array_params if grad_args is None else tuple(sorted(grad_args))
     return kernel.source_model.adjoint_needs_value(arg_path(arg, field_path), array_params, active)
+
+
+def closed_row_copies(
+    model: Model, copies: list[tuple[int, int, int]], read_rows: np.ndarray, read_bwd: np.ndarray
+) -> tuple[list[tuple[int, int, int]], np.ndarray]:
+    """The replay copies whose reads at risk are their template's, and the access rows of the
+    others. A copy's reads, backward and the writes between them are its template's, moved,
+    only when every pending read of the template is backpropagated inside the template's own
+    rows (a captured backward). A forward captured alone and backpropagated eagerly after the
+    replay (or only after a later one) has its backward, and the host writes before it,
+    outside the replay: each replay of such a template is looked at by itself."""
+    closed: dict[int, bool] = {}
+    keep: list[tuple[int, int, int]] = []
+    own: list[np.ndarray] = []
+    for start, stop, template in copies:
+        stop_t = template + stop - start
+        ok = closed.get(template)
+        if ok is None:
+            a, b = np.searchsorted(read_rows, [template, stop_t])
+            last = int(model.acc_seq[stop_t - 1])
+            bwd = read_bwd[a:b]
+            ok = closed[template] = bool(np.all((bwd >= 0) & (bwd <= last)))
+        if ok:
+            keep.append((start, stop, template))
+        else:
+            own.append(np.arange(start, stop, dtype=np.int64))
+    return keep, (np.concatenate(own) if own else np.zeros(0, dtype=np.int64))
