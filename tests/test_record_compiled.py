@@ -14,7 +14,9 @@ import os
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -585,3 +587,70 @@ def test_compiled_reap_keeps_the_index_of_the_python_loops():
             )  # fmt: skip
     assert len(compiled) == len(python)
     assert compiled.keepers.keys() == python.keepers.keys()
+
+
+@pytest.mark.skipif(
+    compiled_mod.compiled_piece("FastRow") is None, reason="the compiled module is not built here"
+)
+def test_compiled_row_appends_the_rows_of_the_python_method(tracing):
+    """``Recorder.row`` compiled (``FastRow``, the recorder's ``row`` attribute) and the Python
+    method append the same event, extra and access rows: a fresh seq, a reserved one given back
+    out of order (``disordered``), a value and a detail, accesses as tuples and as lists, the
+    optional kernel and dim columns; keywords go to the method."""
+    from warptrace.record import state
+    from warptrace.record.session import Recorder
+
+    rec = state.rec
+    assert type(rec.row).__name__ == "FastRow"
+    python_row = Recorder.row.__get__(rec)
+    calls = [
+        ((0, 3, 1, True, 0, False, True, 5, -1, 2, -1, None, None, ((1, 2, 1, 0, 0, 0),)), {}),
+        (
+            (
+                1,
+                4,
+                -1,
+                False,
+                1,
+                True,
+                False,
+                6,
+                7,
+                -1,
+                3,
+                2.5,
+                '{"x": 1}',
+                [[4, 5, 2, 8, 1, 0], (6, 7, 1, 0, 0, 2)],
+            ),
+            {},
+        ),
+        ((0, 5, 2, False, 0, False, True, 8, -1, -1, -1, 0.0, None, (), 9, 11), {}),
+        ((0, 6, 2, False, 0, False, True, 8, -1, -1, -1, None, "d", ()), {"kernel": 3, "dim_code": 4}),
+    ]
+
+    def written(row: Callable[..., int]) -> list[tuple[Any, ...]]:
+        rows = []
+        for with_reserved in (False, True):
+            for args, kwargs in calls:
+                with rec.lock:
+                    ev0, acc0, extra0 = len(rec.ev), len(rec.acc), len(rec.ev_extra)
+                    seq = rec.reserve() if with_reserved else -1
+                    later = rec.reserve() if with_reserved else -1  # taken first: the row comes out of order
+                    rec.disordered = False
+                    got = row(*args[:14], seq, *args[14:], **kwargs)
+                    if later >= 0:
+                        rec.release(later)
+                    ev, acc, extra = rec.ev[ev0:], rec.acc[acc0:], rec.ev_extra[extra0:]
+                    base = got
+                    rows.append(
+                        (
+                            [v - base if i == 0 else (None if i == 10 else v) for i, v in enumerate(ev)],
+                            [v - base if i % 7 == 0 else v for i, v in enumerate(acc)],
+                            [(e[0] - base, e[1], e[2]) for e in extra],
+                            rec.disordered if with_reserved else None,
+                            seq in rec.open_seqs,
+                        )
+                    )
+        return rows
+
+    assert written(rec.row) == written(python_row)

@@ -33,7 +33,7 @@
  * FastZero's arguments, the Recorder attributes read): raise it with every change, and
  * COMPILED_ABI in warptrace/record/wrap/common.py with it. A build left over from
  * another version is not used. */
-#define ABI_VERSION 3
+#define ABI_VERSION 4
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -2529,6 +2529,234 @@ static PyTypeObject FastRegisterType = {
     .tp_new = fr_new,
 };
 
+/* ================================================================== Recorder.row */
+
+/* The compiled Recorder.row (warptrace/record/session.py): one event row and its access
+ * rows, appended under rec.lock, for the Python wrappers (copies, value reads, memsets,
+ * tape events, Recorder.emit). Set as the instance attribute `row` of a Recorder, as
+ * FastRegister is Identity.register; a call with another number of arguments, or with
+ * keywords, is the method's. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Session *session;
+    PyObject *python;  /* Recorder.row bound to the recorder */
+    PyObject *perf_ns;
+    unsigned long long calls; /* rows written by the compiled path (tests) */
+} FastRow;
+
+static PyObject *s_open_seqs, *s_disordered, *s_discard;
+#define ACCESS_ITEMS 6 /* (array_id, alloc_id, role, flags, arg, field): an access row less its seq */
+
+/* the access rows of one event: acc.append(seq); acc.extend(access) for each access */
+static int
+row_accesses(PyObject *acc, PyObject *seq, PyObject *accesses)
+{
+    if (PyTuple_CheckExact(accesses) && PyTuple_GET_SIZE(accesses) == 0)
+        return 0;
+    PyObject *it = PyObject_GetIter(accesses), *access;
+    if (it == NULL)
+        return -1;
+    while ((access = PyIter_Next(it)) != NULL) {
+        int rc;
+        if (PyTuple_CheckExact(access) && PyTuple_GET_SIZE(access) == ACCESS_ITEMS) {
+            PyObject *row[ACCESS_ITEMS + 1];
+            row[0] = seq;
+            for (Py_ssize_t i = 0; i < ACCESS_ITEMS; i++)
+                row[i + 1] = PyTuple_GET_ITEM(access, i);
+            rc = extend_row(acc, row, ACCESS_ITEMS + 1);
+        } else {
+            rc = append_item(acc, seq) < 0 ? -1 : extend_call(acc, access);
+        }
+        Py_DECREF(access);
+        if (rc < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+frow_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastRow *self = (FastRow *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->session == NULL || self->python == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this row writer was cleared (garbage collected)");
+        return NULL;
+    }
+    if (kwnames != NULL || nargs < 15 || nargs > 17)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    /* thread, kind, tape, recorded, phase, adjoint, executed, site, parent, array_id, ref_id,
+     * value, detail, accesses, seq[, kernel[, dim_code]] */
+    PyObject *value = args[11], *detail = args[12], *accesses = args[13], *given = args[14];
+    PyObject *kernel = nargs > 15 ? args[15] : i_minus1, *dim_code = nargs > 16 ? args[16] : i_minus1;
+    Session *ss = self->session;
+    Py_INCREF(ss);
+    int locked = 0, rc = -1;
+    PyObject *t_ns = NULL, *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
+    PyObject *extra_row = NULL, *current = NULL, *open = NULL;
+    if ((t_ns = perf_now(self->perf_ns)) == NULL)
+        goto done;
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        goto done;
+    Py_DECREF(acquired);
+    locked = 1;
+    int fresh = PyObject_RichCompareBool(given, i_zero, Py_LT);
+    if (fresh < 0 || (current = rec_attr(ss, s_seq)) == NULL)
+        goto done;
+    if (fresh) {
+        seq = current;
+        current = NULL;
+        if ((next_seq = PyNumber_Add(seq, i_one)) == NULL || PyDict_SetItem(ss->dict, s_seq, next_seq) < 0)
+            goto done;
+    } else {
+        seq = given;
+        Py_INCREF(seq);
+        /* self.open_seqs.discard(seq); a row appended after later ones: self.disordered = True */
+        if ((open = rec_attr(ss, s_open_seqs)) == NULL)
+            goto done;
+        if (PySet_CheckExact(open)) {
+            if (PySet_Discard(open, seq) < 0)
+                goto done;
+        } else {
+            PyObject *r = PyObject_CallMethodOneArg(open, s_discard, seq);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+        }
+        if ((next_seq = PyNumber_Subtract(current, i_one)) == NULL)
+            goto done;
+        int same = PyObject_RichCompareBool(seq, next_seq, Py_EQ);
+        if (same < 0 || (!same && PyObject_SetAttr(ss->rec, s_disordered, Py_True) < 0))
+            goto done;
+    }
+    if ((ev = rec_attr(ss, s_ev)) == NULL)
+        goto done;
+    {
+        PyObject *row[15] = {
+            seq, args[1], args[2], args[3], args[4], args[5], args[6], args[7],
+            kernel, args[0], t_ns, args[8], args[9], args[10], dim_code,
+        };
+        if (extend_row(ev, row, 15) < 0)
+            goto done;
+    }
+    if (value != Py_None || detail != Py_None) {
+        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = PyTuple_Pack(3, seq, value, detail)) == NULL
+            || append_item(extra, extra_row) < 0)
+            goto done;
+    }
+    if ((acc = rec_attr(ss, s_acc)) == NULL || row_accesses(acc, seq, accesses) < 0)
+        goto done;
+    if (flush_if_due(ss, ev, acc, t_ns) < 0)
+        goto done;
+    self->calls++;
+    rc = 0;
+done:
+    if (locked)
+        rc = unlock(ss, rc);
+    Py_DECREF(ss);
+    Py_XDECREF(t_ns);
+    Py_XDECREF(next_seq);
+    Py_XDECREF(current);
+    Py_XDECREF(open);
+    Py_XDECREF(ev);
+    Py_XDECREF(acc);
+    Py_XDECREF(extra);
+    Py_XDECREF(extra_row);
+    if (rc < 0) {
+        Py_XDECREF(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+static int
+frow_traverse(FastRow *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->session);
+    Py_VISIT(self->python);
+    Py_VISIT(self->perf_ns);
+    return 0;
+}
+
+static int
+frow_clear(FastRow *self)
+{
+    Py_CLEAR(self->session);
+    Py_CLEAR(self->python);
+    Py_CLEAR(self->perf_ns);
+    return 0;
+}
+
+static void
+frow_dealloc(FastRow *self)
+{
+    PyObject_GC_UnTrack(self);
+    frow_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+frow_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"rec", "python", "perf_ns", NULL};
+    PyObject *rec, *python, *perf_ns;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO:FastRow", kwlist, &rec, &python, &perf_ns))
+        return NULL;
+    PyObject *const *names[] = {&s_open_seqs, &s_disordered};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (_PyType_Lookup(Py_TYPE(rec), *names[i]) != NULL) {
+            PyErr_Format(PyExc_TypeError, "Recorder.%U is not a plain attribute", *names[i]);
+            return NULL;
+        }
+    }
+    Session *session = session_new(rec);
+    if (session == NULL)
+        return NULL;
+    FastRow *self = (FastRow *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(session);
+        return NULL;
+    }
+    self->vectorcall = frow_vectorcall;
+    self->session = session;
+    Py_INCREF(python);
+    self->python = python;
+    Py_INCREF(perf_ns);
+    self->perf_ns = perf_ns;
+    return (PyObject *)self;
+}
+
+static PyObject *
+frow_get_calls(FastRow *self, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(self->calls);
+}
+
+static PyGetSetDef frow_getset[] = {
+    {"written", (getter)frow_get_calls, NULL, "rows written by the compiled path", NULL},
+    {NULL},
+};
+
+static PyTypeObject FastRowType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.FastRow",
+    .tp_basicsize = sizeof(FastRow),
+    .tp_dealloc = (destructor)frow_dealloc,
+    .tp_vectorcall_offset = offsetof(FastRow, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Recorder.row without a Python frame (see warptrace/record/session.py)",
+    .tp_traverse = (traverseproc)frow_traverse,
+    .tp_clear = (inquiry)frow_clear,
+    .tp_getset = frow_getset,
+    .tp_new = frow_new,
+};
+
 /* ================================================================== Tape.zero()'s rows */
 
 /* zeroed_rows(rec, arrays, head, seq, tok, state_attr, new_attr, register, ev, acc, extra,
@@ -3558,7 +3786,9 @@ PyInit__fastlaunch(void)
         || intern(&s_alloc_rows, "alloc_rows") < 0 || intern(&s_device_cache, "_device_cache") < 0
         || intern(&s_device_name, "device_name") < 0 || intern(&s_reap, "_reap") < 0
         || intern(&s_dead, "dead") < 0 || intern(&s_starts, "starts") < 0 || intern(&s_ends, "ends") < 0
-        || intern(&s_ids, "ids") < 0 || intern(&s_where, "where") < 0)
+        || intern(&s_ids, "ids") < 0 || intern(&s_where, "where") < 0
+        || intern(&s_open_seqs, "open_seqs") < 0 || intern(&s_disordered, "disordered") < 0
+        || intern(&s_discard, "discard") < 0)
         return NULL;
     if ((i_minus1 = PyLong_FromLong(-1)) == NULL || (i_zero = PyLong_FromLong(0)) == NULL
         || (i_one = PyLong_FromLong(1)) == NULL)
@@ -3577,7 +3807,7 @@ PyInit__fastlaunch(void)
     }
     local_type = (PyTypeObject *)local; /* kept for the module's life */
     if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&FastZeroType) < 0
-        || PyType_Ready(&FastRegisterType) < 0
+        || PyType_Ready(&FastRegisterType) < 0 || PyType_Ready(&FastRowType) < 0
         || PyType_Ready(&FastInitNewType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
@@ -3598,6 +3828,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastRegisterType);
     if (PyModule_AddObject(m, "FastRegister", (PyObject *)&FastRegisterType) < 0) {
         Py_DECREF(&FastRegisterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastRowType);
+    if (PyModule_AddObject(m, "FastRow", (PyObject *)&FastRowType) < 0) {
+        Py_DECREF(&FastRowType);
         Py_DECREF(m);
         return NULL;
     }

@@ -45,6 +45,7 @@ import numpy as np
 import warp
 
 from warptrace.record.callsite import Sites
+from warptrace.record.compiled import compiled_piece
 from warptrace.record.identity import Identity
 from warptrace.trace import sink as sink_process
 from warptrace.trace.rows import (
@@ -200,6 +201,13 @@ class Recorder:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._writer_loop, name="warptrace-writer", daemon=True)
         self._thread.start()
+        # The compiled row (_fastlaunch.FastRow) where it is built: the rows of this class's
+        # method without its Python frame (~0.45 µs less per event of the Python wrappers).
+        # An instance attribute, as Identity.register is.
+        fast = compiled_piece("FastRow")
+        if fast is not None:
+            with contextlib.suppress(Exception):  # a build this file does not match: the method
+                self.row = fast(self, Recorder.row.__get__(self), _perf_ns)  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ ids
     def thread_state(self) -> ThreadState:
