@@ -1,4 +1,4 @@
-"""WT201-WT203 on synthetic traces: duplicates, retain_grad double counting, unzeroed grads."""
+"""WT201-WT204 on synthetic traces: duplicates, retain_grad double counting, unzeroed grads, kept tapes."""
 
 from __future__ import annotations
 
@@ -509,3 +509,72 @@ def test_copy_adjoint_read_modify_write_counts_as_accumulation(tmp_path):
     report = tb.analyze(tmp_path / "run.wtrace")
     assert codes(report) == [("WT203", 14, "error")]
     assert report.by_code("WT203")[0].count == 2
+
+
+# ---------------------------------------------------------------- WT204
+def kept_tape_loop(tb: TraceBuilder, *, reset: bool, iterations: int = 3) -> None:
+    """A training loop that keeps one tape: loss zeroed, forward recorded, backward, zero()."""
+    x, w, y, loss, scale, total = layer(tb)
+    tape = tb.tape(line=10)
+    for _ in range(iterations):
+        tb.memset(loss, line=11)
+        with tb.recording(tape):
+            tb.launch(scale, x=x, w=w, y=y, line=20)
+            tb.launch(total, y=y, loss=loss, line=21)
+        tb.backward(tape, loss, line=23)
+        tb.zero(tape, line=24)
+        if reset:
+            tb.reset(tape, line=25)
+
+
+def test_a_tape_kept_across_iterations_replays_the_earlier_recordings(tmp_path):
+    tb = TraceBuilder()
+    kept_tape_loop(tb, reset=False)
+    report = tb.analyze(tmp_path / "run.wtrace")
+    # (and WT201 info: with w never updated, the kept tape holds `scale` twice over unchanged inputs)
+    assert codes(report) == [("WT201", 20, "info"), ("WT204", 23, "error")]
+    finding = report.by_code("WT204")[0]
+    assert finding.count == 2  # the second and third backward replay earlier recordings
+    assert "`total`" in finding.message and "`loss`" in finding.message and "tape.reset()" in finding.message
+    assert {loc.role: loc.line for loc in finding.related} == {
+        "earlier recording": 21,
+        "recorded again": 21,
+        "earlier backward": 23,
+    }
+
+
+def test_a_tape_reset_each_iteration_is_silent(tmp_path):
+    tb = TraceBuilder()
+    kept_tape_loop(tb, reset=True)
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
+
+
+def test_backward_calls_over_one_recording_are_silent(tmp_path):
+    """Jacobian rows: one recording, a backward per seed, nothing recorded between them."""
+    tb = TraceBuilder()
+    x, w, y, loss, scale, total = layer(tb)
+    tape = tb.tape(line=10)
+    with tb.recording(tape):
+        tb.launch(scale, x=x, w=w, y=y, line=20)
+        tb.launch(total, y=y, loss=loss, line=21)
+    for line in (23, 25):
+        tb.backward(tape, loss, line=line)
+        tb.zero(tape, line=line + 1)
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
+
+
+def test_a_second_stage_writing_its_own_memory_is_silent(tmp_path):
+    """A stage recorded after the first backward that accumulates into a loss of its own."""
+    tb = TraceBuilder()
+    x, w, y, loss, scale, total = layer(tb)
+    loss2 = tb.array("loss2", shape=(1,), requires_grad=True, line=5)
+    tape = tb.tape(line=10)
+    with tb.recording(tape):
+        tb.launch(scale, x=x, w=w, y=y, line=20)
+        tb.launch(total, y=y, loss=loss, line=21)
+    tb.backward(tape, loss, line=23)
+    tb.zero(tape, line=24)
+    with tb.recording(tape):
+        tb.launch(total, y=y, loss=loss2, line=26)
+    tb.backward(tape, loss2, line=27)
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == []

@@ -37,6 +37,7 @@ from warptrace.analysis.rules import (
     select_overflow,
     severed_chain,
     stale_grad_read,
+    tape_not_reset,
     truncated_horizon,
     unchained_boundary,
     unconverged_iteration,
@@ -53,6 +54,7 @@ ALL_RULES: tuple[Rule, ...] = (
     duplicate_launch.RULE,  # WT201
     retain_grad_multiwrite.RULE,  # WT202
     grad_not_zeroed.RULE,  # WT203
+    tape_not_reset.RULE,  # WT204
     severed_chain.RULE,  # WT301
     truncated_horizon.RULE,  # WT302
     unchained_boundary.RULE,  # WT303
