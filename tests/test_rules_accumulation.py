@@ -578,3 +578,19 @@ def test_a_second_stage_writing_its_own_memory_is_silent(tmp_path):
         tb.launch(total, y=y, loss=loss2, line=26)
     tb.backward(tape, loss2, line=27)
     assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
+
+
+def test_a_kept_tape_whose_replayed_launch_reads_no_gradient_is_silent(tmp_path):
+    """Replaying a launch that reads only constants adds no gradient anywhere."""
+    tb = TraceBuilder()
+    x = tb.array("x", line=1)
+    loss = tb.array("loss", shape=(1,), requires_grad=True, line=4)
+    total = tb.kernel("total", line=110, x="r", loss="a")
+    tape = tb.tape(line=10)
+    for _ in range(3):
+        tb.memset(loss, line=11)
+        with tb.recording(tape):
+            tb.launch(total, x=x, loss=loss, line=21)
+        tb.backward(tape, loss, line=23)
+        tb.zero(tape, line=24)
+    assert [c for c in codes(tb.analyze(tmp_path / "run.wtrace")) if c[0] == "WT204"] == []

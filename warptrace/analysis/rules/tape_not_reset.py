@@ -6,7 +6,8 @@ iterations of a training loop). Warp's backward replays every launch recorded si
 the tape's last reset, so the second backward runs the adjoints of the first
 recording again. Reported when a launch recorded after the first backward
 accumulates (``+=``, ``wp.atomic_add``) into memory with a gradient that a launch of
-the earlier recording also accumulated into, such as the loss each iteration adds into:
+the earlier recording, reading an array with a gradient, also accumulated into (the loss
+each iteration adds into):
 the second backward's seed reaches both, and the earlier recording's inputs get
 gradient a second time (iteration k of such a loop gets k times its gradient when
 nothing else changes, and a mix of old and new parameters once they do).
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import dataflow_of
+from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, finding
@@ -58,6 +59,19 @@ def _accumulated(model: Model, ev: int) -> list[tuple[int, int]]:
         & (model.acc_alloc[rows] >= 0)
     )
     return [(int(model.acc_alloc[r]), int(r)) for r in rows[keep].tolist()]
+
+
+def _reads_with_grad(model: Model, df: Dataflow, ev: int, seq: int) -> bool:
+    """Whether launch ``ev`` reads an array that has a gradient at ``seq``: its adjoint, replayed,
+    sends gradient somewhere (one that reads only constants adds nothing when replayed)."""
+    for r in range(int(model.acc_start[ev]), int(model.acc_stop[ev])):
+        if (
+            (int(model.acc_role[r]) & S.ROLE_READ)
+            and not (int(model.acc_flags[r]) & S.FLAG_GRAD)
+            and df.has_grad(int(model.acc_array[r]), seq)
+        ):
+            return True
+    return False
 
 
 def check(model: Model) -> list[Finding]:
@@ -89,7 +103,11 @@ def check(model: Model) -> list[Finding]:
                     continue
                 for alloc, row in _accumulated(model, events[i]):
                     array_id = int(model.acc_array[row])
-                    if alloc in earlier and df.has_grad(array_id, call.begin_seq):
+                    if (
+                        alloc in earlier
+                        and df.has_grad(array_id, call.begin_seq)
+                        and _reads_with_grad(model, df, earlier[alloc], call.begin_seq)
+                    ):
                         hit = (earlier[alloc], events[i], row)
                         break
                 if hit:
