@@ -29,10 +29,10 @@
 #include <frameobject.h>
 #include <structmember.h>
 
-/* The interface with warptrace/record/wrap/launch.py and memory.py (FastLaunch's and
- * FastZero's arguments, the Recorder attributes read): raise it with every change, and
- * COMPILED_ABI in warptrace/record/wrap/common.py with it. A build left over from
- * another version is not used. */
+/* The interface with the Python side (the arguments of each compiled piece, the Recorder,
+ * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
+ * in warptrace/record/compiled.py with it. A build left over from another version is not
+ * used. */
 #define ABI_VERSION 4
 
 #define NPARAMS 13
