@@ -130,7 +130,7 @@ def check(model: Model) -> list[Finding]:
                 )
             message = (
                 f"the tape is backpropagated again (line {backward.line}) after more launches were recorded on "
-                f"it since its backward on line {model.location(prev.site).line}, with no tape.reset() in "
+                f"it since its previous backward (line {model.location(prev.site).line}), with no tape.reset() in "
                 "between: Warp's backward replays every launch recorded since the last reset, so this one runs "
                 f"the adjoints of the earlier recording again. {again}, so the gradient from `{array}` flows "
                 "into both: the earlier recording's inputs get gradient again (k times the gradient at the "
