@@ -1,4 +1,4 @@
-"""WT301-WT308 on synthetic traces: where the chain from parameters to the loss breaks."""
+"""WT301-WT309 on synthetic traces: where the chain from parameters to the loss breaks."""
 
 from __future__ import annotations
 
@@ -582,3 +582,42 @@ def test_copy_into_an_array_without_grad_inside_the_tape_is_not_recorded_and_cut
     report = tb.analyze(tmp_path / "run.wtrace")
     assert codes(report) == [("WT301", 7, "error")]
     assert "a copy" in report.by_code("WT301")[0].message
+
+
+# ---------------------------------------------------------------- WT309
+def untaped_first_layer(tb: TraceBuilder, *, inside_scope: bool, grad_read: bool = True):
+    """hidden = lift(x, w1) not recorded; out, loss on the tape; w1.grad read after the backward."""
+    x, w1, w2, hidden, out, loss, lift, readout, total = mlp(tb, hidden_grad=True)
+    tape = tb.tape(line=9)
+    if not inside_scope:
+        tb.launch(lift, x=x, w1=w1, hidden=hidden, line=20)
+    with tb.recording(tape):
+        if inside_scope:
+            tb.launch(lift, x=x, w1=w1, hidden=hidden, line=20, record=False)
+        tb.launch(readout, hidden=hidden, w2=w2, out=out, line=21)
+        tb.launch(total, out=out, loss=loss, line=22)
+    tb.backward(tape, loss, line=23)
+    if grad_read:
+        tb.value_read(tb.grad(w1), line=24, text="w1.grad.numpy()")
+
+
+def test_a_launch_above_the_tape_cuts_the_parameters_gradient(tmp_path):
+    tb = TraceBuilder()
+    untaped_first_layer(tb, inside_scope=False)
+    report = tb.analyze(tmp_path / "run.wtrace")
+    assert codes(report) == [("WT309", 20, "error")]
+    finding = report.by_code("WT309")[0]
+    assert "`hidden`" in finding.message and "`w1`" in finding.message and "`lift`" in finding.message
+    assert {loc.role: loc.line for loc in finding.related} == {"read on the tape": 21, "backward": 23}
+
+
+def test_record_tape_false_inside_the_scope_is_a_warning(tmp_path):
+    tb = TraceBuilder()
+    untaped_first_layer(tb, inside_scope=True)
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == [("WT309", 20, "warning")]
+
+
+def test_an_untaped_launch_whose_parameters_gradient_nobody_reads_is_silent(tmp_path):
+    tb = TraceBuilder()
+    untaped_first_layer(tb, inside_scope=False, grad_read=False)
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == []

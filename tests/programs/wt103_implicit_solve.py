@@ -50,7 +50,7 @@ def run() -> dict:
     tape = wp.Tape()
     with tape:
         wp.launch(residual, dim=N, inputs=[f, k, x], outputs=[rhs], device=DEVICE)
-    wp.launch(solve, dim=N, inputs=[rhs, k], outputs=[x], device=DEVICE)  # expect: WT103
+    wp.launch(solve, dim=N, inputs=[rhs, k], outputs=[x], device=DEVICE)  # expect: WT103, WT309
     with tape:
         wp.launch(objective, dim=N, inputs=[x], outputs=[loss], device=DEVICE)
     tape.backward(loss)

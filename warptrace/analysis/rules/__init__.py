@@ -41,6 +41,7 @@ from warptrace.analysis.rules import (
     truncated_horizon,
     unchained_boundary,
     unconverged_iteration,
+    untaped_producer,
     work_after_loss,
 )
 from warptrace.analysis.rules.common import Rule
@@ -63,6 +64,7 @@ ALL_RULES: tuple[Rule, ...] = (
     stale_grad_read.RULE,  # WT306
     backward_disabled.RULE,  # WT307
     backward_side_effect.RULE,  # WT308
+    untaped_producer.RULE,  # WT309
     inplace_mul_div.RULE,  # WT401
     component_reassign.RULE,  # WT402
     dynamic_loop_carry.RULE,  # WT403

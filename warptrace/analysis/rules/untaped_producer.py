@@ -1,0 +1,242 @@
+"""WT309 untaped-producer (error, or warning).
+
+A launch that is not recorded on any tape computes an array from arrays that have a
+gradient, and a recorded launch reads that array on the way to the loss: the backward
+replays only what the tape recorded, so it stops at that array, and the parameters the
+untaped launch read get no gradient through it (exactly zero when that is their only
+path). The classic shape is a first kernel left above ``with tape:`` (an initial state
+computed from the parameters, a preprocessing step that uses them). Error when the launch
+ran outside every tape's scope; warning when it ran inside one with
+``record_tape=False`` (a deliberate stop-gradient is possible there).
+Reported only where the program uses a gradient the cut makes incomplete: the gradient of
+one of the launch's inputs, or of a parameter upstream of them, is read after the backward
+(an optimizer step, ``numpy()``, a copy). A quantity computed once from the parameters
+outside the tape on purpose (a model's inverse masses at build time, collision contacts,
+precomputed normals) whose parameters' gradients nobody reads is left alone.
+Not reported either: an update step (a launch that reads a gradient, or an array written
+from one, like ``v.assign(v.grad)`` before an advection, or that updates its own input in
+place: an optimizer writes the parameters the next forward reads, leaves of the next tape), launches that
+read no array with a gradient, arrays a ``tape.record_func`` declares (its function
+supplies the adjoint, as in the implicit-function idiom), launches whose outputs' gradients
+are read after the backward (hand-written checkpointing carries the adjoint across that
+boundary itself; WT303 judges whether it carries all of it), integer arrays, and arrays a
+recorded launch rewrote before the read.
+Fix: launch the kernel inside ``with tape:`` (or record it: drop ``record_tape=False``).
+
+Warp documentation: "Differentiability" (sections "Debugging Gradients") and ``Tape``.
+
+Findings are grouped by root cause (the launch to move) with a count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from warptrace.analysis.dataflow import Dataflow, dataflow_of
+from warptrace.analysis.findings import Finding, RuleInfo, Severity
+from warptrace.analysis.model import K, Model
+from warptrace.analysis.rules.common import (
+    DOC_DEBUG,
+    Rule,
+    array_label,
+    backpropagated,
+    differentiable_dtype,
+    differentiable_reads,
+    finding,
+    join_names,
+)
+from warptrace.trace import schema as S
+
+WT309 = RuleInfo(
+    code="WT309",
+    name="untaped-producer",
+    family="flow",
+    fix="launch the kernel inside `with tape:` (or drop record_tape=False) so that the backward reaches it",
+    doc=DOC_DEBUG,
+)
+
+
+def check(model: Model) -> list[Finding]:
+    untaped = (
+        (model.kind == K[S.LAUNCH])
+        & ~model.recorded
+        & (model.phase == S.FORWARD)
+        & ~model.adjoint
+        & (model.parent < 0)
+    )
+    if not untaped.any():
+        return []
+    df = dataflow_of(model)
+    pairs = backpropagated(df)
+    if not pairs:
+        return []
+    slices = df.objective_events_many([call for _, call in pairs])
+    declared = _declared_by_epoch(model, df)
+    cache: list[np.ndarray] = []
+
+    def last_read() -> np.ndarray:
+        if not cache:
+            cache.append(_last_host_side_read(model, df))
+        return cache[0]
+
+    findings = []
+    for (epoch, call), events in zip(pairs, slices):
+        if not events:
+            continue
+        when = call.begin_seq
+        consumers = np.array(sorted(events), dtype=np.int64)
+        rows, index = df.rows_of_events(consumers)
+        keep = df.is_read[rows] & ~df.grad_row_mask[rows]
+        rows, index = rows[keep], index[keep]
+        writer_rows, owner = df.writer_rows_many(rows)
+        producers = df.acc_ev[writer_rows]
+        hit = untaped[producers]
+        reported: set[int] = set()
+        for producer, k in zip(producers[hit].tolist(), owner[hit].tolist()):
+            read_row = int(rows[k])
+            array_id = int(model.acc_array[read_row])
+            info = model.arrays.get(array_id)
+            site = int(model.site[producer])
+            if (
+                site in reported
+                or info is None
+                or not differentiable_dtype(info.dtype)
+                or array_id in declared.get(epoch.uid, ())
+            ):
+                continue
+            written = {
+                int(model.acc_array[r])
+                for r in range(int(model.acc_start[producer]), int(model.acc_stop[producer]))
+                if int(model.acc_role[r]) & S.ROLE_WRITE
+            }
+            sources = [s for s in differentiable_reads(model, df, producer, when) if s not in written]
+            if (
+                not sources
+                or _grads_read_after(model, df, written, call.end_seq, last_read())
+                or _update_step(model, df, producer)
+            ):
+                continue
+            # the cut matters where the program uses a gradient it loses: a source's, or that of a
+            # parameter upstream of it, read after the backward (an optimizer, numpy(), a copy)
+            upstream = set(sources) | set(df.provenance.get(producer, frozenset()))
+            if not _grads_read_after(model, df, upstream, call.end_seq, last_read()):
+                continue
+            consumer = int(consumers[index[k]])
+            findings.append(_untaped(model, df, array_id, producer, consumer, call.site, sources))
+            reported.add(site)
+    return findings
+
+
+def _last_host_side_read(model: Model, df: Dataflow) -> np.ndarray:
+    """Per allocation id, the seq of its last read by an event that is not an adjoint launch
+    (a copy or ``assign``, a value read, a forward launch, a backward's seed), -1 when none."""
+    n = int(model.acc_alloc.max(initial=-1)) + 1
+    last = np.full(n + 1, -1, dtype=np.int64)
+    ev = df.acc_ev
+    rows = np.nonzero(((model.acc_role & S.ROLE_READ) != 0) & (model.acc_alloc >= 0) & ~model.adjoint[ev])[0]
+    np.maximum.at(last, model.acc_alloc[rows], model.acc_seq[rows])
+    return last
+
+
+def _grads_read_after(
+    model: Model, df: Dataflow, arrays: set[int], after: int, last_read: np.ndarray
+) -> bool:
+    """Whether the gradient of one of ``arrays`` is read after the backward (``after``: its end)
+    by something other than an adjoint launch. Of the untaped launch's outputs: hand-written
+    checkpointing carries the adjoint across that boundary itself
+    (``q_end.grad.assign(checkpoint.grad)``, a seed, a copy to the host), and WT303 judges
+    whether it carries all of it. Of its sources and the parameters upstream of them: the
+    program uses a gradient the cut makes incomplete."""
+    for array_id in arrays:
+        grad = df.grad_array(array_id, after)
+        info = model.arrays.get(grad) if grad >= 0 else None
+        if info is not None and 0 <= info.alloc_id < len(last_read) and last_read[info.alloc_id] > after:
+            return True
+    return False
+
+
+def _reads_a_gradient(model: Model, df: Dataflow, ev: int) -> bool:
+    rows = np.arange(int(model.acc_start[ev]), int(model.acc_stop[ev]))
+    return bool(np.any(df.is_read[rows] & df.grad_row_mask[rows]))
+
+
+def _update_step(model: Model, df: Dataflow, producer: int) -> bool:
+    """Whether the untaped launch applies gradients: it reads a gradient buffer, or an array last
+    written from one (``v.assign(v.grad)`` before a level-set advection). An optimizer or
+    update step between iterations writes the next iteration's parameters: they are leaves
+    of the next tape, not intermediates of this one."""
+    if _reads_a_gradient(model, df, producer):
+        return True
+    rows = np.arange(int(model.acc_start[producer]), int(model.acc_stop[producer]))
+    rows = rows[df.is_read[rows]]
+    if not len(rows):
+        return False
+    writer_rows, _ = df.writer_rows_many(rows)
+    return any(_reads_a_gradient(model, df, int(ev)) for ev in np.unique(df.acc_ev[writer_rows]).tolist())
+
+
+def _declared_by_epoch(model: Model, df: Dataflow) -> dict[int, set[int]]:
+    """Per tape epoch uid: the arrays its ``tape.record_func`` events declare (an event not placed
+    in an epoch counts for every epoch of its tape)."""
+    out: dict[int, set[int]] = {}
+    funcs = np.nonzero(model.kind == K[S.RECORD_FUNC])[0].tolist()
+    if not funcs:
+        return out
+    by_tape: dict[int, list[int]] = {}
+    for epoch in df.epochs:
+        by_tape.setdefault(epoch.tape, []).append(epoch.uid)
+    for ev in funcs:
+        uid = int(df.ev_epoch[ev])
+        uids = [uid] if uid >= 0 else by_tape.get(int(model.tape[ev]), [])
+        for u in uids:
+            out.setdefault(u, set()).update(model.declared_arrays(ev))
+    return out
+
+
+def _untaped(
+    model: Model,
+    df: Dataflow,
+    array_id: int,
+    producer: int,
+    consumer: int,
+    backward_site: int,
+    sources: list[int],
+) -> Finding:
+    label = array_label(model, array_id)
+    leaves = df.provenance.get(producer, frozenset())
+    params = [array_label(model, leaf) for leaf in sorted(leaves)] or [array_label(model, s) for s in sources]
+    in_scope = int(model.tape[producer]) >= 0
+    how = (
+        "it was launched with record_tape=False inside the tape's scope"
+        if in_scope
+        else "it ran outside every tape's scope, not inside a `with tape:` block"
+    )
+    message = (
+        f"`{label}` is read by `{model.kernel_name(consumer)}` (line {model.event_location(consumer).line}) on "
+        f"the tape, on the way to the loss, but was computed by `{model.kernel_name(producer)}` (line "
+        f"{model.event_location(producer).line}) from {join_names(array_label(model, s) for s in sources)}, "
+        f"which {'has' if len(sources) == 1 else 'have'} a gradient, and that launch is not recorded on any "
+        f"tape ({how}); the backward stops at `{label}`, so {join_names(params)} "
+        f"{'gets' if len(set(params)) == 1 else 'get'} no gradient through it"
+    )
+    return finding(
+        WT309,
+        Severity.WARNING if in_scope else Severity.ERROR,
+        message,
+        model.event_location(producer, "untaped launch"),
+        related=[
+            model.event_location(consumer, "read on the tape"),
+            model.location(backward_site, "backward"),
+        ],
+        evidence={
+            "first_seq": int(model.seq[producer]),
+            "array_id": array_id,
+            "producer_seq": int(model.seq[producer]),
+            "consumer_seq": int(model.seq[consumer]),
+            "sources": sorted(int(s) for s in sources),
+        },
+        key=(int(model.site[producer]),),
+    )
+
+
+RULE = Rule((WT309,), check)
