@@ -21,7 +21,13 @@ supplies the adjoint, as in the implicit-function idiom), launches whose outputs
 are read after the backward (hand-written checkpointing carries the adjoint across that
 boundary itself; WT303 judges whether it carries all of it), integer arrays, and arrays a
 recorded launch rewrote before the read.
-Fix: launch the kernel inside ``with tape:`` (or record it: drop ``record_tape=False``).
+The same cut by a copy: an array written back from the bytes of a value read
+(``wp.array(y.numpy())``, ``z.assign(y.numpy())``, linked by the content digest) where ``y``
+has a gradient, or filled by a copy the tape did not record from memory a recorded launch
+wrote (Warp records a copy only when both arrays have gradients; on the CPU ``numpy()``
+returns a view of ``y``, and the copy reads ``y``'s memory through it).
+Fix: launch the kernel inside ``with tape:`` (or record it: drop ``record_tape=False``);
+compute on the tape with a kernel instead of a round trip through numpy.
 
 Warp documentation: "Differentiability" (sections "Debugging Gradients") and ``Tape``.
 
@@ -51,22 +57,25 @@ WT309 = RuleInfo(
     code="WT309",
     name="untaped-producer",
     family="flow",
-    fix="launch the kernel inside `with tape:` (or drop record_tape=False) so that the backward reaches it",
+    fix="launch the kernel inside `with tape:` (or drop record_tape=False) so that the backward reaches it; "
+    "replace a round trip through numpy by a kernel on the tape",
     doc=DOC_DEBUG,
 )
 
 
 def check(model: Model) -> list[Finding]:
-    untaped = (
-        (model.kind == K[S.LAUNCH])
-        & ~model.recorded
-        & (model.phase == S.FORWARD)
-        & ~model.adjoint
-        & (model.parent < 0)
-    )
-    if not untaped.any():
+    forward_untaped = ~model.recorded & (model.phase == S.FORWARD) & ~model.adjoint & (model.parent < 0)
+    untaped = forward_untaped & (model.kind == K[S.LAUNCH])
+    host_write = forward_untaped & (model.kind == K[S.COPY])
+    if not untaped.any() and not host_write.any():
         return []
     df = dataflow_of(model)
+    # a copy that wrote back the bytes of a value read (wp.array(y.numpy()), assign from the
+    # host): a round trip through the host, which the backward cannot follow either
+    links = {ev: read for ev, read in df.host_links.items() if host_write[ev]} if host_write.any() else {}
+    # and an unrecorded copy from memory a recorded launch wrote (Warp records a copy only
+    # when both arrays have gradients: wp.array(y.numpy()) on the CPU copies from a view of y)
+    untaped |= host_write
     pairs = backpropagated(df)
     if not pairs:
         return []
@@ -109,7 +118,14 @@ def check(model: Model) -> list[Finding]:
                 for r in range(int(model.acc_start[producer]), int(model.acc_stop[producer]))
                 if int(model.acc_role[r]) & S.ROLE_WRITE
             }
-            sources = [s for s in differentiable_reads(model, df, producer, when) if s not in written]
+            read_back = links.get(producer)
+            if read_back is not None:  # the array whose values left through numpy() and came back
+                origin = int(model.array_id[read_back])
+                sources = [origin] if df.has_grad(origin, when) and origin not in written else []
+            elif model.kind[producer] == K[S.COPY]:
+                sources = [s for s in _copied_from(model, df, producer, when, epoch.uid) if s not in written]
+            else:
+                sources = [s for s in differentiable_reads(model, df, producer, when) if s not in written]
             if (
                 not sources
                 or _grads_read_after(model, df, written, call.end_seq, last_read())
@@ -118,11 +134,12 @@ def check(model: Model) -> list[Finding]:
                 continue
             # the cut matters where the program uses a gradient it loses: a source's, or that of a
             # parameter upstream of it, read after the backward (an optimizer, numpy(), a copy)
-            upstream = set(sources) | set(df.provenance.get(producer, frozenset()))
+            origin_ev = read_back if read_back is not None else producer
+            upstream = set(sources) | set(df.provenance.get(origin_ev, frozenset()))
             if not _grads_read_after(model, df, upstream, call.end_seq, last_read()):
                 continue
             consumer = int(consumers[index[k]])
-            findings.append(_untaped(model, df, array_id, producer, consumer, call.site, sources))
+            findings.append(_untaped(model, df, array_id, producer, consumer, call.site, sources, read_back))
             reported.add(site)
     return findings
 
@@ -153,6 +170,30 @@ def _grads_read_after(
         if info is not None and 0 <= info.alloc_id < len(last_read) and last_read[info.alloc_id] > after:
             return True
     return False
+
+
+def _copied_from(model: Model, df: Dataflow, copy: int, when: int, epoch: int) -> list[int]:
+    """The arrays with a gradient whose recorded writes an unrecorded copy carried: the arrays a
+    launch recorded in the same tape recording (``epoch``) wrote into the memory the copy read
+    (its own source may be a view without a gradient, such as the array ``numpy()`` returned
+    on the CPU). State carried from another tape's recording is WT302's (truncated horizon)."""
+    rows = np.arange(int(model.acc_start[copy]), int(model.acc_stop[copy]))
+    rows = rows[df.is_read[rows] & ~df.grad_row_mask[rows]]
+    if not len(rows):
+        return []
+    writer_rows, _ = df.writer_rows_many(rows)
+    out = []
+    for row in writer_rows.tolist():
+        ev = int(df.acc_ev[row])
+        array_id = int(model.acc_array[row])
+        if (
+            model.kind[ev] == K[S.LAUNCH]
+            and model.recorded[ev]
+            and int(df.ev_epoch[ev]) == epoch
+            and df.has_grad(array_id, when)
+        ):
+            out.append(array_id)
+    return list(dict.fromkeys(out))
 
 
 def _reads_a_gradient(model: Model, df: Dataflow, ev: int) -> bool:
@@ -201,33 +242,58 @@ def _untaped(
     consumer: int,
     backward_site: int,
     sources: list[int],
+    read_back: int | None,
 ) -> Finding:
     label = array_label(model, array_id)
-    leaves = df.provenance.get(producer, frozenset())
+    leaves = df.provenance.get(read_back if read_back is not None else producer, frozenset())
     params = [array_label(model, leaf) for leaf in sorted(leaves)] or [array_label(model, s) for s in sources]
-    in_scope = int(model.tape[producer]) >= 0
-    how = (
-        "it was launched with record_tape=False inside the tape's scope"
-        if in_scope
-        else "it ran outside every tape's scope, not inside a `with tape:` block"
-    )
-    message = (
+    is_copy = read_back is None and model.kind[producer] == K[S.COPY]
+    in_scope = int(model.tape[producer]) >= 0 and read_back is None and not is_copy
+    read_on_tape = (
         f"`{label}` is read by `{model.kernel_name(consumer)}` (line {model.event_location(consumer).line}) on "
-        f"the tape, on the way to the loss, but was computed by `{model.kernel_name(producer)}` (line "
-        f"{model.event_location(producer).line}) from {join_names(array_label(model, s) for s in sources)}, "
-        f"which {'has' if len(sources) == 1 else 'have'} a gradient, and that launch is not recorded on any "
-        f"tape ({how}); the backward stops at `{label}`, so {join_names(params)} "
+        "the tape, on the way to the loss, but "
+    )
+    cut = (
+        f"the backward stops at `{label}`, so {join_names(params)} "
         f"{'gets' if len(set(params)) == 1 else 'get'} no gradient through it"
     )
+    if read_back is not None:
+        message = read_on_tape + (
+            f"was written from host memory (line {model.event_location(producer).line}) holding the values "
+            f"`{array_label(model, sources[0])}` had when read back to the host (line "
+            f"{model.event_location(read_back).line}): a round trip through numpy is not recorded, and {cut}"
+        )
+        role = "host write"
+    elif is_copy:
+        message = read_on_tape + (
+            f"was copied (line {model.event_location(producer).line}) from memory that "
+            f"{join_names(array_label(model, s) for s in sources)} (with a gradient) holds, by a copy the "
+            "tape did not record (Warp records a copy only when both arrays have gradients: its source here "
+            f"is a view without one, such as the array numpy() returns on the CPU); {cut}"
+        )
+        role = "unrecorded copy"
+    else:
+        how = (
+            "it was launched with record_tape=False inside the tape's scope"
+            if in_scope
+            else "it ran outside every tape's scope, not inside a `with tape:` block"
+        )
+        message = read_on_tape + (
+            f"was computed by `{model.kernel_name(producer)}` (line {model.event_location(producer).line}) from "
+            f"{join_names(array_label(model, s) for s in sources)}, which "
+            f"{'has' if len(sources) == 1 else 'have'} a gradient, and that launch is not recorded on any tape "
+            f"({how}); {cut}"
+        )
+        role = "untaped launch"
+    related = [model.event_location(consumer, "read on the tape"), model.location(backward_site, "backward")]
+    if read_back is not None:
+        related.insert(0, model.event_location(read_back, "read to the host"))
     return finding(
         WT309,
         Severity.WARNING if in_scope else Severity.ERROR,
         message,
-        model.event_location(producer, "untaped launch"),
-        related=[
-            model.event_location(consumer, "read on the tape"),
-            model.location(backward_site, "backward"),
-        ],
+        model.event_location(producer, role),
+        related=related,
         evidence={
             "first_seq": int(model.seq[producer]),
             "array_id": array_id,
