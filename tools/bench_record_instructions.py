@@ -10,8 +10,10 @@ parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
 
 A measure that machine load does not move: on the shared 2-core machine the timings of
 ``tools/bench_record.py`` (d) swing by 1-2 µs per operation from run to run, which is the
-size of the differences a recorder change makes. Instruction counts repeat to a fraction of
-a percent, so a change to a wrapper can be judged in one run each way.
+size of the differences a recorder change makes. Machine load does not move instruction
+counts; the process's own state does a little (hash seeds, dict layouts): the "added" column
+of one build moves by 1-4% from run to run, so judge a change larger than that in one run
+each way, and a smaller one over a few runs.
 
 Each (operation, mode) runs in a process of its own under ``valgrind --tool=callgrind
 --collect-atstart=no --toggle-collect=builtin_sorted``: the N operations are the key
