@@ -65,22 +65,22 @@ WT309 = RuleInfo(
 
 def check(model: Model) -> list[Finding]:
     forward_untaped = ~model.recorded & (model.phase == S.FORWARD) & ~model.adjoint & (model.parent < 0)
-    untaped = forward_untaped & (model.kind == K[S.LAUNCH])
-    host_write = forward_untaped & (model.kind == K[S.COPY])
-    if not untaped.any() and not host_write.any():
+    untaped_copy = forward_untaped & (model.kind == K[S.COPY])
+    # producers: unrecorded launches; a copy that wrote back the bytes of a value read
+    # (wp.array(y.numpy()), assign from the host: a round trip through the host, which the
+    # backward cannot follow either); an unrecorded copy from memory a recorded launch wrote
+    # (Warp records a copy only when both arrays have gradients: wp.array(y.numpy()) on the
+    # CPU copies from a view of y)
+    untaped = untaped_copy | (forward_untaped & (model.kind == K[S.LAUNCH]))
+    if not untaped.any():
         return []
     df = dataflow_of(model)
-    # a copy that wrote back the bytes of a value read (wp.array(y.numpy()), assign from the
-    # host): a round trip through the host, which the backward cannot follow either
-    links = {ev: read for ev, read in df.host_links.items() if host_write[ev]} if host_write.any() else {}
-    # and an unrecorded copy from memory a recorded launch wrote (Warp records a copy only
-    # when both arrays have gradients: wp.array(y.numpy()) on the CPU copies from a view of y)
-    untaped |= host_write
+    links = {ev: read for ev, read in df.host_links.items() if untaped_copy[ev]} if untaped_copy.any() else {}
     pairs = backpropagated(df)
     if not pairs:
         return []
     slices = df.objective_events_many([call for _, call in pairs])
-    declared = _declared_by_epoch(model, df)
+    declared: list[dict[int, set[int]]] = []  # _declared_by_epoch, made when first needed
     cache: list[np.ndarray] = []
 
     def last_read() -> np.ndarray:
@@ -89,6 +89,8 @@ def check(model: Model) -> list[Finding]:
         return cache[0]
 
     findings = []
+    written_by: dict[int, set[int]] = {}  # per producer event: the arrays it writes
+    updates: dict[int, bool] = {}  # per producer event: whether it is an update step
     for (epoch, call), events in zip(pairs, slices):
         if not events:
             continue
@@ -100,37 +102,39 @@ def check(model: Model) -> list[Finding]:
         writer_rows, owner = df.writer_rows_many(rows)
         producers = df.acc_ev[writer_rows]
         hit = untaped[producers]
+        # one read per untaped producer (the first): its findings are per producer
+        hit_producers, first = np.unique(producers[hit], return_index=True)
         reported: set[int] = set()
-        for producer, k in zip(producers[hit].tolist(), owner[hit].tolist()):
+        copied = _copied_from_many(model, df, hit_producers, when, epoch.uid)
+        for producer, k in zip(hit_producers.tolist(), owner[hit][first].tolist()):
             read_row = int(rows[k])
             array_id = int(model.acc_array[read_row])
             info = model.arrays.get(array_id)
             site = int(model.site[producer])
-            if (
-                site in reported
-                or info is None
-                or not differentiable_dtype(info.dtype)
-                or array_id in declared.get(epoch.uid, ())
-            ):
+            if site in reported or info is None or not differentiable_dtype(info.dtype):
                 continue
-            written = {
-                int(model.acc_array[r])
-                for r in range(int(model.acc_start[producer]), int(model.acc_stop[producer]))
-                if int(model.acc_role[r]) & S.ROLE_WRITE
-            }
+            written = written_by.get(producer)
+            if written is None:
+                written = written_by[producer] = {
+                    int(model.acc_array[r])
+                    for r in range(int(model.acc_start[producer]), int(model.acc_stop[producer]))
+                    if int(model.acc_role[r]) & S.ROLE_WRITE
+                }
+            if _grads_read_after(model, df, written, call.end_seq, last_read()):
+                continue  # (hand-written checkpointing: see _grads_read_after)
             read_back = links.get(producer)
             if read_back is not None:  # the array whose values left through numpy() and came back
                 origin = int(model.array_id[read_back])
                 sources = [origin] if df.has_grad(origin, when) and origin not in written else []
             elif model.kind[producer] == K[S.COPY]:
-                sources = [s for s in _copied_from(model, df, producer, when, epoch.uid) if s not in written]
+                sources = [s for s in copied.get(producer, ()) if s not in written]
             else:
                 sources = [s for s in differentiable_reads(model, df, producer, when) if s not in written]
-            if (
-                not sources
-                or _grads_read_after(model, df, written, call.end_seq, last_read())
-                or _update_step(model, df, producer)
-            ):
+            if not sources:
+                continue
+            if producer not in updates:
+                updates[producer] = _update_step(model, df, producer)
+            if updates[producer]:
                 continue
             # the cut matters where the program uses a gradient it loses: a source's, or that of a
             # parameter upstream of it, read after the backward (an optimizer, numpy(), a copy)
@@ -138,6 +142,10 @@ def check(model: Model) -> list[Finding]:
             upstream = set(sources) | set(df.provenance.get(origin_ev, frozenset()))
             if not _grads_read_after(model, df, upstream, call.end_seq, last_read()):
                 continue
+            if not declared:
+                declared.append(_declared_by_epoch(model, df))
+            if array_id in declared[0].get(epoch.uid, ()):
+                continue  # a tape.record_func supplies its adjoint
             consumer = int(consumers[index[k]])
             findings.append(_untaped(model, df, array_id, producer, consumer, call.site, sources, read_back))
             reported.add(site)
@@ -172,28 +180,32 @@ def _grads_read_after(
     return False
 
 
-def _copied_from(model: Model, df: Dataflow, copy: int, when: int, epoch: int) -> list[int]:
-    """The arrays with a gradient whose recorded writes an unrecorded copy carried: the arrays a
-    launch recorded in the same tape recording (``epoch``) wrote into the memory the copy read
-    (its own source may be a view without a gradient, such as the array ``numpy()`` returned
-    on the CPU). State carried from another tape's recording is WT302's (truncated horizon)."""
-    rows = np.arange(int(model.acc_start[copy]), int(model.acc_stop[copy]))
-    rows = rows[df.is_read[rows] & ~df.grad_row_mask[rows]]
-    if not len(rows):
-        return []
-    writer_rows, _ = df.writer_rows_many(rows)
-    out = []
-    for row in writer_rows.tolist():
-        ev = int(df.acc_ev[row])
-        array_id = int(model.acc_array[row])
-        if (
-            model.kind[ev] == K[S.LAUNCH]
-            and model.recorded[ev]
-            and int(df.ev_epoch[ev]) == epoch
-            and df.has_grad(array_id, when)
-        ):
-            out.append(array_id)
-    return list(dict.fromkeys(out))
+def _copied_from_many(
+    model: Model, df: Dataflow, producers: np.ndarray, when: int, epoch: int
+) -> dict[int, list[int]]:
+    """Per unrecorded copy among ``producers``: the arrays with a gradient whose recorded writes it
+    carried, the arrays a launch recorded in the same tape recording (``epoch``) wrote into the
+    memory the copy read (its own source may be a view without a gradient, such as the array
+    ``numpy()`` returned on the CPU). State carried from another tape's recording is WT302's
+    (truncated horizon)."""
+    copies = producers[model.kind[producers] == K[S.COPY]]
+    if not len(copies):
+        return {}
+    rows, index = df.rows_of_events(copies)
+    keep = df.is_read[rows] & ~df.grad_row_mask[rows]
+    rows, index = rows[keep], index[keep]
+    writer_rows, owner = df.writer_rows_many(rows)
+    writers = df.acc_ev[writer_rows]
+    keep = (model.kind[writers] == K[S.LAUNCH]) & model.recorded[writers] & (df.ev_epoch[writers] == epoch)
+    out: dict[int, list[int]] = {}
+    for copy, array_id in zip(
+        copies[index[owner[keep]]].tolist(), model.acc_array[writer_rows[keep]].tolist()
+    ):
+        if df.has_grad(int(array_id), when):
+            arrays = out.setdefault(int(copy), [])
+            if array_id not in arrays:
+                arrays.append(int(array_id))
+    return out
 
 
 def _reads_a_gradient(model: Model, df: Dataflow, ev: int) -> bool:
