@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from warptrace.analysis.dataflow import Dataflow, dataflow_of
+from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
-from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, finding
+from warptrace.analysis.rules.common import DOC_ACCUMULATION, Rule, differentiable_reads, finding
 from warptrace.trace import schema as S
 
 WT204 = RuleInfo(
@@ -61,19 +61,6 @@ def _accumulated(model: Model, ev: int) -> list[tuple[int, int]]:
     return [(int(model.acc_alloc[r]), int(r)) for r in rows[keep].tolist()]
 
 
-def _reads_with_grad(model: Model, df: Dataflow, ev: int, seq: int) -> bool:
-    """Whether launch ``ev`` reads an array that has a gradient at ``seq``: its adjoint, replayed,
-    sends gradient somewhere (one that reads only constants adds nothing when replayed)."""
-    for r in range(int(model.acc_start[ev]), int(model.acc_stop[ev])):
-        if (
-            (int(model.acc_role[r]) & S.ROLE_READ)
-            and not (int(model.acc_flags[r]) & S.FLAG_GRAD)
-            and df.has_grad(int(model.acc_array[r]), seq)
-        ):
-            return True
-    return False
-
-
 def check(model: Model) -> list[Finding]:
     if not any(len(t.backward_begins) > 1 for t in model.tapes.values()):
         return []
@@ -86,9 +73,9 @@ def check(model: Model) -> list[Finding]:
         events = [ev for ev in epoch.events if model.kind[ev] == launch]
         seqs = [int(model.seq[ev]) for ev in events]
         calls = [df.backward_calls[i] for i in epoch.backwards]
-        earlier: dict[
-            int, int
-        ] = {}  # alloc_id -> the first launch of an earlier recording accumulating into it
+        # alloc_id -> the first launch of an earlier recording accumulating into it (its
+        # replayed adjoint sends gradient somewhere only when it reads an array with one)
+        earlier: dict[int, int] = {}
         cursor = 0
         for prev, call in zip(calls, calls[1:]):
             while cursor < len(events) and seqs[cursor] < prev.begin_seq:
@@ -106,7 +93,7 @@ def check(model: Model) -> list[Finding]:
                     if (
                         alloc in earlier
                         and df.has_grad(array_id, call.begin_seq)
-                        and _reads_with_grad(model, df, earlier[alloc], call.begin_seq)
+                        and differentiable_reads(model, df, earlier[alloc], call.begin_seq)
                     ):
                         hit = (earlier[alloc], events[i], row)
                         break
