@@ -50,6 +50,7 @@ from warptrace.analysis.rules.common import (
     differentiable_reads,
     finding,
     join_names,
+    shared,
 )
 from warptrace.trace import schema as S
 
@@ -80,14 +81,6 @@ def check(model: Model) -> list[Finding]:
     if not pairs:
         return []
     slices = df.objective_events_many([call for _, call in pairs])
-    declared: list[dict[int, set[int]]] = []  # _declared_by_epoch, made when first needed
-    cache: list[np.ndarray] = []
-
-    def last_read() -> np.ndarray:
-        if not cache:
-            cache.append(_last_host_side_read(model, df))
-        return cache[0]
-
     findings = []
     written_by: dict[int, set[int]] = {}  # per producer event: the arrays it writes
     updates: dict[int, bool] = {}  # per producer event: whether it is an update step
@@ -115,12 +108,9 @@ def check(model: Model) -> list[Finding]:
                 continue
             written = written_by.get(producer)
             if written is None:
-                written = written_by[producer] = {
-                    int(model.acc_array[r])
-                    for r in range(int(model.acc_start[producer]), int(model.acc_stop[producer]))
-                    if int(model.acc_role[r]) & S.ROLE_WRITE
-                }
-            if _grads_read_after(model, df, written, call.end_seq, last_read()):
+                rows_of = np.arange(int(model.acc_start[producer]), int(model.acc_stop[producer]))
+                written = written_by[producer] = set(model.acc_array[rows_of[df.is_write[rows_of]]].tolist())
+            if _grads_read_after(model, df, written, call.end_seq):
                 continue  # (hand-written checkpointing: see _grads_read_after)
             read_back = links.get(producer)
             if read_back is not None:  # the array whose values left through numpy() and came back
@@ -140,11 +130,9 @@ def check(model: Model) -> list[Finding]:
             # parameter upstream of it, read after the backward (an optimizer, numpy(), a copy)
             origin_ev = read_back if read_back is not None else producer
             upstream = set(sources) | set(df.provenance.get(origin_ev, frozenset()))
-            if not _grads_read_after(model, df, upstream, call.end_seq, last_read()):
+            if not _grads_read_after(model, df, upstream, call.end_seq):
                 continue
-            if not declared:
-                declared.append(_declared_by_epoch(model, df))
-            if array_id in declared[0].get(epoch.uid, ()):
+            if array_id in shared(model, "record_func_declared", _declared_by_epoch).get(epoch.uid, ()):
                 continue  # a tape.record_func supplies its adjoint
             consumer = int(consumers[index[k]])
             findings.append(_untaped(model, df, array_id, producer, consumer, call.site, sources, read_back))
@@ -152,26 +140,25 @@ def check(model: Model) -> list[Finding]:
     return findings
 
 
-def _last_host_side_read(model: Model, df: Dataflow) -> np.ndarray:
+def _last_host_side_read(model: Model) -> np.ndarray:
     """Per allocation id, the seq of its last read by an event that is not an adjoint launch
     (a copy or ``assign``, a value read, a forward launch, a backward's seed), -1 when none."""
     n = int(model.acc_alloc.max(initial=-1)) + 1
     last = np.full(n + 1, -1, dtype=np.int64)
-    ev = df.acc_ev
+    ev = dataflow_of(model).acc_ev
     rows = np.nonzero(((model.acc_role & S.ROLE_READ) != 0) & (model.acc_alloc >= 0) & ~model.adjoint[ev])[0]
     np.maximum.at(last, model.acc_alloc[rows], model.acc_seq[rows])
     return last
 
 
-def _grads_read_after(
-    model: Model, df: Dataflow, arrays: set[int], after: int, last_read: np.ndarray
-) -> bool:
+def _grads_read_after(model: Model, df: Dataflow, arrays: set[int], after: int) -> bool:
     """Whether the gradient of one of ``arrays`` is read after the backward (``after``: its end)
     by something other than an adjoint launch. Of the untaped launch's outputs: hand-written
     checkpointing carries the adjoint across that boundary itself
     (``q_end.grad.assign(checkpoint.grad)``, a seed, a copy to the host), and WT303 judges
     whether it carries all of it. Of its sources and the parameters upstream of them: the
     program uses a gradient the cut makes incomplete."""
+    last_read = shared(model, "last_host_side_read", _last_host_side_read)
     for array_id in arrays:
         grad = df.grad_array(array_id, after)
         info = model.arrays.get(grad) if grad >= 0 else None
@@ -228,13 +215,14 @@ def _update_step(model: Model, df: Dataflow, producer: int) -> bool:
     return any(_reads_a_gradient(model, df, int(ev)) for ev in np.unique(df.acc_ev[writer_rows]).tolist())
 
 
-def _declared_by_epoch(model: Model, df: Dataflow) -> dict[int, set[int]]:
+def _declared_by_epoch(model: Model) -> dict[int, set[int]]:
     """Per tape epoch uid: the arrays its ``tape.record_func`` events declare (an event not placed
     in an epoch counts for every epoch of its tape)."""
     out: dict[int, set[int]] = {}
     funcs = np.nonzero(model.kind == K[S.RECORD_FUNC])[0].tolist()
     if not funcs:
         return out
+    df = dataflow_of(model)
     by_tape: dict[int, list[int]] = {}
     for epoch in df.epochs:
         by_tape.setdefault(epoch.tape, []).append(epoch.uid)
