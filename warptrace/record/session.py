@@ -633,8 +633,6 @@ class Recorder:
             self.flush(force=True)
             self.closed = True
             self._queue.put(None)
-            # the compiled row holds this recorder (its Session): let it go with the session
-            self.__dict__.pop("row", None)
         self._thread.join()
         with self.lock:
             summary = self.summary()
