@@ -30,6 +30,7 @@ from warptrace.record.wrap import launch as launch_mod  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = launch_mod.compiled_launch_type()
 COMPILED_ZERO = compiled_mod.compiled_piece("FastZero")
+COMPILED_READ = compiled_mod.compiled_piece("FastRead")
 needs_compiled = pytest.mark.skipif(
     COMPILED is None, reason="the compiled launch wrapper is not built here (or WARPTRACE_PURE_PYTHON is set)"
 )
@@ -37,6 +38,7 @@ needs_compiled = pytest.mark.skipif(
 # tapes and backward (adjoint launches), struct fields (nested too), optimizers (Warp's
 # own launches), generic kernels, a program split over modules; memsets (FastZero):
 # zero_ outside and inside tapes, Tape.zero() batches, a graph captured on the CPU;
+# value reads (FastRead);
 # allocations, views, ptr aliases and copies (FastInitNew, FastRegister, the frame walk)
 PROGRAMS = (
     "ok_flow_multi_head",
@@ -54,6 +56,10 @@ PROGRAMS = (
     "ok_mem_inplace_slice",
     "wt103_ptr_alias",
     "ok_flow_checkpoint_saved_adjoint",
+    # value reads (FastRead): host round trips linked by digest, reads in loops and on tapes
+    "wt309_numpy_round_trip",
+    "wt303_host_checkpoint",
+    "ok_flow_host_logging",
 )
 _SKIP_COLUMNS = {"t_ns", "ptr"}  # wall-clock times; device addresses differ between processes
 
@@ -246,7 +252,6 @@ def _record_main(out: str, names: list[str]) -> None:
 
 @needs_compiled
 def test_compiled_and_pure_paths_record_identical_rows(tmp_path):
-    from warptrace.trace.reader import read_trace
 
     pure, compiled = tmp_path / "pure", tmp_path / "compiled"
     pure.mkdir()
@@ -257,16 +262,92 @@ def test_compiled_and_pure_paths_record_identical_rows(tmp_path):
     traces = sorted(p.name for p in pure.glob("*.wtrace"))
     assert traces == sorted(p.name for p in compiled.glob("*.wtrace")) and len(traces) == len(PROGRAMS)
     for name in traces:
-        a, b = read_trace(pure / name), read_trace(compiled / name)
-        assert sorted(a.tables) == sorted(b.tables)
-        assert a.tables["events"].num_rows > 0
-        for table in a.tables:
-            x, y = a.tables[table], b.tables[table]
-            columns = [c for c in x.column_names if c not in _SKIP_COLUMNS]
-            rows_a, rows_b = x.select(columns).to_pylist(), y.select(columns).to_pylist()
-            first = next((i for i, (r, s) in enumerate(zip(rows_a, rows_b)) if r != s), None)
-            shown = slice(first or 0, (first or 0) + 1)
-            assert (len(rows_a), first) == (len(rows_b), None), (name, table, rows_a[shown], rows_b[shown])
+        _assert_same_tables(pure / name, compiled / name)
+
+
+def _assert_same_tables(pure: Path, compiled: Path) -> None:
+    """The two traces hold the same rows in every table (times and device pointers aside)."""
+    from warptrace.trace.reader import read_trace
+
+    a, b = read_trace(pure), read_trace(compiled)
+    assert sorted(a.tables) == sorted(b.tables)
+    assert a.tables["events"].num_rows > 0
+    for table in a.tables:
+        x, y = a.tables[table], b.tables[table]
+        columns = [c for c in x.column_names if c not in _SKIP_COLUMNS]
+        rows_a, rows_b = x.select(columns).to_pylist(), y.select(columns).to_pylist()
+        first = next((i for i, (r, s) in enumerate(zip(rows_a, rows_b)) if r != s), None)
+        shown = slice(first or 0, (first or 0) + 1)
+        assert (len(rows_a), first) == (len(rows_b), None), (pure.name, table, rows_a[shown], rows_b[shown])
+
+
+# Copies and value reads in the forms the compiled FastCopy and FastRead take (and the ones
+# they leave to Python): each line runs three times, so that its call site is known.
+_COPIES_AND_READS = """
+import numpy as np
+import warp as wp
+
+wp.config.quiet = True
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0
+
+
+a = wp.array(np.arange(16, dtype=np.float32), requires_grad=True, device="cpu")
+b = wp.zeros(16, dtype=float, requires_grad=True, device="cpu")
+c = wp.zeros(16, dtype=float, device="cpu")
+m = wp.array(np.arange(12, dtype=np.float32).reshape(3, 4), device="cpu")
+for _ in range(3):
+    wp.copy(b, a)  # and the copy of the gradients inside it
+    wp.copy(dest=c, src=a)
+    wp.copy(c, a, count=16)
+    wp.copy(c, a, dest_offset=2, src_offset=1, count=4)
+    x = wp.array(np.ones(16, dtype=np.float32), requires_grad=True, device="cpu")  # from host memory
+    b.assign(a)
+    c.assign(np.full(16, 3.0, dtype=np.float32))
+    d = wp.clone(a)
+    try:
+        wp.copy(c, a, count=-1)
+    except RuntimeError:
+        pass
+    a.numpy()
+    m[:, 1].numpy()
+    b.list()
+tape = wp.Tape()
+with tape:
+    for _ in range(3):
+        wp.copy(b, a)
+        wp.launch(scale, 16, [b], [c], device="cpu")
+        b.numpy()
+tape.backward(grads={c: wp.ones(16, dtype=float, device="cpu")})
+print("compiled calls", getattr(wp.copy, "recorded_calls", 0), getattr(wp.array.numpy, "recorded_calls", 0))
+"""
+
+
+@needs_compiled
+def test_compiled_copies_and_reads_record_the_rows_of_the_python_wrappers(tmp_path):
+    script = tmp_path / "copies.py"
+    script.write_text(_COPIES_AND_READS)
+    printed = {}
+    for kind in ("pure", "compiled"):
+        env = dict(os.environ)
+        env.pop(compiled_mod.PURE_PYTHON_ENV, None)
+        if kind == "pure":
+            env[compiled_mod.PURE_PYTHON_ENV] = "1"
+        done = subprocess.run(
+            [sys.executable, "-m", "warptrace", "-q", "--no-analyze", "-o", str(tmp_path / f"{kind}.wtrace"),
+             str(script)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        printed[kind] = [line for line in done.stdout.splitlines() if line.startswith("compiled calls")]
+    assert printed["pure"] == ["compiled calls 0 0"]
+    copies, reads = (int(v) for v in printed["compiled"][0].split()[2:])
+    assert copies >= 20 and reads >= 6, printed  # the known sites' copies, their gradients, the reads
+    _assert_same_tables(tmp_path / "pure.wtrace", tmp_path / "compiled.wtrace")
 
 
 def test_a_kept_wrapper_lets_the_stopped_session_go(tmp_path):
@@ -654,3 +735,61 @@ def test_compiled_row_appends_the_rows_of_the_python_method(tracing):
         return rows
 
     assert written(rec.row) == written(python_row)
+
+
+@needs_compiled
+def test_compiled_read_writes_the_rows_of_the_python_wrapper(tracing):
+    """``array.numpy()``/``list()`` compiled (``FastRead``): a known call site gives the row the
+    Python wrapper writes, with the same detail (``memory.read_detail``: digest, size, zero-copy
+    view) for a contiguous read, an empty one, a strided view's copy, one above the digest cap,
+    and none for ``list()``; inside a tape the tape's id."""
+    import numpy as np
+
+    from warptrace.record import state
+    from warptrace.record.wrap.hostdata import DIGEST_MAX_BYTES
+    from warptrace.record.wrap.memory import read_detail
+    from warptrace.trace.rows import EVENT_WIDTH
+    from warptrace.trace.schema import EVENT_KIND_CODES, VALUE_READ
+
+    assert COMPILED_READ is not None and isinstance(wp.array.numpy, COMPILED_READ)
+    rec = state.rec
+    rec.flush_ev_len = rec.flush_acc_len = 1 << 60  # every row stays in the buffers
+    rec.flush_deadline = 1 << 62
+    read = wp.array.numpy
+    base = wp.array(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=True, device=DEVICE)
+    arrays = {
+        "plain": base,
+        "empty": wp.zeros(0, dtype=float, device=DEVICE),
+        "strided": base[:, 1],  # a view with strides: numpy() of it is no C-contiguous copy
+        "large": wp.ones(DIGEST_MAX_BYTES // 4 + 1, dtype=float, device=DEVICE),
+    }
+
+    def last_read(first: int) -> tuple[Any, ...]:
+        ev = rec.ev
+        rows = [ev[i : i + EVENT_WIDTH] for i in range(0, len(ev), EVENT_WIDTH)]
+        reads = [r for r in rows if r[0] >= first and r[1] == EVENT_KIND_CODES[VALUE_READ]]
+        assert len(reads) == 1
+        extra = {e[0]: e[2] for e in rec.ev_extra}
+        return reads[0], extra.get(reads[0][0])
+
+    for name, arr in arrays.items():
+        details = []
+        for _ in range(2):  # the site is new the first time (the Python wrapper), then known
+            first, calls = rec.seq, read.recorded_calls
+            result = arr.numpy()
+            row, detail = last_read(first)
+            details.append(detail)
+            assert detail == read_detail(arr, result), name
+            assert row[12] == arr._warptrace_state[1]  # the event's array_id
+        assert read.recorded_calls == calls + 1, name  # the second read was the compiled path's
+        assert details[0] == details[1]
+    assert '"view": true' in read_detail(arrays["plain"], arrays["plain"].numpy())
+    assert '"digest": null' in read_detail(arrays["large"], arrays["large"].numpy())
+    tape = wp.Tape()
+    with tape:
+        for _ in range(2):
+            first = rec.seq
+            values = base.list()
+            row, detail = last_read(first)
+            assert row[2] == tape._warptrace_tape[1] and detail is None and len(values) == 12
+    assert rec.error_count == 0

@@ -33,7 +33,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 4
+#define ABI_VERSION 5
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -54,7 +54,7 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_release, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
     *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
-    *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot;
+    *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
 static PyObject *i_minus1, *i_zero, *i_one;
 static PyTypeObject *local_type; /* _thread._local */
 
@@ -1602,34 +1602,44 @@ bound_state(Bound *b, PyObject *rec, Session **ss, PyObject **ts)
  * Tape.zero() (appended to ThreadState.zeroed; Tape.zero's wrapper writes the rows)
  * and a memset whose call site, tape and array are known (its MEMSET row). Everything
  * else (a call site or tape seen for the first time, an array not registered yet, a
- * graph capture, another signature) is the Python wrapper's, called as it is. */
+ * graph capture, another signature) is the Python wrapper's, called as it is.
+ *
+ * FastMethod is the object of FastZero, FastRead (array.numpy()/list()) and FastCopy
+ * (wp.copy): one layout, each type its own call and constructor. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;
-    PyObject *original;     /* Warp's array.zero_ */
+    PyObject *original;     /* Warp's array.zero_ (array.numpy, wp.copy) */
     PyObject *python;       /* the pure-Python wrapper: every uncommon case */
     PyObject *state_dict;   /* warptrace.record.state.__dict__ */
     PyObject *context_dict; /* warp._src.context.__dict__ */
     PyObject *state_attr;   /* identity.STATE */
     PyObject *new_attr;     /* identity.NEW */
     PyObject *tape_attr;    /* "_warptrace_tape" */
-    PyObject *memset_code;  /* EVENT_KIND_CODES[MEMSET] */
-    PyObject *role_write;   /* ROLE_WRITE */
+    PyObject *kind_code;    /* EVENT_KIND_CODES[MEMSET] (FastRead: [VALUE_READ], FastCopy: [COPY]) */
+    PyObject *role;         /* ROLE_WRITE (FastRead: ROLE_READ) */
+    PyObject *role_read;    /* FastCopy: ROLE_READ, the source's role */
     PyObject *flag_store;   /* FLAG_STORE */
     PyObject *zero_value;   /* 0.0, the value column of a zero_ */
     PyObject *perf_ns;
-    unsigned long long calls; /* memsets decided by the compiled path (tests) */
+    /* FastRead and FastCopy only (NULL in a FastZero): */
+    PyObject *digest;       /* hashlib.blake2b */
+    PyObject *detail_py;    /* memory.read_detail: every result but a C-contiguous ndarray
+                             * (FastCopy: memory._host_write) */
+    PyObject *ndarray;      /* numpy.ndarray */
+    Py_ssize_t digest_max;  /* hostdata.DIGEST_MAX_BYTES */
+    unsigned long long calls; /* memsets (reads) decided by the compiled path (tests) */
     Bound bound;
     SlotCache ts_slots, ts2_slots;
     PyObject *weakrefs;
     struct { void *code; int lasti; PyObject *site; } site_cache[SITE_SLOTS];
-} FastZero;
+} FastMethod;
 
 #define TS2_SLOT(self, ts, i) read_slot(&(self)->ts2_slots, (ts), (i), O_ZEROED, O_SCOPE_TAPE)
 
 static void
-fz_clear_session(FastZero *self)
+fz_clear_session(FastMethod *self)
 {
     bound_clear(&self->bound);
     for (int i = 0; i < SITE_SLOTS; i++) {
@@ -1640,7 +1650,7 @@ fz_clear_session(FastZero *self)
 
 /* ts.guard += delta */
 static int
-add_guard(FastZero *self, PyObject *ts, long delta)
+add_guard(FastMethod *self, PyObject *ts, long delta)
 {
     PyObject *guard = TS_SLOT(self, ts, O_GUARD);
     if (guard == NULL)
@@ -1658,7 +1668,7 @@ add_guard(FastZero *self, PyObject *ts, long delta)
 
 /* original(arr) with ts.guard raised: what Warp does inside is not recorded */
 static PyObject *
-guarded_original(FastZero *self, PyObject *ts, PyObject *const *args, size_t nargsf)
+guarded_original(FastMethod *self, PyObject *ts, PyObject *const *args, size_t nargsf)
 {
     if (add_guard(self, ts, 1) < 0)
         return NULL;
@@ -1680,7 +1690,7 @@ guarded_original(FastZero *self, PyObject *ts, PyObject *const *args, size_t nar
 /* the user's call site when the caller's position is a known one (borrowed from the
  * cache; NULL without an error when it is not: the Python wrapper resolves it) */
 static PyObject *
-known_site(FastZero *self, Session *ss, PyFrameObject *frame)
+known_site(FastMethod *self, Session *ss, PyFrameObject *frame)
 {
     PyCodeObject *code = PyFrame_GetCode(frame);
     int lasti = PyFrame_GetLasti(frame);
@@ -1713,7 +1723,7 @@ known_site(FastZero *self, Session *ss, PyFrameObject *frame)
 /* new reference to the tape id of a memset now (current_tape), or NULL: an error when
  * one is set, else a tape not tagged yet (the Python wrapper tags it) */
 static PyObject *
-known_tape(FastZero *self, Session *ss, PyObject *ts, int in_phase)
+known_tape(FastMethod *self, Session *ss, PyObject *ts, int in_phase)
 {
     if (in_phase)
         return TS_SLOT(self, ts, O_BW_TAPE);
@@ -1759,7 +1769,7 @@ known_tape(FastZero *self, Session *ss, PyObject *ts, int in_phase)
 /* 1 when arr is a fresh allocation with no event since (memory.py _is_fresh), 0 when
  * not, -1 on error */
 static int
-is_fresh(FastZero *self, Session *ss, PyObject *arr)
+is_fresh(FastMethod *self, Session *ss, PyObject *arr)
 {
     PyObject *new = getattr_or_none(arr, self->new_attr);
     if (new == NULL)
@@ -1784,17 +1794,17 @@ is_fresh(FastZero *self, Session *ss, PyObject *arr)
     return fresh;
 }
 
-/* the MEMSET row of a zero_ (rec.row with its columns; under rec.lock) */
+/* the event row of a zero_ or a value read and its one access row (rec.row with its
+ * columns; under rec.lock): kind self->kind_code, role self->role with flags, array_id
+ * the event's array_id column; the extra row (seq, value, detail) unless both are None */
 static int
-zero_row(FastZero *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *tape_id, PyObject *site,
-         PyObject *st)
+method_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *tape_id, PyObject *site,
+           PyObject *st, PyObject *array_id, PyObject *flags, PyObject *value, PyObject *detail)
 {
     int rc = -1, locked = 0;
     PyObject *t_ns = NULL, *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
-    PyObject *thread = NULL, *parent = NULL, *flags = NULL, *extra_row = NULL;
+    PyObject *thread = NULL, *parent = NULL, *extra_row = NULL;
     if ((thread = TS_SLOT(self, ts, O_THREAD)) == NULL || (parent = TS_SLOT(self, ts, O_PARENT)) == NULL)
-        goto done;
-    if ((flags = PyNumber_Or(self->flag_store, PyTuple_GET_ITEM(st, 3))) == NULL)
         goto done;
     if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
@@ -1807,23 +1817,23 @@ zero_row(FastZero *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *t
         goto done;
     if (PyDict_SetItem(ss->dict, s_seq, next_seq) < 0)
         goto done;
-    if ((ev = rec_attr(ss, s_ev)) == NULL || (acc = rec_attr(ss, s_acc)) == NULL
-        || (extra = rec_attr(ss, s_ev_extra)) == NULL)
+    if ((ev = rec_attr(ss, s_ev)) == NULL || (acc = rec_attr(ss, s_acc)) == NULL)
         goto done;
     {
         PyObject *row[15] = {
-            seq, self->memset_code, tape_id, Py_False, phase, Py_False, Py_True, site,
-            i_minus1, thread, t_ns, parent, i_minus1, i_minus1, i_minus1,
+            seq, self->kind_code, tape_id, Py_False, phase, Py_False, Py_True, site,
+            i_minus1, thread, t_ns, parent, array_id, i_minus1, i_minus1,
         };
         if (extend_row(ev, row, 15) < 0)
             goto done;
     }
-    if ((extra_row = PyTuple_Pack(3, seq, self->zero_value, Py_None)) == NULL)
-        goto done;
-    if (append_item(extra, extra_row) < 0)
-        goto done;
+    if (value != Py_None || detail != Py_None) {
+        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = PyTuple_Pack(3, seq, value, detail)) == NULL
+            || append_item(extra, extra_row) < 0)
+            goto done;
+    }
     {
-        PyObject *row[7] = {seq, PyTuple_GET_ITEM(st, 1), PyTuple_GET_ITEM(st, 2), self->role_write, flags,
+        PyObject *row[7] = {seq, PyTuple_GET_ITEM(st, 1), PyTuple_GET_ITEM(st, 2), self->role, flags,
                             i_zero, i_zero};
         if (extend_row(acc, row, 7) < 0)
             goto done;
@@ -1842,15 +1852,27 @@ done:
     Py_XDECREF(extra);
     Py_XDECREF(thread);
     Py_XDECREF(parent);
-    Py_XDECREF(flags);
     Py_XDECREF(extra_row);
+    return rc;
+}
+
+/* the MEMSET row of a zero_ */
+static int
+zero_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *tape_id, PyObject *site,
+         PyObject *st)
+{
+    PyObject *flags = PyNumber_Or(self->flag_store, PyTuple_GET_ITEM(st, 3));
+    if (flags == NULL)
+        return -1;
+    int rc = method_row(self, ss, ts, phase, tape_id, site, st, i_minus1, flags, self->zero_value, Py_None);
+    Py_DECREF(flags);
     return rc;
 }
 
 static PyObject *
 fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    FastZero *self = (FastZero *)callable;
+    FastMethod *self = (FastMethod *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *rec = NULL, *ts = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *zeroed = NULL;
     PyObject *result = NULL;
@@ -1988,7 +2010,7 @@ done:
 }
 
 static int
-fz_traverse(FastZero *self, visitproc visit, void *arg)
+fz_traverse(FastMethod *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->dict);
     Py_VISIT(self->original);
@@ -1998,11 +2020,15 @@ fz_traverse(FastZero *self, visitproc visit, void *arg)
     Py_VISIT(self->state_attr);
     Py_VISIT(self->new_attr);
     Py_VISIT(self->tape_attr);
-    Py_VISIT(self->memset_code);
-    Py_VISIT(self->role_write);
+    Py_VISIT(self->kind_code);
+    Py_VISIT(self->role);
     Py_VISIT(self->flag_store);
     Py_VISIT(self->zero_value);
     Py_VISIT(self->perf_ns);
+    Py_VISIT(self->digest);
+    Py_VISIT(self->detail_py);
+    Py_VISIT(self->role_read);
+    Py_VISIT(self->ndarray);
     Py_VISIT(self->bound.session);
     Py_VISIT(self->bound.ts);
     Py_VISIT(self->ts_slots.type);
@@ -2011,7 +2037,7 @@ fz_traverse(FastZero *self, visitproc visit, void *arg)
 }
 
 static int
-fz_clear(FastZero *self)
+fz_clear(FastMethod *self)
 {
     Py_CLEAR(self->dict);
     Py_CLEAR(self->original);
@@ -2021,11 +2047,15 @@ fz_clear(FastZero *self)
     Py_CLEAR(self->state_attr);
     Py_CLEAR(self->new_attr);
     Py_CLEAR(self->tape_attr);
-    Py_CLEAR(self->memset_code);
-    Py_CLEAR(self->role_write);
+    Py_CLEAR(self->kind_code);
+    Py_CLEAR(self->role);
     Py_CLEAR(self->flag_store);
     Py_CLEAR(self->zero_value);
     Py_CLEAR(self->perf_ns);
+    Py_CLEAR(self->digest);
+    Py_CLEAR(self->detail_py);
+    Py_CLEAR(self->role_read);
+    Py_CLEAR(self->ndarray);
     fz_clear_session(self);
     Py_CLEAR(self->ts_slots.type);
     Py_CLEAR(self->ts2_slots.type);
@@ -2033,7 +2063,7 @@ fz_clear(FastZero *self)
 }
 
 static void
-fz_dealloc(FastZero *self)
+fz_dealloc(FastMethod *self)
 {
     PyObject_GC_UnTrack(self);
     if (self->weakrefs != NULL)
@@ -2057,7 +2087,7 @@ fz_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *zero_value = PyFloat_FromDouble(0.0);
     if (zero_value == NULL)
         return NULL;
-    FastZero *self = (FastZero *)type->tp_alloc(type, 0);
+    FastMethod *self = (FastMethod *)type->tp_alloc(type, 0);
     if (self == NULL) {
         Py_DECREF(zero_value);
         return NULL;
@@ -2066,7 +2096,7 @@ fz_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->zero_value = zero_value;
     PyObject **fields[11] = {
         &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
-        &self->new_attr, &self->tape_attr, &self->memset_code, &self->role_write, &self->flag_store,
+        &self->new_attr, &self->tape_attr, &self->kind_code, &self->role, &self->flag_store,
         &self->perf_ns,
     };
     for (int i = 0; i < 11; i++) {
@@ -2077,13 +2107,13 @@ fz_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 static PyObject *
-fz_get_calls(FastZero *self, void *closure)
+fz_get_calls(FastMethod *self, void *closure)
 {
     return PyLong_FromUnsignedLongLong(self->calls);
 }
 
 static PyObject *
-fz_forget(FastZero *self, PyObject *unused)
+fz_forget(FastMethod *self, PyObject *unused)
 {
     fz_clear_session(self);
     Py_RETURN_NONE;
@@ -2107,9 +2137,9 @@ static PyGetSetDef fz_getset[] = {
 static PyTypeObject FastZeroType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "warptrace.record._fastlaunch.FastZero",
-    .tp_basicsize = sizeof(FastZero),
+    .tp_basicsize = sizeof(FastMethod),
     .tp_dealloc = (destructor)fz_dealloc,
-    .tp_vectorcall_offset = offsetof(FastZero, vectorcall),
+    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_getattro = PyObject_GenericGetAttr,
     .tp_setattro = PyObject_GenericSetAttr,
@@ -2121,9 +2151,791 @@ static PyTypeObject FastZeroType = {
     .tp_getset = fz_getset,
     .tp_methods = fz_methods,
     .tp_descr_get = fl_descr_get,
-    .tp_dictoffset = offsetof(FastZero, dict),
-    .tp_weaklistoffset = offsetof(FastZero, weakrefs),
+    .tp_dictoffset = offsetof(FastMethod, dict),
+    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
     .tp_new = fz_new,
+};
+
+/* ================================================================== array.numpy */
+
+/* The compiled value read (array.numpy()/list(); warptrace/record/wrap/memory.py,
+ * make_value_read), a FastMethod with another call: the VALUE_READ row of a read whose call
+ * site, tape and array are known, with the host-transfer detail of an ndarray result
+ * (hostdata.transfer_detail: its digest by hashlib's BLAKE2b, the same bytes and text; a
+ * result that is not C-contiguous goes to transfer_detail itself). Everything else is
+ * the Python wrapper's, called as it is. */
+
+static PyObject *s_base, *s_hexdigest, *s_ptr, *k_digest_size, *i_eight;
+
+/* the state tuple of a registered array of this session (new reference), NULL without
+ * an error where there is none (the Python wrapper registers it) */
+static PyObject *
+known_state(FastMethod *self, Session *ss, PyObject *arr)
+{
+    PyObject *st = getattr_or_none(arr, self->state_attr);
+    if (st == NULL)
+        return NULL;
+    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 4 || PyTuple_GET_ITEM(st, 0) != ss->tok)
+        Py_CLEAR(st);
+    return st;
+}
+
+/* the array's state tuple (new reference): identity.STATE when this session's, else
+ * rec.ident.register(arr) under rec.lock (common.array_state) */
+static PyObject *
+array_state_locked(FastMethod *self, Session *ss, PyObject *arr)
+{
+    PyObject *st = known_state(self, ss, arr);
+    if (st != NULL || PyErr_Occurred())
+        return st;
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        return NULL;
+    Py_DECREF(acquired);
+    st = PyObject_CallOneArg(ss->register_, arr);
+    if (unlock(ss, st == NULL ? -1 : 0) < 0)
+        Py_CLEAR(st);
+    return st;
+}
+
+/* buf + the text of text (no terminator) */
+static char *
+put(char *buf, const char *text, size_t n)
+{
+    memcpy(buf, text, n);
+    return buf + n;
+}
+
+/* hostdata.transfer_detail's text for a read of nbytes (digest: its hex, or NULL for
+ * "null"), written directly: PyUnicode_FromFormat cost more than the rest of the row */
+static PyObject *
+read_text(int is_view, Py_ssize_t nbytes, const char *digest, Py_ssize_t digest_len)
+{
+#define TEXT(s) s, sizeof(s) - 1
+    char buf[256], digits[24];
+    if (digest_len < 0 || digest_len > 64 || nbytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "warptrace: unexpected digest or size");
+        return NULL;
+    }
+    char *at = put(buf, TEXT("{"));
+    if (is_view)
+        at = put(at, TEXT("\"view\": true, "));
+    at = put(at, TEXT("\"host\": \"read\", \"nbytes\": "));
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + nbytes % 10);
+        nbytes /= 10;
+    } while (nbytes > 0);
+    while (n > 0)
+        *at++ = digits[--n];
+    at = put(at, TEXT(", \"digest\": "));
+    if (digest == NULL) {
+        at = put(at, TEXT("null"));
+    } else {
+        *at++ = '"';
+        at = put(at, digest, (size_t)digest_len);
+        *at++ = '"';
+    }
+    at = put(at, TEXT("}"));
+    return PyUnicode_DecodeASCII(buf, at - buf, NULL);
+#undef TEXT
+}
+
+/* the detail of a read that returned result (a new reference; None where the Python
+ * wrapper's is None: not an ndarray, or an error computing it). An exact, C-contiguous
+ * ndarray here; any other result by memory.py's read_detail (self->detail_py). */
+static PyObject *
+read_detail(FastMethod *self, PyObject *arr, PyObject *result)
+{
+    Py_buffer view;
+    PyObject *detail = NULL, *base = NULL, *ptr = NULL, *hash = NULL, *hex = NULL;
+    if ((PyObject *)Py_TYPE(result) != self->ndarray || PyObject_GetBuffer(result, &view, PyBUF_STRIDES) < 0) {
+        PyErr_Clear();
+        goto python;
+    }
+    if (!PyBuffer_IsContiguous(&view, 'C')) {
+        PyBuffer_Release(&view);
+        goto python;
+    }
+    /* on the CPU numpy() is a zero-copy view: the host may write the array through it
+     * (result.base is arr, or the data starts at arr.ptr) */
+    int is_view = 0;
+    if (view.len > 0) {
+        if ((base = PyObject_GetAttr(result, s_base)) == NULL)
+            goto done;
+        is_view = base == arr;
+        if (!is_view) {
+            if ((ptr = getattr_or_none(arr, s_ptr)) == NULL)
+                goto done;
+            if (PyLong_CheckExact(ptr)) {
+                void *at = PyLong_AsVoidPtr(ptr);
+                if (at == NULL && PyErr_Occurred())
+                    goto done;
+                is_view = at == view.buf;
+            }
+        }
+    }
+    if (view.len > self->digest_max) {
+        detail = read_text(is_view, view.len, NULL, 0);
+        goto done;
+    }
+    {
+        PyObject *call[2] = {result, i_eight};
+        if ((hash = PyObject_Vectorcall(self->digest, call, 1, k_digest_size)) == NULL
+            || (hex = PyObject_CallMethodNoArgs(hash, s_hexdigest)) == NULL)
+            goto done;
+    }
+    {
+        Py_ssize_t hex_len;
+        const char *hex_text = PyUnicode_AsUTF8AndSize(hex, &hex_len);
+        if (hex_text != NULL)
+            detail = read_text(is_view, view.len, hex_text, hex_len);
+    }
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(base);
+    Py_XDECREF(ptr);
+    Py_XDECREF(hash);
+    Py_XDECREF(hex);
+    if (detail == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return detail;
+python:
+    {
+        PyObject *call[2] = {arr, result};
+        detail = PyObject_Vectorcall(self->detail_py, call, 2, NULL);
+    }
+    if (detail == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return detail;
+}
+
+static PyObject *
+fv_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastMethod *self = (FastMethod *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *rec = NULL, *ts = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *result = NULL;
+    Session *ss = NULL;
+
+    if (self->original == NULL || self->python == NULL || self->digest == NULL || self->detail_py == NULL
+        || self->ndarray == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this value-read wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (nargs != 1 || kwnames != NULL || self->state_dict == NULL || self->context_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *arr = args[0];
+
+    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    }
+    if (rec == Py_None) {
+        if (self->bound.session != NULL)
+            fz_clear_session(self);
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    }
+    Py_INCREF(rec);
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound < 0)
+        goto error;
+    if (bound == 0)
+        goto python;
+    PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
+    if (guard_value == NULL)
+        goto error;
+    int guard = PyObject_IsTrue(guard_value);
+    Py_DECREF(guard_value);
+    if (guard < 0)
+        goto error;
+    if (guard)
+        goto original;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of numpy() */
+    if (frame == NULL)
+        goto python;
+    PyObject *site = known_site(self, ss, frame);
+    if (site == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+        goto error;
+    int in_phase = PyObject_IsTrue(phase);
+    if (in_phase < 0)
+        goto error;
+    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    Py_INCREF(site); /* held: the original may run any code */
+    result = guarded_original(self, ts, args, nargsf);
+    if (result != NULL) {
+        /* the array's state after the call, registered on first sight (as the Python wrapper) */
+        st = array_state_locked(self, ss, arr);
+        PyObject *detail = st == NULL ? NULL : read_detail(self, arr, result);
+        int rc = detail == NULL ? -1
+                                : method_row(self, ss, ts, phase, tape_id, site, st, PyTuple_GET_ITEM(st, 1),
+                                             PyTuple_GET_ITEM(st, 3), Py_None, detail);
+        Py_XDECREF(detail);
+        if (rc < 0 && fail(rec) < 0)
+            Py_CLEAR(result);
+        else if (rc == 0)
+            self->calls++;
+    }
+    Py_DECREF(site);
+    goto done;
+
+original:
+    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    goto done;
+python:
+    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    goto done;
+error:
+    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
+    if (fail(rec) < 0) {
+        result = NULL;
+        goto done;
+    }
+    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+done:
+    Py_XDECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(phase);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(st);
+    return result;
+}
+
+static PyObject *
+fv_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "original", "python", "state_dict", "context_dict", "state_attr", "tape_attr", "read_code",
+        "role_read", "perf_ns", "digest", "detail", "ndarray", "digest_max", NULL,
+    };
+    PyObject *o[12];
+    Py_ssize_t digest_max;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUOOOOOOn:FastRead", kwlist, &o[0], &o[1], &PyDict_Type,
+                                     &o[2], &PyDict_Type, &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
+                                     &o[10], &o[11], &digest_max))
+        return NULL;
+    FastMethod *self = (FastMethod *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = fv_vectorcall;
+    self->digest_max = digest_max;
+    PyObject **fields[12] = {
+        &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
+        &self->tape_attr, &self->kind_code, &self->role, &self->perf_ns, &self->digest, &self->detail_py,
+        &self->ndarray,
+    };
+    for (int i = 0; i < 12; i++) {
+        Py_INCREF(o[i]);
+        *fields[i] = o[i];
+    }
+    return (PyObject *)self;
+}
+
+static PyGetSetDef fv_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fz_get_calls, NULL, "value reads recorded by the compiled path", NULL},
+    {NULL},
+};
+
+static PyTypeObject FastReadType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.FastRead",
+    .tp_basicsize = sizeof(FastMethod),
+    .tp_dealloc = (destructor)fz_dealloc,
+    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+        | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "array.numpy()/list(), recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+    .tp_traverse = (traverseproc)fz_traverse,
+    .tp_clear = (inquiry)fz_clear,
+    .tp_getset = fv_getset,
+    .tp_methods = fz_methods,
+    .tp_descr_get = fl_descr_get,
+    .tp_dictoffset = offsetof(FastMethod, dict),
+    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
+    .tp_new = fv_new,
+};
+
+/* ================================================================== wp.copy */
+
+/* The compiled wp.copy (warptrace/record/wrap/memory.py, make_copy), a FastMethod with
+ * another call: the COPY row of a copy whose call site, tape and arrays are known, with
+ * no offsets and no graph capture, for the copy the program calls and for the copy of
+ * the gradients Warp's copy makes inside it (ThreadState.copy_ctx). The seq is taken
+ * before the original runs (the nested copy and a tape's record_func name it as their
+ * parent), the row appended by rec.row after. A copy from host memory Warp did not
+ * allocate gets its detail from memory._host_write. Everything else is the Python
+ * wrapper's, called as it is. */
+
+static PyObject *s_copy_ctx, *s_dest, *s_src, *s_dest_offset, *s_src_offset, *s_count, *s_stream,
+    *s_deleter, *s_row, *s_external, *s_copy_code, *s_src_dest;
+
+/* wp.copy's six arguments from a vectorcall (out: borrowed; the defaults where not
+ * given): 1, or 0 for a call in another form (the Python wrapper's) */
+static int
+copy_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *const *names[6] = {&s_dest, &s_src, &s_dest_offset, &s_src_offset, &s_count, &s_stream};
+    if (nargs > 6)
+        return 0;
+    for (int i = 0; i < 6; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int found = -1;
+        for (int j = 0; j < 6 && found < 0; j++)
+            if (name == *names[j] || (PyUnicode_Check(name) && PyUnicode_Compare(name, *names[j]) == 0))
+                found = j;
+        if (found < 0 || out[found] != NULL)
+            return 0;
+        out[found] = args[nargs + k];
+    }
+    if (out[0] == NULL || out[1] == NULL)
+        return 0;
+    for (int i = 2; i < 5; i++)
+        if (out[i] == NULL)
+            out[i] = i_zero;
+    if (out[5] == NULL)
+        out[5] = Py_None;
+    return 1;
+}
+
+/* an exact int 0 */
+static int
+is_zero_int(PyObject *x)
+{
+    return PyLong_CheckExact(x) && Py_SIZE(x) == 0;
+}
+
+/* 1 when the copy needs no detail (no offsets; count 0 or src.size), 0 when it does
+ * (the Python wrapper's), -1 on error */
+static int
+whole_copy(PyObject *src, PyObject **a)
+{
+    if (!is_zero_int(a[2]) || !is_zero_int(a[3]))
+        return 0;
+    if (is_zero_int(a[4]))
+        return 1;
+    if (!PyLong_CheckExact(a[4]))
+        return 0;
+    PyObject *size = getattr_or_none(src, s_size);
+    if (size == NULL)
+        return -1;
+    int same = size != Py_None && PyObject_RichCompareBool(size, a[4], Py_EQ);
+    Py_DECREF(size);
+    return same;
+}
+
+/* rec.reserve(): a new reference to the seq taken, or NULL */
+static PyObject *
+reserve_seq(Session *ss)
+{
+    PyObject *seq = NULL, *next_seq = NULL, *open = NULL;
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        return NULL;
+    Py_DECREF(acquired);
+    int rc = -1;
+    if ((seq = rec_attr(ss, s_seq)) != NULL && (next_seq = PyNumber_Add(seq, i_one)) != NULL
+        && PyDict_SetItem(ss->dict, s_seq, next_seq) == 0 && (open = rec_attr(ss, s_open_seqs)) != NULL)
+        rc = PySet_CheckExact(open) ? PySet_Add(open, seq) : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "warptrace: Recorder.open_seqs is not a set");
+    rc = unlock(ss, rc);
+    Py_XDECREF(next_seq);
+    Py_XDECREF(open);
+    if (rc < 0)
+        Py_CLEAR(seq);
+    return seq;
+}
+
+/* rec.release(seq), keeping the exception being raised, if any */
+static void
+release_seq(Session *ss, PyObject *seq)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallMethodOneArg(ss->rec, s_release, seq);
+    Py_XDECREF(r);
+    if (r == NULL)
+        PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
+/* 1 when src is host memory Warp did not allocate (alloc id in rec.ident.external, no
+ * deleter): the copy's detail is memory._host_write's; 0 when not; -1 on error */
+static int
+host_source(Session *ss, PyObject *src, PyObject *src_st)
+{
+    PyObject *ident = rec_attr(ss, s_ident), *external = NULL;
+    if (ident == NULL)
+        return -1;
+    external = PyObject_GetAttr(ident, s_external);
+    Py_DECREF(ident);
+    if (external == NULL)
+        return -1;
+    int in = PySet_Check(external) ? PySet_Contains(external, PyTuple_GET_ITEM(src_st, 2))
+                                   : PySequence_Contains(external, PyTuple_GET_ITEM(src_st, 2));
+    Py_DECREF(external);
+    if (in <= 0)
+        return in;
+    PyObject *deleter = getattr_or_none(src, s_deleter);
+    if (deleter == NULL)
+        return -1;
+    int none = deleter == Py_None;
+    Py_DECREF(deleter);
+    return none;
+}
+
+/* the COPY row (rec.row with its columns; seq reserved) */
+static int
+copy_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *seq, PyObject *tape_id, PyObject *recorded,
+         PyObject *phase, PyObject *site, PyObject *parent, PyObject *detail, PyObject *src_st, PyObject *dest_st)
+{
+    int rc = -1;
+    PyObject *thread = NULL, *ts_parent = NULL, *dest_flags = NULL, *src_acc = NULL, *dest_acc = NULL;
+    PyObject *accesses = NULL, *row = NULL, *got = NULL;
+    PyObject *codes = PyDict_GetItemWithError(self->state_dict, s_src_dest); /* borrowed */
+    if (codes == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_KeyError, "warptrace: state.src_dest");
+        return -1;
+    }
+    if (!PyTuple_CheckExact(codes) || PyTuple_GET_SIZE(codes) != 2) {
+        PyErr_SetString(PyExc_TypeError, "warptrace: state.src_dest is not a pair");
+        return -1;
+    }
+    Py_INCREF(codes);
+    if ((thread = TS_SLOT(self, ts, O_THREAD)) == NULL)
+        goto done;
+    if (parent == NULL && (parent = ts_parent = TS_SLOT(self, ts, O_PARENT)) == NULL)
+        goto done;
+    if ((dest_flags = PyNumber_Or(self->flag_store, PyTuple_GET_ITEM(dest_st, 3))) == NULL)
+        goto done;
+    src_acc = PyTuple_Pack(6, PyTuple_GET_ITEM(src_st, 1), PyTuple_GET_ITEM(src_st, 2), self->role_read,
+                           PyTuple_GET_ITEM(src_st, 3), PyTuple_GET_ITEM(codes, 0), i_zero);
+    dest_acc = PyTuple_Pack(6, PyTuple_GET_ITEM(dest_st, 1), PyTuple_GET_ITEM(dest_st, 2), self->role, dest_flags,
+                            PyTuple_GET_ITEM(codes, 1), i_zero);
+    if (src_acc == NULL || dest_acc == NULL || (accesses = PyTuple_Pack(2, src_acc, dest_acc)) == NULL)
+        goto done;
+    if ((row = rec_attr(ss, s_row)) == NULL)
+        goto done;
+    {
+        PyObject *call[15] = {
+            thread, self->kind_code, tape_id, recorded, phase, Py_False, Py_True, site, parent, i_minus1,
+            i_minus1, Py_None, detail, accesses, seq,
+        };
+        if ((got = PyObject_Vectorcall(row, call, 15, NULL)) == NULL)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(codes);
+    Py_XDECREF(thread);
+    Py_XDECREF(ts_parent);
+    Py_XDECREF(dest_flags);
+    Py_XDECREF(src_acc);
+    Py_XDECREF(dest_acc);
+    Py_XDECREF(accesses);
+    Py_XDECREF(row);
+    Py_XDECREF(got);
+    return rc;
+}
+
+static PyObject *
+fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastMethod *self = (FastMethod *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *rec = NULL, *ts = NULL, *guard_value = NULL, *ctx = NULL, *parent = NULL, *site = NULL;
+    PyObject *phase = NULL, *tape_id = NULL, *src_st = NULL, *dest_st = NULL, *seq = NULL, *saved = NULL;
+    PyObject *new_guard = NULL, *my_ctx = NULL, *detail = NULL, *result = NULL;
+    Session *ss = NULL;
+    PyObject *a[6];
+
+    if (self->original == NULL || self->python == NULL || self->detail_py == NULL || self->role_read == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this wp.copy wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (!copy_args(args, nargs, kwnames, a) || self->state_dict == NULL || self->context_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *dest = a[0], *src = a[1];
+
+    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    }
+    if (rec == Py_None) {
+        if (self->bound.session != NULL)
+            fz_clear_session(self);
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    }
+    Py_INCREF(rec);
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound < 0)
+        goto error;
+    if (bound == 0)
+        goto python;
+    if ((guard_value = TS_SLOT(self, ts, O_GUARD)) == NULL)
+        goto error;
+    if (!PyLong_CheckExact(guard_value))
+        goto python;
+    int guard = PyObject_IsTrue(guard_value);
+    if (guard < 0)
+        goto error;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of copy */
+    if (frame == NULL)
+        goto python;
+    if (guard) {
+        /* only the copy of the gradients by the copy in progress is an event of its own */
+        if ((ctx = PyObject_GetAttr(ts, s_copy_ctx)) == NULL)
+            goto error;
+        if (ctx == Py_None)
+            goto original;
+        if (!PyList_CheckExact(ctx) || PyList_GET_SIZE(ctx) != 6)
+            goto python;
+        int same = PyObject_RichCompareBool(PyList_GET_ITEM(ctx, 0), guard_value, Py_EQ);
+        if (same < 0)
+            goto error;
+        if (!same || dest == Py_None)
+            goto original;
+        PyObject *dgrad = getattr_or_none(PyList_GET_ITEM(ctx, 2), s_grad_attr);
+        if (dgrad == NULL)
+            goto error;
+        Py_DECREF(dgrad); /* compared by identity only */
+        if (dest != dgrad)
+            goto original;
+        PyObject *sgrad = getattr_or_none(PyList_GET_ITEM(ctx, 3), s_grad_attr);
+        if (sgrad == NULL)
+            goto error;
+        Py_DECREF(sgrad);
+        if (src != sgrad)
+            goto original;
+        parent = PyList_GET_ITEM(ctx, 1);
+        Py_INCREF(parent);
+        PyObject *copy_code = PyDict_GetItemWithError(self->state_dict, s_copy_code);
+        if (copy_code == NULL && PyErr_Occurred())
+            goto error;
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        if (copy_code != NULL && (PyObject *)code == copy_code) {
+            site = PyList_GET_ITEM(ctx, 5); /* called by the copy in progress: same user frame */
+            Py_INCREF(site);
+        }
+        Py_DECREF(code);
+    }
+    if (site == NULL) {
+        if ((site = known_site(self, ss, frame)) != NULL) {
+            Py_INCREF(site);
+        } else {
+            if (PyErr_Occurred())
+                goto error;
+            /* a copy Warp makes for the program (wp.array(data), assign, clone): the frame
+             * walk, Sites.caller(0) (from C there is no wrapper frame in between) */
+            if ((site = PyObject_CallMethodOneArg(ss->sites, s_caller, i_zero)) == NULL)
+                goto error;
+        }
+    }
+    if (PyDict_GET_SIZE(ss->captures) > 0)
+        goto python;
+    int whole = whole_copy(src, a);
+    if (whole < 0)
+        goto error;
+    if (!whole)
+        goto python;
+    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+        goto error;
+    int in_phase = PyObject_IsTrue(phase);
+    if (in_phase < 0)
+        goto error;
+    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if ((seq = reserve_seq(ss)) == NULL)
+        goto error;
+    /* the original with the guard up and this copy in progress (copy_ctx) */
+    if ((saved = PyObject_GetAttr(ts, s_copy_ctx)) == NULL || (new_guard = PyNumber_Add(guard_value, i_one)) == NULL
+        || (my_ctx = PyList_New(6)) == NULL) {
+        release_seq(ss, seq);
+        goto error;
+    }
+    {
+        PyObject *items[6] = {new_guard, seq, dest, src, Py_False, site};
+        for (int i = 0; i < 6; i++) {
+            Py_INCREF(items[i]);
+            PyList_SET_ITEM(my_ctx, i, items[i]);
+        }
+    }
+    if (PyObject_SetAttr(ts, s_guard, new_guard) < 0) {
+        release_seq(ss, seq);
+        goto error;
+    }
+    if (PyObject_SetAttr(ts, s_copy_ctx, my_ctx) < 0) {
+        release_seq(ss, seq);
+        if (PyObject_SetAttr(ts, s_guard, guard_value) < 0)
+            PyErr_Clear();
+        goto error;
+    }
+    result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    {
+        /* ts.guard -= 1; ts.copy_ctx = saved (whatever the original did) */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        int restored = PyObject_SetAttr(ts, s_guard, guard_value) == 0 && PyObject_SetAttr(ts, s_copy_ctx, saved) == 0;
+        if (!restored) {
+            if (type != NULL)
+                PyErr_Clear();
+            else
+                Py_CLEAR(result);
+        }
+        if (type != NULL)
+            PyErr_Restore(type, value, tb);
+    }
+    if (result == NULL) {
+        release_seq(ss, seq); /* the original's own exception goes to the program unchanged */
+        goto done;
+    }
+    /* the arrays' states after the call, registering them on first sight (memory.py
+     * record: the arrays rows come where the Python wrapper writes them) */
+    if ((src_st = array_state_locked(self, ss, src)) == NULL || (dest_st = array_state_locked(self, ss, dest)) == NULL)
+        goto recording_failed;
+    int host = 0;
+    if (parent == NULL && (host = host_source(ss, src, src_st)) < 0)
+        goto recording_failed;
+    if (host) {
+        /* reading the source's array interface is the recorder's, not the program's */
+        if (PyObject_SetAttr(ts, s_guard, new_guard) == 0) {
+            detail = PyObject_CallOneArg(self->detail_py, src);
+            if (PyObject_SetAttr(ts, s_guard, guard_value) < 0)
+                Py_CLEAR(detail);
+        }
+        if (detail == NULL)
+            goto recording_failed;
+    } else {
+        detail = Py_None;
+        Py_INCREF(detail);
+    }
+    if (copy_row(self, ss, ts, seq, tape_id, PyList_GET_ITEM(my_ctx, 4), phase, site, parent, detail, src_st,
+                 dest_st) < 0)
+        goto recording_failed;
+    self->calls++;
+    goto done;
+
+recording_failed:
+    /* its row will never come: the seq must not hold back the flushes */
+    release_seq(ss, seq);
+    if (fail(rec) < 0)
+        Py_CLEAR(result);
+    goto done;
+original:
+    result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    goto done;
+python:
+    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    goto done;
+error:
+    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
+    if (fail(rec) < 0) {
+        result = NULL;
+        goto done;
+    }
+    result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+done:
+    Py_XDECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(guard_value);
+    Py_XDECREF(ctx);
+    Py_XDECREF(parent);
+    Py_XDECREF(site);
+    Py_XDECREF(phase);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(src_st);
+    Py_XDECREF(dest_st);
+    Py_XDECREF(seq);
+    Py_XDECREF(saved);
+    Py_XDECREF(new_guard);
+    Py_XDECREF(my_ctx);
+    Py_XDECREF(detail);
+    return result;
+}
+
+static PyObject *
+fc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "original", "python", "state_dict", "context_dict", "state_attr", "tape_attr", "copy_code",
+        "role_read", "role_write", "flag_store", "perf_ns", "host_write", NULL,
+    };
+    PyObject *o[12];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUOOOOOO:FastCopy", kwlist, &o[0], &o[1], &PyDict_Type,
+                                     &o[2], &PyDict_Type, &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
+                                     &o[10], &o[11]))
+        return NULL;
+    FastMethod *self = (FastMethod *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = fc_vectorcall;
+    PyObject **fields[12] = {
+        &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
+        &self->tape_attr, &self->kind_code, &self->role_read, &self->role, &self->flag_store, &self->perf_ns,
+        &self->detail_py,
+    };
+    for (int i = 0; i < 12; i++) {
+        Py_INCREF(o[i]);
+        *fields[i] = o[i];
+    }
+    return (PyObject *)self;
+}
+
+static PyGetSetDef fc_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fz_get_calls, NULL, "copies recorded by the compiled path", NULL},
+    {NULL},
+};
+
+static PyTypeObject FastCopyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.FastCopy",
+    .tp_basicsize = sizeof(FastMethod),
+    .tp_dealloc = (destructor)fz_dealloc,
+    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "wp.copy, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+    .tp_traverse = (traverseproc)fz_traverse,
+    .tp_clear = (inquiry)fz_clear,
+    .tp_getset = fc_getset,
+    .tp_methods = fz_methods,
+    .tp_descr_get = fl_descr_get,
+    .tp_dictoffset = offsetof(FastMethod, dict),
+    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
+    .tp_new = fc_new,
 };
 
 /* ================================================================== Identity.register */
@@ -2148,8 +2960,8 @@ typedef struct {
     unsigned long long calls; /* arrays registered by the compiled path (tests) */
 } FastRegister;
 
-static PyObject *s_ref, *s_grad_attr, *s_requires_grad, *s_dtype, *s_shape, *s_strides, *s_device,
-    *s_ptr, *s_next_array, *s_rec_attr, *s_array_rows;
+static PyObject *s_ref, *s_requires_grad, *s_dtype, *s_shape, *s_strides, *s_device,
+    *s_next_array, *s_rec_attr, *s_array_rows;
 
 /* the instance dict's value for name (borrowed; NULL: none, or an error) */
 static PyObject *
@@ -2545,7 +3357,7 @@ typedef struct {
     unsigned long long calls; /* rows written by the compiled path (tests) */
 } FastRow;
 
-static PyObject *s_open_seqs, *s_disordered, *s_discard;
+static PyObject *s_disordered, *s_discard;
 #define ACCESS_ITEMS 6 /* (array_id, alloc_id, role, flags, arg, field): an access row less its seq */
 
 /* the access rows of one event: acc.append(seq); acc.extend(access) for each access */
@@ -3788,7 +4600,15 @@ PyInit__fastlaunch(void)
         || intern(&s_dead, "dead") < 0 || intern(&s_starts, "starts") < 0 || intern(&s_ends, "ends") < 0
         || intern(&s_ids, "ids") < 0 || intern(&s_where, "where") < 0
         || intern(&s_open_seqs, "open_seqs") < 0 || intern(&s_disordered, "disordered") < 0
-        || intern(&s_discard, "discard") < 0)
+        || intern(&s_discard, "discard") < 0 || intern(&s_base, "base") < 0
+        || intern(&s_hexdigest, "hexdigest") < 0 || intern(&s_copy_ctx, "copy_ctx") < 0
+        || intern(&s_dest, "dest") < 0 || intern(&s_src, "src") < 0 || intern(&s_dest_offset, "dest_offset") < 0
+        || intern(&s_src_offset, "src_offset") < 0 || intern(&s_count, "count") < 0
+        || intern(&s_stream, "stream") < 0 || intern(&s_deleter, "deleter") < 0 || intern(&s_row, "row") < 0
+        || intern(&s_external, "external") < 0 || intern(&s_copy_code, "copy_code") < 0
+        || intern(&s_src_dest, "src_dest") < 0)
+        return NULL;
+    if ((k_digest_size = Py_BuildValue("(s)", "digest_size")) == NULL || (i_eight = PyLong_FromLong(8)) == NULL)
         return NULL;
     if ((i_minus1 = PyLong_FromLong(-1)) == NULL || (i_zero = PyLong_FromLong(0)) == NULL
         || (i_one = PyLong_FromLong(1)) == NULL)
@@ -3808,7 +4628,8 @@ PyInit__fastlaunch(void)
     local_type = (PyTypeObject *)local; /* kept for the module's life */
     if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&FastZeroType) < 0
         || PyType_Ready(&FastRegisterType) < 0 || PyType_Ready(&FastRowType) < 0
-        || PyType_Ready(&FastInitNewType) < 0)
+        || PyType_Ready(&FastInitNewType) < 0 || PyType_Ready(&FastReadType) < 0
+        || PyType_Ready(&FastCopyType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -3840,6 +4661,18 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastInitNewType);
     if (PyModule_AddObject(m, "FastInitNew", (PyObject *)&FastInitNewType) < 0) {
         Py_DECREF(&FastInitNewType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastReadType);
+    if (PyModule_AddObject(m, "FastRead", (PyObject *)&FastReadType) < 0) {
+        Py_DECREF(&FastReadType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastCopyType);
+    if (PyModule_AddObject(m, "FastCopy", (PyObject *)&FastCopyType) < 0) {
+        Py_DECREF(&FastCopyType);
         Py_DECREF(m);
         return NULL;
     }

@@ -1,7 +1,7 @@
 """The optional C module ``warptrace.record._fastlaunch`` (``_fastlaunch.c``), when usable.
 
 It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``array.zero_``
-(``FastZero``) and ``array._init_new`` (``FastInitNew``), the compiled
+(``FastZero``), ``array.numpy()``/``list()`` (``FastRead``) and ``array._init_new`` (``FastInitNew``), the compiled
 ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row loop of ``Tape.zero()``
 (``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``) and the call-site frame
 walk (``caller_walk``). Every one of them has a pure-Python twin, used when the module is
@@ -23,7 +23,7 @@ COMPILED_FOR = ((3, 11),)
 PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
 # The C module's ABI_VERSION this package calls (its arguments, what it reads): an in-tree
 # build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
-COMPILED_ABI = 4
+COMPILED_ABI = 5
 # The compiled wrappers made (uninstall() tells them to let their session go).
 COMPILED_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
 

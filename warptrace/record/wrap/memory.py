@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import time
@@ -30,7 +31,7 @@ from warptrace.record.wrap.common import (
     mark,
     positional_params,
 )
-from warptrace.record.wrap.hostdata import transfer_detail
+from warptrace.record.wrap.hostdata import DIGEST_MAX_BYTES, transfer_detail
 from warptrace.trace.schema import (
     COPY,
     EVENT_KIND_CODES,
@@ -58,8 +59,9 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
     """``wp.copy`` (and ``clone``/``assign``/``wp.array(data)``, which call it).
 
     Warp's ``copy(dest, src, dest_offset=0, src_offset=0, count=0, stream=None)`` gets a
-    wrapper with those parameters (no ``*args, **kwargs`` to pack and pick apart); another
-    signature gets the generic form. Both hand the call to ``record``.
+    wrapper with those parameters (no ``*args, **kwargs`` to pack and pick apart), and the
+    compiled ``FastCopy`` in front of it where the C module is used; another signature gets
+    the generic form. Both Python forms hand the call to ``record``.
     """
     copy_code = getattr(original, "__code__", None)
     state.copy_code = copy_code
@@ -170,7 +172,13 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             return record(rec, ts, dest, src, dest_offset, src_offset, count,
                           (dest, src, dest_offset, src_offset, count, stream), _NO_KWARGS)  # fmt: skip
 
-        return mark(original, copy)
+        # the compiled FastCopy (_fastlaunch.c) records the common copies (known call site,
+        # tape and arrays, no offsets, no capture) and calls this wrapper for the rest
+        python = mark(original, copy)
+        return compiled_or(
+            python, original, "FastCopy", original, python, vars(state), vars(_context), STATE, TAPE_ATTR, _COPY,
+            ROLE_READ, ROLE_WRITE, FLAG_STORE, perf_ns, _host_write,
+        )  # fmt: skip
 
     def copy_generic(*args: Any, **kwargs: Any) -> Any:
         rec = state.rec
@@ -413,8 +421,27 @@ def record_zeroed(
         lock.release()
 
 
+def read_detail(arr: Any, result: Any) -> str | None:
+    """The ``detail`` of a value read of ``arr`` that returned ``result``: the host-transfer
+    detail of an ndarray (its digest, and whether it is a zero-copy view), else None."""
+    if not isinstance(result, np.ndarray):
+        return None
+    try:
+        # on the CPU numpy() is a zero-copy view: the host may write the array through it
+        # (an ndarray whose base is the array was made from its __array_interface__:
+        # it starts at ptr; anything else is checked by address)
+        view = result.size > 0 and (result.base is arr or result.ctypes.data == getattr(arr, "ptr", None))
+        return transfer_detail("read", result, view)
+    except Exception:
+        return None
+
+
 def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``numpy()``/``list()``: values read back to the host."""
+    """``numpy()``/``list()``: values read back to the host.
+
+    The compiled ``FastRead`` (``_fastlaunch.c``) records the common case (call site,
+    tape and array known; an ndarray result's digest by the same BLAKE2b) and calls this
+    wrapper for everything else."""
 
     def value_read(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = state.rec
@@ -440,25 +467,18 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
             if st is None or st[0] is not rec.tok:
                 st = array_state(rec, self)
             tape_id = current_tape(rec, ts)
-            detail = None
-            if isinstance(result, np.ndarray):
-                try:
-                    # on the CPU numpy() is a zero-copy view: the host may write the array through it
-                    # (an ndarray whose base is the array was made from its __array_interface__:
-                    # it starts at ptr; anything else is checked by address)
-                    view = result.size > 0 and (
-                        result.base is self or result.ctypes.data == getattr(self, "ptr", None)
-                    )
-                    detail = transfer_detail("read", result, view)
-                except Exception:
-                    detail = None
+            detail = read_detail(self, result)
             rec.row(ts.thread, _VALUE_READ, tape_id, False, ts.phase, False, True, site, ts.parent, st[1], -1,
                     None, detail, ((st[1], st[2], ROLE_READ, st[3], 0, 0),), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
         return result
 
-    return mark(original, value_read)
+    python = mark(original, value_read)
+    return compiled_or(
+        python, original, "FastRead", original, python, vars(state), vars(_context), STATE, TAPE_ATTR,
+        _VALUE_READ, ROLE_READ, perf_ns, hashlib.blake2b, read_detail, np.ndarray, DIGEST_MAX_BYTES,
+    )  # fmt: skip
 
 
 R, W, RW = (ROLE_READ, 0), (ROLE_WRITE, FLAG_STORE), (ROLE_READWRITE, FLAG_STORE)
