@@ -300,6 +300,7 @@ a = wp.array(np.arange(16, dtype=np.float32), requires_grad=True, device="cpu")
 b = wp.zeros(16, dtype=float, requires_grad=True, device="cpu")
 c = wp.zeros(16, dtype=float, device="cpu")
 m = wp.array(np.arange(12, dtype=np.float32).reshape(3, 4), device="cpu")
+small = wp.zeros(4, dtype=float, device="cpu")
 for _ in range(3):
     wp.copy(b, a)  # and the copy of the gradients inside it
     wp.copy(dest=c, src=a)
@@ -309,10 +310,11 @@ for _ in range(3):
     b.assign(a)
     c.assign(np.full(16, 3.0, dtype=np.float32))
     d = wp.clone(a)
-    try:
-        wp.copy(c, a, count=-1)
-    except RuntimeError:
-        pass
+    for dest, count in ((c, -1), (small, 0)):  # Warp raises: no event, the seq given back
+        try:
+            wp.copy(dest, a, count=count)
+        except RuntimeError:
+            pass
     a.numpy()
     m[:, 1].numpy()
     b.list()
@@ -324,6 +326,9 @@ with tape:
         b.numpy()
 tape.backward(grads={c: wp.ones(16, dtype=float, device="cpu")})
 print("compiled calls", getattr(wp.copy, "recorded_calls", 0), getattr(wp.array.numpy, "recorded_calls", 0))
+from warptrace.record import state
+
+print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
 """
 
 
@@ -344,6 +349,7 @@ def test_compiled_copies_and_reads_record_the_rows_of_the_python_wrappers(tmp_pa
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         printed[kind] = [line for line in done.stdout.splitlines() if line.startswith("compiled calls")]
+        assert "open seqs 0 errors 0" in done.stdout, done.stdout[-2000:]
     assert printed["pure"] == ["compiled calls 0 0"]
     copies, reads = (int(v) for v in printed["compiled"][0].split()[2:])
     assert copies >= 20 and reads >= 6, printed  # the known sites' copies, their gradients, the reads
