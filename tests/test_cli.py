@@ -248,6 +248,32 @@ def test_show_summarizes_tapes_launches_and_arrays(hand_trace, capsys):
     assert by_label["loss"].split()[5:7] == ["yes", "yes"]  # requires_grad, retain_grad
 
 
+def test_show_gives_the_gradient_flags_at_the_end_of_the_run(tmp_path, capsys):
+    # wp.array(data, requires_grad=True) is registered by the copy of its data, before Warp
+    # sets the flag; a flag set later is an event: the arrays table shows the final value
+    wp = pytest.importorskip("warp")
+    np = pytest.importorskip("numpy")
+    import warptrace
+
+    path = tmp_path / "flags.wtrace"
+    warptrace.start(path)
+    try:
+        made = wp.array(np.ones(4, dtype=np.float32), requires_grad=True, device="cpu")
+        later = wp.zeros(4, dtype=float, device="cpu")
+        later.requires_grad = True
+        dropped = wp.zeros(4, dtype=float, requires_grad=True, device="cpu")
+        dropped.requires_grad = False
+        for array in (made, later, dropped):
+            array.zero_()  # registered: listed by show
+    finally:
+        warptrace.stop()
+    assert main(["show", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    arrays = lines[next(i for i, line in enumerate(lines) if line.startswith("arrays: ")) + 2 :]
+    by_label = {line.split()[0]: line.split() for line in arrays}
+    assert by_label["made"][5] == "yes" and by_label["later"][5] == "yes" and by_label["dropped"][5] == "no"
+
+
 def test_show_folds_long_tapes(tmp_path, capsys):
     trace = write_hand_trace(tmp_path / "long.wtrace", tmp_path, launches=30)
     assert main(["show", str(trace)]) == 0

@@ -200,8 +200,22 @@ def render(trace: Trace, *, show_all: bool = False, limits: Limits | None = None
         lines += _event_lines(untaped, rows, accesses, names, limits, mark_unrecorded=False)
 
     lines.append("")
-    lines += _arrays_section(trace.tables["arrays"], names, limits)
+    lines += _arrays_section(trace.tables["arrays"], names, limits, _final_flags(rows))
     return "\n".join(lines) + "\n"
+
+
+def _final_flags(rows: Mapping[str, list[Any]]) -> dict[tuple[int, str], bool]:
+    """(array_id, "requires_grad" | "retain_grad") -> the flag's last value set during the run.
+
+    An array's ``arrays`` row holds the flags at its registration: ``wp.array(data,
+    requires_grad=True)`` is registered by the copy of its data, before Warp sets the flag,
+    and a flag the program sets later is an event of its own."""
+    final: dict[tuple[int, str], bool] = {}
+    for kind, array_id, value in zip(rows["kind"], rows["array_id"], rows["value"]):
+        if kind in (SET_REQUIRES_GRAD, SET_RETAIN_GRAD) and array_id is not None and array_id >= 0:
+            attribute = "requires_grad" if kind == SET_REQUIRES_GRAD else "retain_grad"
+            final[(array_id, attribute)] = bool(value)
+    return final
 
 
 def _header(trace: Trace, counts: Mapping[str, int]) -> list[str]:
@@ -399,7 +413,10 @@ def _backward_flow(counts: Mapping[str, int]) -> str:
     return ", ".join(parts) or "nothing replayed"
 
 
-def _arrays_section(arrays: pa.Table, names: _Names, limits: Limits) -> list[str]:
+def _arrays_section(
+    arrays: pa.Table, names: _Names, limits: Limits, final: Mapping[tuple[int, str], bool]
+) -> list[str]:
+    """The arrays table; requires_grad and retain_grad as they were at the end of the run."""
     total = arrays.num_rows
     lines = [f"arrays: {total}"]
     if total == 0:
@@ -428,8 +445,8 @@ def _arrays_section(arrays: pa.Table, names: _Names, limits: Limits) -> list[str
                 if shape
                 else "()",
                 columns["dtype"][row] or "?",
-                _yes_no(columns["requires_grad"][row]),
-                _yes_no(columns["retain_grad"][row]),
+                _yes_no(final.get((array_id, "requires_grad"), columns["requires_grad"][row])),
+                _yes_no(final.get((array_id, "retain_grad"), columns["retain_grad"][row])),
                 _fold_list(aliases, 4) or "-",
             )
         )
