@@ -318,14 +318,23 @@ for _ in range(3):
     a.numpy()
     m[:, 1].numpy()
     b.list()
+    c.fill_(2.5)  # fill_ (FastFill): a float, an int, others (the Python wrapper's)
+    c.fill_(3)
+    c.fill_(np.float32(1.5))
+    c.fill_(True)
+    wp.zeros(4, dtype=float, device="cpu").fill_(1.0)  # a fresh allocation's initialisation
 tape = wp.Tape()
 with tape:
     for _ in range(3):
         wp.copy(b, a)
         wp.launch(scale, 16, [b], [c], device="cpu")
         b.numpy()
+        c.fill_(0.5)
 tape.backward(grads={c: wp.ones(16, dtype=float, device="cpu")})
-print("compiled calls", getattr(wp.copy, "recorded_calls", 0), getattr(wp.array.numpy, "recorded_calls", 0))
+print(
+    "compiled calls",
+    *(getattr(f, "recorded_calls", 0) for f in (wp.copy, wp.array.numpy, wp.array.fill_)),
+)
 from warptrace.record import state
 
 print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
@@ -333,7 +342,7 @@ print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
 
 
 @needs_compiled
-def test_compiled_copies_and_reads_record_the_rows_of_the_python_wrappers(tmp_path):
+def test_compiled_copies_reads_and_fills_record_the_rows_of_the_python_wrappers(tmp_path):
     script = tmp_path / "copies.py"
     script.write_text(_COPIES_AND_READS)
     printed = {}
@@ -350,9 +359,10 @@ def test_compiled_copies_and_reads_record_the_rows_of_the_python_wrappers(tmp_pa
         assert done.returncode == 0, done.stderr[-2000:]
         printed[kind] = [line for line in done.stdout.splitlines() if line.startswith("compiled calls")]
         assert "open seqs 0 errors 0" in done.stdout, done.stdout[-2000:]
-    assert printed["pure"] == ["compiled calls 0 0"]
-    copies, reads = (int(v) for v in printed["compiled"][0].split()[2:])
-    assert copies >= 20 and reads >= 6, printed  # the known sites' copies, their gradients, the reads
+    assert printed["pure"] == ["compiled calls 0 0 0"]
+    copies, reads, fills = (int(v) for v in printed["compiled"][0].split()[2:])
+    # the known sites' copies and their gradients, the reads, the fills (and fresh ones)
+    assert copies >= 20 and reads >= 6 and fills >= 6, printed
     _assert_same_tables(tmp_path / "pure.wtrace", tmp_path / "compiled.wtrace")
 
 

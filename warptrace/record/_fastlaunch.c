@@ -2074,6 +2074,10 @@ fz_dealloc(FastMethod *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyTypeObject FastFillType;
+static PyObject *ff_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* FastZero and FastFill: the same fields, their own call */
 static PyObject *
 fz_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -2094,7 +2098,7 @@ fz_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(zero_value);
         return NULL;
     }
-    self->vectorcall = fz_vectorcall;
+    self->vectorcall = type == &FastFillType ? ff_vectorcall : fz_vectorcall;
     self->zero_value = zero_value;
     PyObject **fields[11] = {
         &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
@@ -2151,6 +2155,170 @@ static PyTypeObject FastZeroType = {
     .tp_traverse = (traverseproc)fz_traverse,
     .tp_clear = (inquiry)fz_clear,
     .tp_getset = fz_getset,
+    .tp_methods = fz_methods,
+    .tp_descr_get = fl_descr_get,
+    .tp_dictoffset = offsetof(FastMethod, dict),
+    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
+    .tp_new = fz_new,
+};
+
+/* ================================================================== array.fill_ */
+
+/* The compiled array.fill_(value) (memory.py, make_memset), a FastZero with another call:
+ * the initialisation of a fresh allocation (no event) and a memset whose call site, tape
+ * and array are known, with a float or int value (its MEMSET row, value float(value)).
+ * Everything else (another value type: its float() may run any code or fail and give a
+ * detail instead; the uncommon cases of zero_) is the Python wrapper's. */
+static PyObject *known_state(FastMethod *self, Session *ss, PyObject *arr);
+
+static PyObject *
+ff_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastMethod *self = (FastMethod *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *rec = NULL, *ts = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *value = NULL;
+    PyObject *flags = NULL, *result = NULL;
+    Session *ss = NULL;
+
+    if (self->original == NULL || self->python == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this array.fill_ wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (nargs != 2 || kwnames != NULL || self->state_dict == NULL || self->context_dict == NULL
+        || !(PyFloat_CheckExact(args[1]) || PyLong_CheckExact(args[1])))
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *arr = args[0];
+
+    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    }
+    if (rec == Py_None) {
+        if (self->bound.session != NULL)
+            fz_clear_session(self);
+        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    }
+    Py_INCREF(rec);
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound < 0)
+        goto error;
+    if (bound == 0)
+        goto python;
+    PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
+    if (guard_value == NULL)
+        goto error;
+    int guard = PyObject_IsTrue(guard_value);
+    Py_DECREF(guard_value);
+    if (guard < 0)
+        goto error;
+    if (guard)
+        goto original;
+    int fresh = is_fresh(self, ss, arr);
+    if (fresh < 0)
+        goto error;
+    if (fresh) {
+        self->calls++;
+        goto original;
+    }
+    if (PyDict_GET_SIZE(ss->captures) > 0)
+        goto python;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of fill_ */
+    if (frame == NULL)
+        goto python;
+    PyObject *size = getattr_or_none(arr, s_size);
+    if (size == NULL)
+        goto error;
+    int empty = PyLong_CheckExact(size) && PyLong_AsLong(size) == 0;
+    Py_DECREF(size);
+    if (empty)
+        goto python;
+    PyObject *site = known_site(self, ss, frame);
+    if (site == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if ((st = known_state(self, ss, arr)) == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+        goto error;
+    int in_phase = PyObject_IsTrue(phase);
+    if (in_phase < 0)
+        goto error;
+    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if ((value = PyNumber_Float(args[1])) == NULL) {
+        PyErr_Clear(); /* an int too large: the Python wrapper's row (a detail, no value) */
+        goto python;
+    }
+    Py_INCREF(site); /* held: the original may run any code */
+    result = guarded_original(self, ts, args, nargsf);
+    if (result != NULL) {
+        int rc = (flags = PyNumber_Or(self->flag_store, PyTuple_GET_ITEM(st, 3))) == NULL
+                     ? -1
+                     : method_row(self, ss, ts, phase, tape_id, site, st, i_minus1, flags, value, Py_None);
+        if (rc < 0 && fail(rec) < 0)
+            Py_CLEAR(result);
+        else if (rc == 0)
+            self->calls++;
+    }
+    Py_DECREF(site);
+    goto done;
+
+original:
+    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    goto done;
+python:
+    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    goto done;
+error:
+    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
+    if (fail(rec) < 0) {
+        result = NULL;
+        goto done;
+    }
+    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+done:
+    Py_XDECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(phase);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(st);
+    Py_XDECREF(value);
+    Py_XDECREF(flags);
+    return result;
+}
+
+static PyGetSetDef ff_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fz_get_calls, NULL, "fill_ calls decided by the compiled path", NULL},
+    {NULL},
+};
+
+static PyTypeObject FastFillType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.FastFill",
+    .tp_basicsize = sizeof(FastMethod),
+    .tp_dealloc = (destructor)fz_dealloc,
+    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+        | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "array.fill_, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+    .tp_traverse = (traverseproc)fz_traverse,
+    .tp_clear = (inquiry)fz_clear,
+    .tp_getset = ff_getset,
     .tp_methods = fz_methods,
     .tp_descr_get = fl_descr_get,
     .tp_dictoffset = offsetof(FastMethod, dict),
@@ -4631,7 +4799,7 @@ PyInit__fastlaunch(void)
     if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&FastZeroType) < 0
         || PyType_Ready(&FastRegisterType) < 0 || PyType_Ready(&FastRowType) < 0
         || PyType_Ready(&FastInitNewType) < 0 || PyType_Ready(&FastReadType) < 0
-        || PyType_Ready(&FastCopyType) < 0)
+        || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -4669,6 +4837,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastReadType);
     if (PyModule_AddObject(m, "FastRead", (PyObject *)&FastReadType) < 0) {
         Py_DECREF(&FastReadType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastFillType);
+    if (PyModule_AddObject(m, "FastFill", (PyObject *)&FastFillType) < 0) {
+        Py_DECREF(&FastFillType);
         Py_DECREF(m);
         return NULL;
     }

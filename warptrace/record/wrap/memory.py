@@ -353,7 +353,11 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
                 return original(self, value)  # == _is_fresh
             return record(rec, ts, self, (value,), _NO_KWARGS, True)
 
-        return mark(original, fill_)
+        python = mark(original, fill_)
+        return compiled_or(
+            python, original, "FastFill", original, python, vars(state), vars(_context), STATE, NEW, TAPE_ATTR,
+            _MEMSET, ROLE_WRITE, FLAG_STORE, perf_ns,
+        )  # fmt: skip
 
     def memset(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = state.rec
