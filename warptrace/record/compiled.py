@@ -1,10 +1,11 @@
 """The optional C module ``warptrace.record._fastlaunch`` (``_fastlaunch.c``), when usable.
 
-It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``array.zero_``
-(``FastZero``), ``array.numpy()``/``list()`` (``FastRead``) and ``array._init_new`` (``FastInitNew``), the compiled
-``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row loop of ``Tape.zero()``
-(``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``) and the call-site frame
-walk (``caller_walk``). Every one of them has a pure-Python twin, used when the module is
+It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
+(``FastCopy``), ``array.zero_`` (``FastZero``), ``array.fill_`` (``FastFill``),
+``array.numpy()``/``list()`` (``FastRead``) and ``array._init_new`` (``FastInitNew``), the
+compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
+loop of ``Tape.zero()`` (``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``) and
+the call-site frame walk (``caller_walk``). Every one of them has a pure-Python twin, used when the module is
 not built (no compiler, another Python version), is a build of another ABI, or
 ``WARPTRACE_PURE_PYTHON=1`` is set; the choice is made when a session starts.
 """
