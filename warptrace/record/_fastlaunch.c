@@ -1768,6 +1768,124 @@ known_tape(FastMethod *self, Session *ss, PyObject *ts, int in_phase)
     return tape_id;
 }
 
+/* How a FastMethod call ends where it does not record: the original, the Python wrapper,
+ * or the original after an error of the recorder's own before the call (recorded by nobody,
+ * never fatal; rec.fail raises only under WARPTRACE_STRICT). */
+enum { M_ORIGINAL, M_PYTHON, M_ERROR };
+
+static PyObject *
+method_fallback(FastMethod *self, int how, PyObject *rec, PyObject *const *args, size_t nargsf,
+                PyObject *kwnames)
+{
+    if (how == M_ERROR && fail(rec) < 0)
+        return NULL;
+    return PyObject_Vectorcall(how == M_PYTHON ? self->python : self->original, args, nargsf, kwnames);
+}
+
+/* The start every FastMethod call shares: 1 with *rec, *ss and *ts (new references) when
+ * the caller goes on to record; 0 with *result (the call's result, or NULL with an error)
+ * when it does not: no recorder (the original), a recorder or thread not understood (the
+ * Python wrapper), the guard up (the original: what Warp does inside is not recorded;
+ * with_guard leaves the guard to the caller, FastCopy's nested copies). */
+static int
+method_enter(FastMethod *self, int with_guard, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+             PyObject **rec_out, Session **ss, PyObject **ts, PyObject **result)
+{
+    *rec_out = NULL;
+    *ss = NULL;
+    *ts = NULL;
+    *result = NULL;
+    PyObject *rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL) {
+        if (!PyErr_Occurred())
+            *result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+        return 0;
+    }
+    if (rec == Py_None) {
+        if (self->bound.session != NULL)
+            fz_clear_session(self);
+        *result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+        return 0;
+    }
+    Py_INCREF(rec);
+    int how;
+    int bound = bound_state(&self->bound, rec, ss, ts);
+    if (bound <= 0) {
+        how = bound < 0 ? M_ERROR : M_PYTHON;
+        goto fallback;
+    }
+    if (!with_guard) {
+        PyObject *guard_value = TS_SLOT(self, *ts, O_GUARD);
+        int guard = guard_value == NULL ? -1 : PyObject_IsTrue(guard_value);
+        Py_XDECREF(guard_value);
+        if (guard != 0) {
+            how = guard < 0 ? M_ERROR : M_ORIGINAL;
+            goto fallback;
+        }
+    }
+    *rec_out = rec;
+    return 1;
+fallback:
+    *result = method_fallback(self, how, rec, args, nargsf, kwnames);
+    Py_DECREF(rec);
+    Py_CLEAR(*ss);
+    Py_CLEAR(*ts);
+    return 0;
+}
+
+/* The call site, phase and tape of a memset or read from frame (new references): 1 when all
+ * are known without Python code, 0 where the Python wrapper must find them, -1 on error */
+static int
+method_context(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame, PyObject **site,
+               PyObject **phase, PyObject **tape_id)
+{
+    *site = *phase = *tape_id = NULL;
+    PyObject *known = known_site(self, ss, frame); /* borrowed */
+    if (known == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if ((*phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+        return -1;
+    int in_phase = PyObject_IsTrue(*phase);
+    if (in_phase < 0 || (*tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
+        Py_CLEAR(*phase);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    Py_INCREF(known); /* held: the original may run any code */
+    *site = known;
+    return 1;
+}
+
+/* the state tuple of a registered array of this session (new reference), NULL without
+ * an error where there is none (the Python wrapper registers it) */
+static PyObject *
+known_state(FastMethod *self, Session *ss, PyObject *arr)
+{
+    PyObject *st = getattr_or_none(arr, self->state_attr);
+    if (st == NULL)
+        return NULL;
+    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 4 || PyTuple_GET_ITEM(st, 0) != ss->tok)
+        Py_CLEAR(st);
+    return st;
+}
+
+/* the array's state tuple (new reference): identity.STATE when this session's, else
+ * rec.ident.register(arr) under rec.lock (common.array_state) */
+static PyObject *
+array_state_locked(FastMethod *self, Session *ss, PyObject *arr)
+{
+    PyObject *st = known_state(self, ss, arr);
+    if (st != NULL || PyErr_Occurred())
+        return st;
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        return NULL;
+    Py_DECREF(acquired);
+    st = PyObject_CallOneArg(ss->register_, arr);
+    if (unlock(ss, st == NULL ? -1 : 0) < 0)
+        Py_CLEAR(st);
+    return st;
+}
+
 /* 1 when arr is a fresh allocation with no event since (memory.py _is_fresh), 0 when
  * not, -1 on error */
 static int
@@ -1876,9 +1994,9 @@ fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
 {
     FastMethod *self = (FastMethod *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *rec = NULL, *ts = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *zeroed = NULL;
-    PyObject *result = NULL;
-    Session *ss = NULL;
+    PyObject *rec, *ts, *result, *site = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *zeroed = NULL;
+    Session *ss;
+    int how = M_PYTHON;
 
     if (self->original == NULL || self->python == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "warptrace: this array.zero_ wrapper was cleared (garbage collected)");
@@ -1887,46 +2005,21 @@ fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     if (nargs != 1 || kwnames != NULL || self->state_dict == NULL || self->context_dict == NULL)
         return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     PyObject *arr = args[0];
-
-    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    }
-    if (rec == Py_None) {
-        if (self->bound.session != NULL)
-            fz_clear_session(self);
-        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    }
-    Py_INCREF(rec);
-    int bound = bound_state(&self->bound, rec, &ss, &ts);
-    if (bound < 0)
-        goto error;
-    if (bound == 0)
-        goto python;
-    PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
-    if (guard_value == NULL)
-        goto error;
-    int guard = PyObject_IsTrue(guard_value);
-    Py_DECREF(guard_value);
-    if (guard < 0)
-        goto error;
-    if (guard)
-        goto original;
+    if (!method_enter(self, 0, args, nargsf, kwnames, &rec, &ss, &ts, &result))
+        return result;
 
     int fresh = is_fresh(self, ss, arr);
-    if (fresh < 0)
-        goto error;
-    if (fresh) {
-        self->calls++;
-        goto original;
+    if (fresh != 0) {
+        if (fresh > 0)
+            self->calls++;
+        how = fresh < 0 ? M_ERROR : M_ORIGINAL;
+        goto fallback;
     }
     if (PyDict_GET_SIZE(ss->captures) > 0)
-        goto python;
+        goto fallback;
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of zero_ */
     if (frame == NULL)
-        goto python;
+        goto fallback;
     if ((zeroed = TS2_SLOT(self, ts, O_ZEROED)) == NULL)
         goto error;
     if (zeroed != Py_None) {
@@ -1955,28 +2048,18 @@ fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     int empty = PyLong_CheckExact(size) && PyLong_AsLong(size) == 0;
     Py_DECREF(size);
     if (empty)
-        goto python;
-    PyObject *site = known_site(self, ss, frame);
-    if (site == NULL) {
+        goto fallback;
+    if ((st = known_state(self, ss, arr)) == NULL) {
         if (PyErr_Occurred())
             goto error;
-        goto python;
+        goto fallback;
     }
-    if ((st = getattr_or_none(arr, self->state_attr)) == NULL)
-        goto error;
-    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 4 || PyTuple_GET_ITEM(st, 0) != ss->tok)
-        goto python;
-    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
-        goto error;
-    int in_phase = PyObject_IsTrue(phase);
-    if (in_phase < 0)
-        goto error;
-    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
-        if (PyErr_Occurred())
+    int known = method_context(self, ss, ts, frame, &site, &phase, &tape_id);
+    if (known <= 0) {
+        if (known < 0)
             goto error;
-        goto python;
+        goto fallback;
     }
-    Py_INCREF(site); /* held: the original may run any code */
     result = guarded_original(self, ts, args, nargsf);
     if (result != NULL) {
         if (zero_row(self, ss, ts, phase, tape_id, site, st) < 0 && fail(rec) < 0)
@@ -1984,26 +2067,17 @@ fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         else
             self->calls++;
     }
-    Py_DECREF(site);
     goto done;
 
-original:
-    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
-    goto done;
-python:
-    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    goto done;
 error:
-    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
-    if (fail(rec) < 0) {
-        result = NULL;
-        goto done;
-    }
-    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    how = M_ERROR;
+fallback:
+    result = method_fallback(self, how, rec, args, nargsf, kwnames);
 done:
-    Py_XDECREF(rec);
-    Py_XDECREF(ss);
-    Py_XDECREF(ts);
+    Py_DECREF(rec);
+    Py_DECREF(ss);
+    Py_DECREF(ts);
+    Py_XDECREF(site);
     Py_XDECREF(phase);
     Py_XDECREF(tape_id);
     Py_XDECREF(st);
@@ -2074,6 +2148,48 @@ fz_dealloc(FastMethod *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The type object of a FastMethod type (FastZero, FastFill, FastRead, FastCopy): one
+ * layout, its own name, doc, attributes and constructor; flags adds
+ * Py_TPFLAGS_METHOD_DESCRIPTOR to the array methods (a method of warp.array binds like a
+ * Python function: `arr.zero_()` calls it with arr first, without a bound method). */
+#define FAST_METHOD_TYPE(cname, qualname, doc_text, getset, new_func, flags)                      \
+    static PyTypeObject cname = {                                                                 \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "warptrace.record._fastlaunch." qualname,        \
+        .tp_basicsize = sizeof(FastMethod),                                                       \
+        .tp_dealloc = (destructor)fz_dealloc,                                                     \
+        .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),                                 \
+        .tp_call = PyVectorcall_Call,                                                             \
+        .tp_getattro = PyObject_GenericGetAttr,                                                   \
+        .tp_setattro = PyObject_GenericSetAttr,                                                   \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | (flags), \
+        .tp_doc = doc_text,                                                                       \
+        .tp_traverse = (traverseproc)fz_traverse,                                                 \
+        .tp_clear = (inquiry)fz_clear,                                                            \
+        .tp_getset = getset,                                                                      \
+        .tp_methods = fz_methods,                                                                 \
+        .tp_descr_get = fl_descr_get,                                                             \
+        .tp_dictoffset = offsetof(FastMethod, dict),                                              \
+        .tp_weaklistoffset = offsetof(FastMethod, weakrefs),                                      \
+        .tp_new = new_func,                                                                       \
+    }
+
+/* a new FastMethod of type with its call and n fields (at their offsets; references taken) */
+static PyObject *
+method_new(PyTypeObject *type, vectorcallfunc call, const size_t *offsets, PyObject *const *values, int n)
+{
+    FastMethod *self = (FastMethod *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = call;
+    for (int i = 0; i < n; i++) {
+        Py_INCREF(values[i]);
+        *(PyObject **)((char *)self + offsets[i]) = values[i];
+    }
+    return (PyObject *)self;
+}
+
+#define F(field) offsetof(FastMethod, field)
+
 static PyTypeObject FastFillType;
 static PyObject *ff_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 
@@ -2085,31 +2201,20 @@ fz_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         "original", "python", "state_dict", "context_dict", "state_attr", "new_attr", "tape_attr",
         "memset_code", "role_write", "flag_store", "perf_ns", NULL,
     };
-    PyObject *o[11];
+    static const size_t offsets[12] = {
+        F(original), F(python), F(state_dict), F(context_dict), F(state_attr), F(new_attr), F(tape_attr),
+        F(kind_code), F(role), F(flag_store), F(perf_ns), F(zero_value),
+    };
+    PyObject *o[12];
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUUOOOO:FastZero", kwlist, &o[0], &o[1],
                                      &PyDict_Type, &o[2], &PyDict_Type, &o[3], &o[4], &o[5], &o[6],
                                      &o[7], &o[8], &o[9], &o[10]))
         return NULL;
-    PyObject *zero_value = PyFloat_FromDouble(0.0);
-    if (zero_value == NULL)
+    if ((o[11] = PyFloat_FromDouble(0.0)) == NULL)
         return NULL;
-    FastMethod *self = (FastMethod *)type->tp_alloc(type, 0);
-    if (self == NULL) {
-        Py_DECREF(zero_value);
-        return NULL;
-    }
-    self->vectorcall = type == &FastFillType ? ff_vectorcall : fz_vectorcall;
-    self->zero_value = zero_value;
-    PyObject **fields[11] = {
-        &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
-        &self->new_attr, &self->tape_attr, &self->kind_code, &self->role, &self->flag_store,
-        &self->perf_ns,
-    };
-    for (int i = 0; i < 11; i++) {
-        Py_INCREF(o[i]);
-        *fields[i] = o[i];
-    }
-    return (PyObject *)self;
+    PyObject *self = method_new(type, type == &FastFillType ? ff_vectorcall : fz_vectorcall, offsets, o, 12);
+    Py_DECREF(o[11]);
+    return self;
 }
 
 static PyObject *
@@ -2140,27 +2245,9 @@ static PyGetSetDef fz_getset[] = {
 
 /* a method of warp.array: binds like a Python function; Py_TPFLAGS_METHOD_DESCRIPTOR lets
  * `arr.zero_()` call it with arr as its first argument, without a bound method */
-static PyTypeObject FastZeroType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "warptrace.record._fastlaunch.FastZero",
-    .tp_basicsize = sizeof(FastMethod),
-    .tp_dealloc = (destructor)fz_dealloc,
-    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
-        | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "array.zero_, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
-    .tp_traverse = (traverseproc)fz_traverse,
-    .tp_clear = (inquiry)fz_clear,
-    .tp_getset = fz_getset,
-    .tp_methods = fz_methods,
-    .tp_descr_get = fl_descr_get,
-    .tp_dictoffset = offsetof(FastMethod, dict),
-    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
-    .tp_new = fz_new,
-};
+FAST_METHOD_TYPE(FastZeroType, "FastZero",
+                 "array.zero_, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+                 fz_getset, fz_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
 /* ================================================================== array.fill_ */
 
@@ -2169,16 +2256,15 @@ static PyTypeObject FastZeroType = {
  * and array are known, with a float or int value (its MEMSET row, value float(value)).
  * Everything else (another value type: its float() may run any code or fail and give a
  * detail instead; the uncommon cases of zero_) is the Python wrapper's. */
-static PyObject *known_state(FastMethod *self, Session *ss, PyObject *arr);
-
 static PyObject *
 ff_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     FastMethod *self = (FastMethod *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *rec = NULL, *ts = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *value = NULL;
-    PyObject *flags = NULL, *result = NULL;
-    Session *ss = NULL;
+    PyObject *rec, *ts, *result, *site = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *value = NULL;
+    PyObject *flags = NULL;
+    Session *ss;
+    int how = M_PYTHON;
 
     if (self->original == NULL || self->python == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "warptrace: this array.fill_ wrapper was cleared (garbage collected)");
@@ -2188,78 +2274,43 @@ ff_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         || !(PyFloat_CheckExact(args[1]) || PyLong_CheckExact(args[1])))
         return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     PyObject *arr = args[0];
+    if (!method_enter(self, 0, args, nargsf, kwnames, &rec, &ss, &ts, &result))
+        return result;
 
-    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    }
-    if (rec == Py_None) {
-        if (self->bound.session != NULL)
-            fz_clear_session(self);
-        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    }
-    Py_INCREF(rec);
-    int bound = bound_state(&self->bound, rec, &ss, &ts);
-    if (bound < 0)
-        goto error;
-    if (bound == 0)
-        goto python;
-    PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
-    if (guard_value == NULL)
-        goto error;
-    int guard = PyObject_IsTrue(guard_value);
-    Py_DECREF(guard_value);
-    if (guard < 0)
-        goto error;
-    if (guard)
-        goto original;
     int fresh = is_fresh(self, ss, arr);
-    if (fresh < 0)
-        goto error;
-    if (fresh) {
-        self->calls++;
-        goto original;
+    if (fresh != 0) {
+        if (fresh > 0)
+            self->calls++;
+        how = fresh < 0 ? M_ERROR : M_ORIGINAL;
+        goto fallback;
     }
     if (PyDict_GET_SIZE(ss->captures) > 0)
-        goto python;
+        goto fallback;
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of fill_ */
     if (frame == NULL)
-        goto python;
+        goto fallback;
     PyObject *size = getattr_or_none(arr, s_size);
     if (size == NULL)
         goto error;
     int empty = PyLong_CheckExact(size) && PyLong_AsLong(size) == 0;
     Py_DECREF(size);
     if (empty)
-        goto python;
-    PyObject *site = known_site(self, ss, frame);
-    if (site == NULL) {
-        if (PyErr_Occurred())
-            goto error;
-        goto python;
-    }
+        goto fallback;
     if ((st = known_state(self, ss, arr)) == NULL) {
         if (PyErr_Occurred())
             goto error;
-        goto python;
+        goto fallback;
     }
-    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
-        goto error;
-    int in_phase = PyObject_IsTrue(phase);
-    if (in_phase < 0)
-        goto error;
-    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
-        if (PyErr_Occurred())
+    int known = method_context(self, ss, ts, frame, &site, &phase, &tape_id);
+    if (known <= 0) {
+        if (known < 0)
             goto error;
-        goto python;
+        goto fallback;
     }
     if ((value = PyNumber_Float(args[1])) == NULL) {
         PyErr_Clear(); /* an int too large: the Python wrapper's row (a detail, no value) */
-        goto python;
+        goto fallback;
     }
-    Py_INCREF(site); /* held: the original may run any code */
     result = guarded_original(self, ts, args, nargsf);
     if (result != NULL) {
         int rc = (flags = PyNumber_Or(self->flag_store, PyTuple_GET_ITEM(st, 3))) == NULL
@@ -2270,26 +2321,17 @@ ff_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         else if (rc == 0)
             self->calls++;
     }
-    Py_DECREF(site);
     goto done;
 
-original:
-    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
-    goto done;
-python:
-    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    goto done;
 error:
-    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
-    if (fail(rec) < 0) {
-        result = NULL;
-        goto done;
-    }
-    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    how = M_ERROR;
+fallback:
+    result = method_fallback(self, how, rec, args, nargsf, kwnames);
 done:
-    Py_XDECREF(rec);
-    Py_XDECREF(ss);
-    Py_XDECREF(ts);
+    Py_DECREF(rec);
+    Py_DECREF(ss);
+    Py_DECREF(ts);
+    Py_XDECREF(site);
     Py_XDECREF(phase);
     Py_XDECREF(tape_id);
     Py_XDECREF(st);
@@ -2304,27 +2346,9 @@ static PyGetSetDef ff_getset[] = {
     {NULL},
 };
 
-static PyTypeObject FastFillType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "warptrace.record._fastlaunch.FastFill",
-    .tp_basicsize = sizeof(FastMethod),
-    .tp_dealloc = (destructor)fz_dealloc,
-    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
-        | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "array.fill_, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
-    .tp_traverse = (traverseproc)fz_traverse,
-    .tp_clear = (inquiry)fz_clear,
-    .tp_getset = ff_getset,
-    .tp_methods = fz_methods,
-    .tp_descr_get = fl_descr_get,
-    .tp_dictoffset = offsetof(FastMethod, dict),
-    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
-    .tp_new = fz_new,
-};
+FAST_METHOD_TYPE(FastFillType, "FastFill",
+                 "array.fill_, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+                 ff_getset, fz_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
 /* ================================================================== array.numpy */
 
@@ -2336,37 +2360,6 @@ static PyTypeObject FastFillType = {
  * the Python wrapper's, called as it is. */
 
 static PyObject *s_base, *s_hexdigest, *s_ptr, *k_digest_size, *i_eight;
-
-/* the state tuple of a registered array of this session (new reference), NULL without
- * an error where there is none (the Python wrapper registers it) */
-static PyObject *
-known_state(FastMethod *self, Session *ss, PyObject *arr)
-{
-    PyObject *st = getattr_or_none(arr, self->state_attr);
-    if (st == NULL)
-        return NULL;
-    if (!PyTuple_CheckExact(st) || PyTuple_GET_SIZE(st) < 4 || PyTuple_GET_ITEM(st, 0) != ss->tok)
-        Py_CLEAR(st);
-    return st;
-}
-
-/* the array's state tuple (new reference): identity.STATE when this session's, else
- * rec.ident.register(arr) under rec.lock (common.array_state) */
-static PyObject *
-array_state_locked(FastMethod *self, Session *ss, PyObject *arr)
-{
-    PyObject *st = known_state(self, ss, arr);
-    if (st != NULL || PyErr_Occurred())
-        return st;
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
-        return NULL;
-    Py_DECREF(acquired);
-    st = PyObject_CallOneArg(ss->register_, arr);
-    if (unlock(ss, st == NULL ? -1 : 0) < 0)
-        Py_CLEAR(st);
-    return st;
-}
 
 /* buf + the text of text (no terminator) */
 static char *
@@ -2489,8 +2482,9 @@ fv_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
 {
     FastMethod *self = (FastMethod *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *rec = NULL, *ts = NULL, *phase = NULL, *tape_id = NULL, *st = NULL, *result = NULL;
-    Session *ss = NULL;
+    PyObject *rec, *ts, *result, *site = NULL, *phase = NULL, *tape_id = NULL, *st = NULL;
+    Session *ss;
+    int how = M_PYTHON;
 
     if (self->original == NULL || self->python == NULL || self->digest == NULL || self->detail_py == NULL
         || self->ndarray == NULL) {
@@ -2500,53 +2494,18 @@ fv_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     if (nargs != 1 || kwnames != NULL || self->state_dict == NULL || self->context_dict == NULL)
         return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     PyObject *arr = args[0];
+    if (!method_enter(self, 0, args, nargsf, kwnames, &rec, &ss, &ts, &result))
+        return result;
 
-    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    }
-    if (rec == Py_None) {
-        if (self->bound.session != NULL)
-            fz_clear_session(self);
-        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    }
-    Py_INCREF(rec);
-    int bound = bound_state(&self->bound, rec, &ss, &ts);
-    if (bound < 0)
-        goto error;
-    if (bound == 0)
-        goto python;
-    PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
-    if (guard_value == NULL)
-        goto error;
-    int guard = PyObject_IsTrue(guard_value);
-    Py_DECREF(guard_value);
-    if (guard < 0)
-        goto error;
-    if (guard)
-        goto original;
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of numpy() */
     if (frame == NULL)
-        goto python;
-    PyObject *site = known_site(self, ss, frame);
-    if (site == NULL) {
-        if (PyErr_Occurred())
-            goto error;
-        goto python;
+        goto fallback;
+    int known = method_context(self, ss, ts, frame, &site, &phase, &tape_id);
+    if (known <= 0) {
+        if (known < 0)
+            how = M_ERROR;
+        goto fallback;
     }
-    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
-        goto error;
-    int in_phase = PyObject_IsTrue(phase);
-    if (in_phase < 0)
-        goto error;
-    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
-        if (PyErr_Occurred())
-            goto error;
-        goto python;
-    }
-    Py_INCREF(site); /* held: the original may run any code */
     result = guarded_original(self, ts, args, nargsf);
     if (result != NULL) {
         /* the array's state after the call, registered on first sight (as the Python wrapper) */
@@ -2561,26 +2520,15 @@ fv_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         else if (rc == 0)
             self->calls++;
     }
-    Py_DECREF(site);
     goto done;
 
-original:
-    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
-    goto done;
-python:
-    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    goto done;
-error:
-    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
-    if (fail(rec) < 0) {
-        result = NULL;
-        goto done;
-    }
-    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+fallback:
+    result = method_fallback(self, how, rec, args, nargsf, kwnames);
 done:
-    Py_XDECREF(rec);
-    Py_XDECREF(ss);
-    Py_XDECREF(ts);
+    Py_DECREF(rec);
+    Py_DECREF(ss);
+    Py_DECREF(ts);
+    Py_XDECREF(site);
     Py_XDECREF(phase);
     Py_XDECREF(tape_id);
     Py_XDECREF(st);
@@ -2594,27 +2542,20 @@ fv_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         "original", "python", "state_dict", "context_dict", "state_attr", "tape_attr", "read_code",
         "role_read", "perf_ns", "digest", "detail", "ndarray", "digest_max", NULL,
     };
+    static const size_t offsets[12] = {
+        F(original), F(python), F(state_dict), F(context_dict), F(state_attr), F(tape_attr), F(kind_code),
+        F(role), F(perf_ns), F(digest), F(detail_py), F(ndarray),
+    };
     PyObject *o[12];
     Py_ssize_t digest_max;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUOOOOOOn:FastRead", kwlist, &o[0], &o[1], &PyDict_Type,
                                      &o[2], &PyDict_Type, &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
                                      &o[10], &o[11], &digest_max))
         return NULL;
-    FastMethod *self = (FastMethod *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        return NULL;
-    self->vectorcall = fv_vectorcall;
-    self->digest_max = digest_max;
-    PyObject **fields[12] = {
-        &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
-        &self->tape_attr, &self->kind_code, &self->role, &self->perf_ns, &self->digest, &self->detail_py,
-        &self->ndarray,
-    };
-    for (int i = 0; i < 12; i++) {
-        Py_INCREF(o[i]);
-        *fields[i] = o[i];
-    }
-    return (PyObject *)self;
+    PyObject *self = method_new(type, fv_vectorcall, offsets, o, 12);
+    if (self != NULL)
+        ((FastMethod *)self)->digest_max = digest_max;
+    return self;
 }
 
 static PyGetSetDef fv_getset[] = {
@@ -2623,27 +2564,9 @@ static PyGetSetDef fv_getset[] = {
     {NULL},
 };
 
-static PyTypeObject FastReadType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "warptrace.record._fastlaunch.FastRead",
-    .tp_basicsize = sizeof(FastMethod),
-    .tp_dealloc = (destructor)fz_dealloc,
-    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
-        | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "array.numpy()/list(), recorded without a Python frame (see warptrace/record/wrap/memory.py)",
-    .tp_traverse = (traverseproc)fz_traverse,
-    .tp_clear = (inquiry)fz_clear,
-    .tp_getset = fv_getset,
-    .tp_methods = fz_methods,
-    .tp_descr_get = fl_descr_get,
-    .tp_dictoffset = offsetof(FastMethod, dict),
-    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
-    .tp_new = fv_new,
-};
+FAST_METHOD_TYPE(FastReadType, "FastRead",
+                 "array.numpy()/list(), recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+                 fv_getset, fv_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
 /* ================================================================== wp.copy */
 
@@ -2837,10 +2760,11 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
 {
     FastMethod *self = (FastMethod *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *rec = NULL, *ts = NULL, *guard_value = NULL, *ctx = NULL, *parent = NULL, *site = NULL;
+    PyObject *rec, *ts, *result, *guard_value = NULL, *ctx = NULL, *parent = NULL, *site = NULL;
     PyObject *phase = NULL, *tape_id = NULL, *src_st = NULL, *dest_st = NULL, *seq = NULL, *saved = NULL;
-    PyObject *new_guard = NULL, *my_ctx = NULL, *detail = NULL, *result = NULL;
-    Session *ss = NULL;
+    PyObject *new_guard = NULL, *my_ctx = NULL, *detail = NULL;
+    Session *ss;
+    int how = M_PYTHON;
     PyObject *a[6];
 
     if (self->original == NULL || self->python == NULL || self->detail_py == NULL || self->role_read == NULL) {
@@ -2850,24 +2774,8 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     if (!copy_args(args, nargs, kwnames, a) || self->state_dict == NULL || self->context_dict == NULL)
         return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     PyObject *dest = a[0], *src = a[1];
-
-    rec = PyDict_GetItemWithError(self->state_dict, s_rec);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    }
-    if (rec == Py_None) {
-        if (self->bound.session != NULL)
-            fz_clear_session(self);
-        return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    }
-    Py_INCREF(rec);
-    int bound = bound_state(&self->bound, rec, &ss, &ts);
-    if (bound < 0)
-        goto error;
-    if (bound == 0)
-        goto python;
+    if (!method_enter(self, 1, args, nargsf, kwnames, &rec, &ss, &ts, &result))
+        return result;
     if ((guard_value = TS_SLOT(self, ts, O_GUARD)) == NULL)
         goto error;
     if (!PyLong_CheckExact(guard_value))
@@ -3021,22 +2929,17 @@ recording_failed:
         Py_CLEAR(result);
     goto done;
 original:
-    result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    goto done;
-python:
-    result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
-    goto done;
+    how = M_ORIGINAL;
+    goto fallback;
 error:
-    /* an error of the recorder's own before the call: recorded by nobody, never fatal */
-    if (fail(rec) < 0) {
-        result = NULL;
-        goto done;
-    }
-    result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    how = M_ERROR;
+python:
+fallback:
+    result = method_fallback(self, how, rec, args, nargsf, kwnames);
 done:
-    Py_XDECREF(rec);
-    Py_XDECREF(ss);
-    Py_XDECREF(ts);
+    Py_DECREF(rec);
+    Py_DECREF(ss);
+    Py_DECREF(ts);
     Py_XDECREF(guard_value);
     Py_XDECREF(ctx);
     Py_XDECREF(parent);
@@ -3060,25 +2963,16 @@ fc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         "original", "python", "state_dict", "context_dict", "state_attr", "tape_attr", "copy_code",
         "role_read", "role_write", "flag_store", "perf_ns", "host_write", NULL,
     };
+    static const size_t offsets[12] = {
+        F(original), F(python), F(state_dict), F(context_dict), F(state_attr), F(tape_attr), F(kind_code),
+        F(role_read), F(role), F(flag_store), F(perf_ns), F(detail_py),
+    };
     PyObject *o[12];
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUOOOOOO:FastCopy", kwlist, &o[0], &o[1], &PyDict_Type,
                                      &o[2], &PyDict_Type, &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
                                      &o[10], &o[11]))
         return NULL;
-    FastMethod *self = (FastMethod *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        return NULL;
-    self->vectorcall = fc_vectorcall;
-    PyObject **fields[12] = {
-        &self->original, &self->python, &self->state_dict, &self->context_dict, &self->state_attr,
-        &self->tape_attr, &self->kind_code, &self->role_read, &self->role, &self->flag_store, &self->perf_ns,
-        &self->detail_py,
-    };
-    for (int i = 0; i < 12; i++) {
-        Py_INCREF(o[i]);
-        *fields[i] = o[i];
-    }
-    return (PyObject *)self;
+    return method_new(type, fc_vectorcall, offsets, o, 12);
 }
 
 static PyGetSetDef fc_getset[] = {
@@ -3087,26 +2981,9 @@ static PyGetSetDef fc_getset[] = {
     {NULL},
 };
 
-static PyTypeObject FastCopyType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "warptrace.record._fastlaunch.FastCopy",
-    .tp_basicsize = sizeof(FastMethod),
-    .tp_dealloc = (destructor)fz_dealloc,
-    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "wp.copy, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
-    .tp_traverse = (traverseproc)fz_traverse,
-    .tp_clear = (inquiry)fz_clear,
-    .tp_getset = fc_getset,
-    .tp_methods = fz_methods,
-    .tp_descr_get = fl_descr_get,
-    .tp_dictoffset = offsetof(FastMethod, dict),
-    .tp_weaklistoffset = offsetof(FastMethod, weakrefs),
-    .tp_new = fc_new,
-};
+FAST_METHOD_TYPE(FastCopyType, "FastCopy",
+                 "wp.copy, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
+                 fc_getset, fc_new, 0);
 
 /* ================================================================== Identity.register */
 
