@@ -1886,6 +1886,28 @@ array_state_locked(FastMethod *self, Session *ss, PyObject *arr)
     return st;
 }
 
+/* method_context of a memset of arr, with arr's state (new references): 0 also for an
+ * empty array (no event: the Python wrapper decides) or one not registered yet */
+static int
+memset_context(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame, PyObject *arr, PyObject **st,
+               PyObject **site, PyObject **phase, PyObject **tape_id)
+{
+    *st = NULL;
+    PyObject *size = getattr_or_none(arr, s_size);
+    if (size == NULL)
+        return -1;
+    int empty = PyLong_CheckExact(size) && PyLong_AsLong(size) == 0;
+    Py_DECREF(size);
+    if (empty)
+        return 0;
+    if ((*st = known_state(self, ss, arr)) == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int known = method_context(self, ss, ts, frame, site, phase, tape_id);
+    if (known <= 0)
+        Py_CLEAR(*st);
+    return known;
+}
+
 /* 1 when arr is a fresh allocation with no event since (memory.py _is_fresh), 0 when
  * not, -1 on error */
 static int
@@ -1912,6 +1934,25 @@ is_fresh(FastMethod *self, Session *ss, PyObject *arr)
     }
     Py_DECREF(new);
     return fresh;
+}
+
+/* A memset's first checks: the caller's frame (borrowed) where the compiled path may go on;
+ * NULL with *how where it does not: a fresh allocation's initialisation (no event: the
+ * original), a graph capture or no frame (the Python wrapper), an error */
+static PyFrameObject *
+memset_frame(FastMethod *self, Session *ss, PyObject *arr, int *how)
+{
+    int fresh = is_fresh(self, ss, arr);
+    if (fresh != 0) {
+        if (fresh > 0)
+            self->calls++;
+        *how = fresh < 0 ? M_ERROR : M_ORIGINAL;
+        return NULL;
+    }
+    *how = M_PYTHON;
+    if (PyDict_GET_SIZE(ss->captures) > 0)
+        return NULL;
+    return PyEval_GetFrame();
 }
 
 /* the event row of a zero_ or a value read and its one access row (rec.row with its
@@ -2008,16 +2049,7 @@ fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     if (!method_enter(self, 0, args, nargsf, kwnames, &rec, &ss, &ts, &result))
         return result;
 
-    int fresh = is_fresh(self, ss, arr);
-    if (fresh != 0) {
-        if (fresh > 0)
-            self->calls++;
-        how = fresh < 0 ? M_ERROR : M_ORIGINAL;
-        goto fallback;
-    }
-    if (PyDict_GET_SIZE(ss->captures) > 0)
-        goto fallback;
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of zero_ */
+    PyFrameObject *frame = memset_frame(self, ss, arr, &how); /* borrowed: the caller of zero_ */
     if (frame == NULL)
         goto fallback;
     if ((zeroed = TS2_SLOT(self, ts, O_ZEROED)) == NULL)
@@ -2042,19 +2074,7 @@ fz_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         }
     }
     /* the MEMSET row: every column known without Python code, else the Python wrapper */
-    PyObject *size = getattr_or_none(arr, s_size);
-    if (size == NULL)
-        goto error;
-    int empty = PyLong_CheckExact(size) && PyLong_AsLong(size) == 0;
-    Py_DECREF(size);
-    if (empty)
-        goto fallback;
-    if ((st = known_state(self, ss, arr)) == NULL) {
-        if (PyErr_Occurred())
-            goto error;
-        goto fallback;
-    }
-    int known = method_context(self, ss, ts, frame, &site, &phase, &tape_id);
+    int known = memset_context(self, ss, ts, frame, arr, &st, &site, &phase, &tape_id);
     if (known <= 0) {
         if (known < 0)
             goto error;
@@ -2277,31 +2297,10 @@ ff_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     if (!method_enter(self, 0, args, nargsf, kwnames, &rec, &ss, &ts, &result))
         return result;
 
-    int fresh = is_fresh(self, ss, arr);
-    if (fresh != 0) {
-        if (fresh > 0)
-            self->calls++;
-        how = fresh < 0 ? M_ERROR : M_ORIGINAL;
-        goto fallback;
-    }
-    if (PyDict_GET_SIZE(ss->captures) > 0)
-        goto fallback;
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of fill_ */
+    PyFrameObject *frame = memset_frame(self, ss, arr, &how); /* borrowed: the caller of fill_ */
     if (frame == NULL)
         goto fallback;
-    PyObject *size = getattr_or_none(arr, s_size);
-    if (size == NULL)
-        goto error;
-    int empty = PyLong_CheckExact(size) && PyLong_AsLong(size) == 0;
-    Py_DECREF(size);
-    if (empty)
-        goto fallback;
-    if ((st = known_state(self, ss, arr)) == NULL) {
-        if (PyErr_Occurred())
-            goto error;
-        goto fallback;
-    }
-    int known = method_context(self, ss, ts, frame, &site, &phase, &tape_id);
+    int known = memset_context(self, ss, ts, frame, arr, &st, &site, &phase, &tape_id);
     if (known <= 0) {
         if (known < 0)
             goto error;
