@@ -259,8 +259,12 @@ def test_compiled_and_pure_paths_record_identical_rows(tmp_path):
     _record(pure, pure=True)
     _record(compiled, pure=False)
     assert (pure / "kind").read_text() == "pure" and (compiled / "kind").read_text() == "compiled"
+    from tests.zoo import discover
+
+    # the programs this Warp runs (a program may need a newer one: its skip_reason)
+    runnable = [p for p in discover() if p.name in PROGRAMS and not p.skip_reason()]
     traces = sorted(p.name for p in pure.glob("*.wtrace"))
-    assert traces == sorted(p.name for p in compiled.glob("*.wtrace")) and len(traces) == len(PROGRAMS)
+    assert traces == sorted(p.name for p in compiled.glob("*.wtrace")) and len(traces) == len(runnable)
     for name in traces:
         _assert_same_tables(pure / name, compiled / name)
 
@@ -411,6 +415,16 @@ def test_the_wrapper_copies_pickles_and_binds_like_a_function(tracing):
     assert bound.__self__ is holder and bound.__func__ is launch
 
 
+def _kinds_since(rec: Any, first: int) -> list[str]:
+    """The kinds of the events rec holds in its buffers from seq ``first`` on."""
+    from warptrace.trace.rows import EVENT_WIDTH
+    from warptrace.trace.schema import EVENT_KIND_CODES
+
+    names = {code: kind for kind, code in EVENT_KIND_CODES.items()}
+    ev = rec.ev
+    return [names[ev[i + 1]] for i in range(0, len(ev), EVENT_WIDTH) if ev[i] >= first]
+
+
 def test_an_array_whose_getattr_launches_gets_the_rows_of_the_pure_path(tmp_path):
     # the identity state of an array seen first is read once before register() (as in
     # Python): an array subclass whose __getattr__ launches adds exactly those launches
@@ -435,12 +449,15 @@ def test_an_array_whose_getattr_launches_gets_the_rows_of_the_pure_path(tmp_path
     warptrace.start(tmp_path / "run.wtrace")
     try:
         rec = state.rec
+        rec.flush_ev_len = rec.flush_acc_len = rec.flush_deadline = 1 << 62  # rows stay in the buffers
         first = rec.seq
         for _ in range(5):
             wp.launch(_scale, 4, [x], [y], device=DEVICE)
         assert rec.error_count == 0
         # getattr(x, STATE) in the wrapper, then once more in register(): two nested launches
-        assert rec.seq - first == 5 + 2
+        # (Warp 1.13 also reads the subclass's __array_interface__ at each launch: a bridge
+        # event, not counted here)
+        assert _kinds_since(rec, first).count("launch") == 5 + 2
     finally:
         warptrace.stop()
 
