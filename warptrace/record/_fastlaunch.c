@@ -1833,6 +1833,41 @@ fallback:
     return 0;
 }
 
+/* The call site of a memset or read called from frame (new reference; NULL without an error
+ * where the Python wrapper must find it): the caller's position if known, else the frame
+ * walk (Sites.caller(0): from C there is no wrapper frame in between), as the wrappers do
+ * for a call Warp makes (the backward's fill_, the zero_ of a copy's adjoint); a memset
+ * by Tape.zero()'s own frame (its scope's site) is the Python wrapper's. */
+static PyObject *
+method_site(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame)
+{
+    PyObject *site = known_site(self, ss, frame); /* borrowed */
+    if (site != NULL) {
+        Py_INCREF(site);
+        return site;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *scope = TS2_SLOT(self, ts, O_SCOPE_TAPE);
+    if (scope == NULL)
+        return NULL;
+    int scoped = PyObject_RichCompareBool(scope, i_zero, Py_GE);
+    Py_DECREF(scope);
+    if (scoped < 0)
+        return NULL;
+    if (scoped) {
+        PyObject *tape_zero = PyDict_GetItemWithError(self->state_dict, s_tape_zero_code);
+        if (tape_zero == NULL && PyErr_Occurred())
+            return NULL;
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        int in_zero = tape_zero != NULL && (PyObject *)code == tape_zero;
+        Py_DECREF(code);
+        if (in_zero)
+            return NULL;
+    }
+    return PyObject_CallMethodOneArg(ss->sites, s_caller, i_zero);
+}
+
 /* The call site, phase and tape of a memset or read from frame (new references): 1 when all
  * are known without Python code, 0 where the Python wrapper must find them, -1 on error */
 static int
@@ -1840,9 +1875,6 @@ method_context(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame
                PyObject **phase, PyObject **tape_id)
 {
     *site = *phase = *tape_id = NULL;
-    PyObject *known = known_site(self, ss, frame); /* borrowed */
-    if (known == NULL)
-        return PyErr_Occurred() ? -1 : 0;
     if ((*phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
         return -1;
     int in_phase = PyObject_IsTrue(*phase);
@@ -1850,8 +1882,12 @@ method_context(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame
         Py_CLEAR(*phase);
         return PyErr_Occurred() ? -1 : 0;
     }
-    Py_INCREF(known); /* held: the original may run any code */
-    *site = known;
+    /* held: the original may run any code */
+    if ((*site = method_site(self, ss, ts, frame)) == NULL) {
+        Py_CLEAR(*phase);
+        Py_CLEAR(*tape_id);
+        return PyErr_Occurred() ? -1 : 0;
+    }
     return 1;
 }
 

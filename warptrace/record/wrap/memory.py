@@ -16,6 +16,7 @@ from warptrace.record import state
 from warptrace.record.compiled import compiled_piece
 from warptrace.record.identity import NEW, STATE
 from warptrace.record.session import Recorder, ThreadState
+from warptrace.record.wrap import hostdata
 from warptrace.record.wrap.common import (
     EMPTY,
     TAPE_ATTR,
@@ -31,7 +32,7 @@ from warptrace.record.wrap.common import (
     mark,
     positional_params,
 )
-from warptrace.record.wrap.hostdata import DIGEST_MAX_BYTES, transfer_detail
+from warptrace.record.wrap.hostdata import transfer_detail
 from warptrace.trace.schema import (
     COPY,
     EVENT_KIND_CODES,
@@ -481,7 +482,8 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
     python = mark(original, value_read)
     return compiled_or(
         python, original, "FastRead", original, python, vars(state), vars(_context), STATE, TAPE_ATTR,
-        _VALUE_READ, ROLE_READ, perf_ns, hashlib.blake2b, read_detail, np.ndarray, DIGEST_MAX_BYTES,
+        _VALUE_READ, ROLE_READ, perf_ns, hashlib.blake2b, read_detail, np.ndarray,
+        hostdata.DIGEST_MAX_BYTES,  # the cap when the session starts (tests lower it)
     )  # fmt: skip
 
 
