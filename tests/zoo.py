@@ -141,6 +141,12 @@ class TraceCache:
         self._paths: dict[str, Path] = {}
 
     def __call__(self, program: Program) -> Path:
+        """The program's trace; the calling test is skipped where this Warp cannot run it."""
+        reason = program.skip_reason()
+        if reason:
+            import pytest
+
+            pytest.skip(reason)
         path = self._paths.get(program.name)
         if path is None:
             path = record(program, self.folder / (program.name.replace("/", "_") + ".wtrace"))

@@ -9,6 +9,7 @@ approximation of their fixed point: the gradient through the steps is the one th
 objective asks for, and there is no WT504.
 """
 # check-numerics
+# grad-wrong-before: 1.17  (Warp's own gradient of `diffuse` is wrong on 1.13-1.16, measured against the float64 sum)
 
 import numpy as np
 import warp as wp

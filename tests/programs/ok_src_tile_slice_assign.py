@@ -6,6 +6,7 @@ loaded from, and the assigned values get theirs. (A component assignment into a 
 ``wp.vec3``/``wp.mat33`` is what WT402 is about.)
 """
 
+# requires-warp: 1.16  (tile slice assignment does not compile before that: measured on 1.13-1.15)
 import numpy as np
 import warp as wp
 
