@@ -57,7 +57,7 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
     *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
     *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
-static PyObject *i_minus1, *i_zero, *i_one;
+static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code;
 static PyTypeObject *local_type; /* _thread._local */
 
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
@@ -68,6 +68,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *rec, *dict, *local, *sites, *by_pos, *caller_dicts, *acquire, *release, *tok,
         *register_, *captures;
+    PyObject *skip; /* Sites.skip_code (callsite._skip_code) for the frame walk; NULL: none */
     int ts_by_thread; /* rec.local is a _thread._local: its .state is per thread */
 } Session;
 
@@ -85,6 +86,7 @@ session_traverse(Session *ss, visitproc visit, void *arg)
     Py_VISIT(ss->tok);
     Py_VISIT(ss->register_);
     Py_VISIT(ss->captures);
+    Py_VISIT(ss->skip);
     return 0;
 }
 
@@ -102,6 +104,7 @@ session_clear(Session *ss)
     Py_CLEAR(ss->tok);
     Py_CLEAR(ss->register_);
     Py_CLEAR(ss->captures);
+    Py_CLEAR(ss->skip);
     return 0;
 }
 
@@ -522,7 +525,7 @@ session_new(PyObject *rec)
     if (ss == NULL)
         return NULL;
     ss->rec = ss->dict = ss->local = ss->sites = ss->by_pos = ss->caller_dicts = ss->acquire = NULL;
-    ss->release = ss->tok = ss->register_ = ss->captures = NULL;
+    ss->release = ss->tok = ss->register_ = ss->captures = ss->skip = NULL;
     PyObject_GC_Track(ss);
     PyObject *lock = NULL, *ident = NULL;
     int rc = -1;
@@ -540,6 +543,14 @@ session_new(PyObject *rec)
         || (ss->register_ = PyObject_GetAttr(ident, s_register)) == NULL
         || (ss->captures = PyObject_GetAttr(rec, s_captures)) == NULL)
         goto done;
+    /* the walk's table of internal code objects: optional (without it, Sites.caller) */
+    if ((ss->skip = PyObject_GetAttr(ss->sites, s_skip_code)) == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            goto done;
+        PyErr_Clear();
+    } else if (!PyDict_CheckExact(ss->skip)) {
+        Py_CLEAR(ss->skip);
+    }
     /* the ThreadState may be cached by thread id only when rec.local.state is per thread */
     ss->ts_by_thread = local_type != NULL && Py_IS_TYPE(ss->local, local_type);
     if (!PyDict_CheckExact(ss->by_pos) || !PyDict_CheckExact(ss->captures)) {
@@ -569,6 +580,26 @@ done:
     if (rc < 0)
         Py_CLEAR(ss);
     return ss;
+}
+
+static PyObject *walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObject *skip,
+                             PyObject *by_pos, PyObject *constructor, PyObject *makers);
+
+/* Sites.caller(0) for the caller of a compiled wrapper (from C there is no wrapper frame in
+ * between): the compiled walk called directly, without the method's Python frame; the
+ * method where the walk leaves the decision to Python (a code or position not seen yet) */
+static PyObject *
+walk_caller(Session *ss)
+{
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
+    if (ss->skip != NULL && frame != NULL) {
+        Py_INCREF(frame); /* walk_frames takes a reference over */
+        PyObject *site = walk_frames(frame, NULL, 0, ss->skip, ss->by_pos, Py_None, Py_None);
+        if (site == NULL || site != Py_None)
+            return site;
+        Py_DECREF(site);
+    }
+    return PyObject_CallMethodOneArg(ss->sites, s_caller, i_zero);
 }
 
 static int
@@ -1172,7 +1203,7 @@ call_site(FastLaunch *self, Session *ss, PyObject *ts)
         }
     }
     /* Sites.caller(0): from C there is no wrapper frame between it and the caller */
-    site = PyObject_CallMethodOneArg(ss->sites, s_caller, i_zero);
+    site = walk_caller(ss);
 done:
     Py_DECREF(code);
     Py_XDECREF(id);
@@ -1865,7 +1896,7 @@ method_site(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame)
         if (in_zero)
             return NULL;
     }
-    return PyObject_CallMethodOneArg(ss->sites, s_caller, i_zero);
+    return walk_caller(ss);
 }
 
 /* The call site, phase and tape of a memset or read from frame (new references): 1 when all
@@ -2866,7 +2897,7 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
                 goto error;
             /* a copy Warp makes for the program (wp.array(data), assign, clone): the frame
              * walk, Sites.caller(0) (from C there is no wrapper frame in between) */
-            if ((site = PyObject_CallMethodOneArg(ss->sites, s_caller, i_zero)) == NULL)
+            if ((site = walk_caller(ss)) == NULL)
                 goto error;
         }
     }
@@ -4688,7 +4719,7 @@ PyInit__fastlaunch(void)
         || intern(&s_src_offset, "src_offset") < 0 || intern(&s_count, "count") < 0
         || intern(&s_stream, "stream") < 0 || intern(&s_deleter, "deleter") < 0 || intern(&s_row, "row") < 0
         || intern(&s_external, "external") < 0 || intern(&s_copy_code, "copy_code") < 0
-        || intern(&s_src_dest, "src_dest") < 0)
+        || intern(&s_src_dest, "src_dest") < 0 || intern(&s_skip_code, "skip_code") < 0)
         return NULL;
     if ((k_digest_size = Py_BuildValue("(s)", "digest_size")) == NULL || (i_eight = PyLong_FromLong(8)) == NULL)
         return NULL;

@@ -109,6 +109,9 @@ class Sites:
         self.caller_dicts: list[dict[str, Any]] = []
         # the compiled frame walk (_fastlaunch.caller_walk), or None: the Python loops below
         self._walk: Callable[..., Any] | None = compiled_piece("caller_walk")
+        # the walk's table (code id -> internal), for the compiled wrappers, which call the
+        # walk directly (the same dict object for the whole process: never rebound)
+        self.skip_code = _skip_code
 
     def rebind(self, sink: Callable[[tuple[Any, ...]], None]) -> None:
         """New rows go to ``sink`` (the recorder swapped its buffers)."""
