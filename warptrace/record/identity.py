@@ -217,7 +217,8 @@ class Identity:
         self.index = AllocIndex()
         self.next_alloc = 0
         self.next_array = 0
-        self.external: set[int] = set()  # alloc ids of ALLOC_EXTERNAL allocations
+        # alloc ids of ALLOC_EXTERNAL allocations (never rebound: the compiled copy holds it)
+        self.external: set[int] = set()
         self._dtype_cache: dict[Any, tuple[str, int]] = {}
         self._device_cache: dict[int, tuple[Any, str]] = {}  # Device is unhashable
         # The compiled register (_fastlaunch.FastRegister) where it is built: the same rows for
