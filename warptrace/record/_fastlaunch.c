@@ -57,7 +57,7 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
     *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
     *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
-static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code;
+static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code, *s_external;
 static PyTypeObject *local_type; /* _thread._local */
 
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
@@ -69,6 +69,7 @@ typedef struct {
     PyObject *rec, *dict, *local, *sites, *by_pos, *caller_dicts, *acquire, *release, *tok,
         *register_, *captures;
     PyObject *skip; /* Sites.skip_code (callsite._skip_code) for the frame walk; NULL: none */
+    PyObject *external; /* Identity.external: alloc ids of host memory Warp did not allocate */
     int ts_by_thread; /* rec.local is a _thread._local: its .state is per thread */
 } Session;
 
@@ -87,6 +88,7 @@ session_traverse(Session *ss, visitproc visit, void *arg)
     Py_VISIT(ss->register_);
     Py_VISIT(ss->captures);
     Py_VISIT(ss->skip);
+    Py_VISIT(ss->external);
     return 0;
 }
 
@@ -105,6 +107,7 @@ session_clear(Session *ss)
     Py_CLEAR(ss->register_);
     Py_CLEAR(ss->captures);
     Py_CLEAR(ss->skip);
+    Py_CLEAR(ss->external);
     return 0;
 }
 
@@ -525,7 +528,7 @@ session_new(PyObject *rec)
     if (ss == NULL)
         return NULL;
     ss->rec = ss->dict = ss->local = ss->sites = ss->by_pos = ss->caller_dicts = ss->acquire = NULL;
-    ss->release = ss->tok = ss->register_ = ss->captures = ss->skip = NULL;
+    ss->release = ss->tok = ss->register_ = ss->captures = ss->skip = ss->external = NULL;
     PyObject_GC_Track(ss);
     PyObject *lock = NULL, *ident = NULL;
     int rc = -1;
@@ -541,6 +544,7 @@ session_new(PyObject *rec)
         || (ss->tok = PyObject_GetAttr(rec, s_tok)) == NULL
         || (ident = PyObject_GetAttr(rec, s_ident)) == NULL
         || (ss->register_ = PyObject_GetAttr(ident, s_register)) == NULL
+        || (ss->external = PyObject_GetAttr(ident, s_external)) == NULL
         || (ss->captures = PyObject_GetAttr(rec, s_captures)) == NULL)
         goto done;
     /* the walk's table of internal code objects: optional (without it, Sites.caller) */
@@ -553,8 +557,9 @@ session_new(PyObject *rec)
     }
     /* the ThreadState may be cached by thread id only when rec.local.state is per thread */
     ss->ts_by_thread = local_type != NULL && Py_IS_TYPE(ss->local, local_type);
-    if (!PyDict_CheckExact(ss->by_pos) || !PyDict_CheckExact(ss->captures)) {
-        PyErr_SetString(PyExc_TypeError, "Sites.by_pos and Recorder.captures must be dicts");
+    if (!PyDict_CheckExact(ss->by_pos) || !PyDict_CheckExact(ss->captures) || !PySet_Check(ss->external)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Sites.by_pos and Recorder.captures must be dicts, Identity.external a set");
         goto done;
     }
     /* The counters and buffers the launch reads and writes every time, straight from
@@ -2646,7 +2651,7 @@ FAST_METHOD_TYPE(FastReadType, "FastRead",
  * wrapper's, called as it is. */
 
 static PyObject *s_copy_ctx, *s_dest, *s_src, *s_dest_offset, *s_src_offset, *s_count, *s_stream,
-    *s_deleter, *s_row, *s_external, *s_copy_code, *s_src_dest;
+    *s_deleter, *s_row, *s_copy_code, *s_src_dest;
 
 /* wp.copy's six arguments from a vectorcall (out: borrowed; the defaults where not
  * given): 1, or 0 for a call in another form (the Python wrapper's) */
@@ -2746,16 +2751,7 @@ release_seq(Session *ss, PyObject *seq)
 static int
 host_source(Session *ss, PyObject *src, PyObject *src_st)
 {
-    PyObject *ident = rec_attr(ss, s_ident), *external = NULL;
-    if (ident == NULL)
-        return -1;
-    external = PyObject_GetAttr(ident, s_external);
-    Py_DECREF(ident);
-    if (external == NULL)
-        return -1;
-    int in = PySet_Check(external) ? PySet_Contains(external, PyTuple_GET_ITEM(src_st, 2))
-                                   : PySequence_Contains(external, PyTuple_GET_ITEM(src_st, 2));
-    Py_DECREF(external);
+    int in = PySet_Contains(ss->external, PyTuple_GET_ITEM(src_st, 2));
     if (in <= 0)
         return in;
     PyObject *deleter = getattr_or_none(src, s_deleter);
@@ -2889,18 +2885,6 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         }
         Py_DECREF(code);
     }
-    if (site == NULL) {
-        if ((site = known_site(self, ss, frame)) != NULL) {
-            Py_INCREF(site);
-        } else {
-            if (PyErr_Occurred())
-                goto error;
-            /* a copy Warp makes for the program (wp.array(data), assign, clone): the frame
-             * walk, Sites.caller(0) (from C there is no wrapper frame in between) */
-            if ((site = walk_caller(ss)) == NULL)
-                goto error;
-        }
-    }
     if (PyDict_GET_SIZE(ss->captures) > 0)
         goto python;
     int whole = whole_copy(src, a);
@@ -2917,6 +2901,18 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         if (PyErr_Occurred())
             goto error;
         goto python;
+    }
+    if (site == NULL) { /* the checks above first: a walk for a copy left to Python is wasted */
+        if ((site = known_site(self, ss, frame)) != NULL) {
+            Py_INCREF(site);
+        } else {
+            if (PyErr_Occurred())
+                goto error;
+            /* a copy Warp makes for the program (wp.array(data), assign, clone): the frame
+             * walk, Sites.caller(0) (from C there is no wrapper frame in between) */
+            if ((site = walk_caller(ss)) == NULL)
+                goto error;
+        }
     }
     if ((seq = reserve_seq(ss)) == NULL)
         goto error;
