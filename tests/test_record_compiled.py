@@ -25,6 +25,7 @@ wp = pytest.importorskip("warp")
 import warptrace  # noqa: E402
 from tests.test_record_common import DEVICE  # noqa: E402
 from warptrace.record import compiled as compiled_mod  # noqa: E402
+from warptrace.record import state  # noqa: E402
 from warptrace.record.wrap import launch as launch_mod  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,6 +101,56 @@ def test_compiled_wrapper_passes_bad_calls_to_warp(tracing):
     assert str(ours.value) == str(warps.value)
     with pytest.raises(TypeError):
         wp.launch(_scale)
+
+
+@wp.kernel
+def _scale_any(x: wp.array(dtype=Any), y: wp.array(dtype=Any)):
+    i = wp.tid()
+    y[i] = x[i] * x.dtype(2.0)
+
+
+def test_generic_kernel_launches_name_their_overload(tracing):
+    # the plan of a generic kernel is per overload (the argument types Warp infers it from):
+    # the compiled wrapper finds a known one itself, a new one through plan_for
+    from warptrace.trace.rows import EVENT_ROW, EVENT_WIDTH
+    from warptrace.trace.schema import EVENT_KIND_CODES, LAUNCH
+
+    rec = state.rec
+    rec.flush_ev_len = rec.flush_acc_len = 1 << 60  # every row stays in the buffers
+    first = rec.seq
+    calls = [
+        (dtype, wp.ones(4, dtype=dtype, device=DEVICE)) for dtype in (wp.float32, wp.float64, wp.float32)
+    ]
+    for dtype, x in calls:
+        wp.launch(
+            _scale_any, dim=4, inputs=[x], outputs=[wp.zeros(4, dtype=dtype, device=DEVICE)], device=DEVICE
+        )
+        wp.launch(_scale_any, 4, (x,), [wp.zeros(4, dtype=dtype, device=DEVICE)], device=DEVICE)
+    kind, kernel = EVENT_ROW.index("kind"), EVENT_ROW.index("kernel")
+    ev = rec.ev
+    rows = [ev[i : i + EVENT_WIDTH] for i in range(0, len(ev), EVENT_WIDTH)]
+    kernels = [r[kernel] for r in rows if r[0] >= first and r[kind] == EVENT_KIND_CODES[LAUNCH]]
+    assert len(kernels) == 6
+    assert kernels[0] == kernels[1] == kernels[4] == kernels[5]
+    assert kernels[2] == kernels[3] != kernels[0]
+    assert {key[0] for key in state.generic_plans} == {_scale_any}
+    assert len(state.generic_plans) == 2
+    if isinstance(wp.launch, COMPILED):  # a known overload is found without Python's plan_for
+        from warptrace.record.wrap.plans import plan_for
+
+        planned = []
+        x64 = calls[1][1]
+
+        def profile(frame, event, arg):
+            if event == "call" and frame.f_code is plan_for.__code__:
+                planned.append(frame.f_code)
+
+        sys.setprofile(profile)
+        try:
+            wp.launch(_scale_any, dim=4, inputs=[x64], outputs=[wp.zeros(4, dtype=wp.float64, device=DEVICE)])
+        finally:
+            sys.setprofile(None)
+        assert planned == []
 
 
 @wp.kernel

@@ -3,10 +3,13 @@
     python tools/bench_record_instructions.py                    # every operation, 2,000 each
     python tools/bench_record_instructions.py zero_ numpy --ops 4000
 
-``tape_zero`` is one ``Tape.zero()`` of a tape holding 16 gradients; ``loop`` one
-iteration of ``bench_record.py``'s allocation-heavy loop (e) with 10 steps (12
-allocations with their gradients, 11 launches, backward, two value reads, a new
-parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
+``tape_cycle`` is an empty tape created, entered and exited; ``backward`` the backward of a tape
+of 4 launches; ``sgd`` a ``warp.optim.SGD`` step over 3 parameters; ``step_b`` one step of
+``bench_record.py``'s toy training loop (b). ``launch_generic`` launches a kernel with ``dtype=Any`` arguments (Warp picks the overload
+per call, as for ``warp.optim``'s kernels). ``tape_zero`` is one ``Tape.zero()`` of a tape
+holding 16 gradients; ``loop`` one iteration of ``bench_record.py``'s allocation-heavy loop
+(e) with 10 steps (12 allocations with their gradients, 11 launches, backward, two value
+reads, a new parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
 
 A measure that machine load does not move: on the shared 2-core machine the timings of
 ``tools/bench_record.py`` (d) swing by 1-2 µs per operation from run to run, which is the
@@ -38,13 +41,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-OPERATIONS = ("launch", "launch_taped", "zeros", "zero_", "fill_", "copy", "numpy", "tape_zero", "loop")
+OPERATIONS = (
+    "launch", "launch_generic", "launch_taped", "zeros", "zero_", "fill_", "copy", "numpy", "tape_zero",
+    "tape_cycle", "backward", "sgd", "step_b", "loop",
+)  # fmt: skip
 
 # The program each run executes: argv = mode, operation, N.
 PROBE = r"""
 import sys
+from typing import Any
+
 import numpy as np
 import warp as wp
+import warp.optim
 
 wp.config.quiet = True
 wp.init()
@@ -64,6 +73,18 @@ tape = wp.Tape()
 
 def launch(i):
     wp.launch(tiny, dim=16, inputs=[a], outputs=[b], device="cpu")
+    return i
+
+
+@wp.kernel
+def tiny_generic(x: wp.array(dtype=Any), y: wp.array(dtype=Any)):
+    i = wp.tid()
+    y[i] = x[i] * x.dtype(2.0)
+
+
+def launch_generic(i):
+    # a generic kernel, as Warp's optimizers launch theirs: Warp picks the overload per call
+    wp.launch(tiny_generic, dim=16, inputs=[a], outputs=[b], device="cpu")
     return i
 
 
@@ -122,6 +143,75 @@ def integrate(x: wp.array(dtype=float), p: wp.array(dtype=float), y: wp.array(dt
 def loss_kernel(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
     i = wp.tid()
     wp.atomic_add(loss, 0, (y[i] - 1.0) * (y[i] - 1.0))
+
+
+def tape_cycle(i):
+    # an empty tape: created, entered, exited
+    t = wp.Tape()
+    with t:
+        pass
+    return i
+
+
+# a tape of 4 launches: one operation is its backward (4 adjoint launches, the seed)
+four = [wp.zeros(16, dtype=float, requires_grad=True, device="cpu") for _ in range(5)]
+four_tape = wp.Tape()
+with four_tape:
+    for k in range(4):
+        wp.launch(tiny, dim=16, inputs=[four[k]], outputs=[four[k + 1]], device="cpu")
+four_seed = wp.ones(16, dtype=float, device="cpu")
+
+
+def backward(i):
+    four_tape.backward(grads={four[4]: four_seed})
+    return i
+
+
+weights = [wp.zeros(64, dtype=float, requires_grad=True, device="cpu") for _ in range(3)]
+sgd_optimizer = warp.optim.SGD(weights, lr=1e-3)
+
+
+def sgd(i):
+    # warp.optim.SGD.step over three parameters (a generic kernel launched per parameter)
+    sgd_optimizer.step([w.grad for w in weights])
+    return i
+
+
+@wp.kernel
+def layer(x: wp.array(dtype=float), w: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = wp.tanh(w[i] * x[i] + 0.1)
+
+
+@wp.kernel
+def step_loss(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    d = y[i] - target[i]
+    wp.atomic_add(loss, 0, d * d)
+
+
+b_x0 = wp.array(np.linspace(-1.0, 1.0, 64, dtype=np.float32), device="cpu")
+b_target = wp.zeros(64, dtype=float, device="cpu")
+b_hidden = [wp.zeros(64, dtype=float, requires_grad=True, device="cpu") for _ in range(3)]
+b_staged = wp.zeros(64, dtype=float, requires_grad=True, device="cpu")
+b_loss = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+
+
+def step_b(i):
+    # one step of bench_record.py's toy training loop (b): 3 layers, copy, loss, backward, SGD
+    t = wp.Tape()
+    with t:
+        source = b_x0
+        for w, h in zip(weights, b_hidden):
+            wp.launch(layer, dim=64, inputs=[source, w], outputs=[h], device="cpu")
+            source = h
+        wp.copy(b_staged, source)
+        b_loss.zero_()
+        wp.launch(step_loss, dim=64, inputs=[b_staged, b_target], outputs=[b_loss], device="cpu")
+    t.backward(b_loss)
+    sgd_optimizer.step([w.grad for w in weights])
+    t.zero()
+    return i
 
 
 loop_p = [wp.array(np.full(16, 0.5, dtype=np.float32), requires_grad=True, device="cpu")]

@@ -10,7 +10,8 @@
  * access rows to the recorder's buffers exactly like the Python wrapper's inlined
  * common case. Everything uncommon is the Python code's: record_cmd launches,
  * launches while a graph is captured and kernels of another class
- * (_record_launch), a kernel without a plan (plan_for), a new dim (dim_code_of), a
+ * (_record_launch), a kernel without a plan or a generic kernel's new overload
+ * (plan_for; a known overload is found here: generic_plan), a new dim (dim_code_of), a
  * tape seen for the first time (tape_id_of), an array seen for the first time
  * (Identity.register), a call site not seen yet (Sites.caller) and the flush.
  *
@@ -35,7 +36,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 5
+#define ABI_VERSION 6
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -58,6 +59,7 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
     *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
 static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code, *s_external;
+static PyObject *s_ndim, *s_cls_attr, *s_dtype_key;
 static PyTypeObject *local_type; /* _thread._local */
 
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
@@ -161,6 +163,9 @@ typedef struct {
     PyObject *tape_id_of;
     PyObject *perf_ns;
     PyObject *launch_code;   /* EVENT_KIND_CODES[LAUNCH] */
+    PyObject *generic_args;  /* state.generic_args: generic kernel -> positions (plans._type_key) */
+    PyObject *generic_plans; /* state.generic_plans: (kernel, type key) -> plan */
+    PyObject *array_class;   /* warp.array */
     unsigned long long calls; /* launches recorded by the C path (tests) */
 
     /* the recorder's attributes that hold for its whole session */
@@ -954,6 +959,71 @@ done:
     return rc;
 }
 
+/* state.generic_plans[(kernel, plans._type_key(kernel, [*inputs, *outputs]))] as a borrowed
+ * reference, for a generic kernel whose generic argument positions Python has looked up
+ * (state.generic_args); NULL without an error set where Python decides: a key not planned
+ * yet, positions not known (None: all arguments), other sequences, any error on the way.
+ * The key is _type_key's: (dtype, ndim) of a warp.array, else the value's _cls, else its type. */
+static PyObject *
+generic_plan(FastLaunch *self, PyObject *kernel, PyObject *inputs, PyObject *outputs)
+{
+    PyObject *positions = PyDict_GetItemWithError(self->generic_args, kernel);
+    if (positions == NULL || !PyTuple_CheckExact(positions)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!(PyList_CheckExact(inputs) || PyTuple_CheckExact(inputs))
+        || !(PyList_CheckExact(outputs) || PyTuple_CheckExact(outputs)))
+        return NULL;
+    Py_ssize_t n_in = PySequence_Fast_GET_SIZE(inputs), n_out = PySequence_Fast_GET_SIZE(outputs);
+    Py_ssize_t count = PyTuple_GET_SIZE(positions);
+    PyObject *plan = NULL, *key = NULL, *types = PyTuple_New(count);
+    if (types == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
+        PyObject *value, *item;
+        if (at >= 0 && at < n_in)
+            value = PySequence_Fast_GET_ITEM(inputs, at);
+        else if (at >= n_in && at < n_in + n_out)
+            value = PySequence_Fast_GET_ITEM(outputs, at - n_in);
+        else
+            goto done;
+        if (Py_TYPE(value) == (PyTypeObject *)self->array_class) {
+            PyObject *dtype = PyObject_GetAttr(value, s_dtype_key);
+            if (dtype == NULL)
+                goto done;
+            PyObject *ndim = PyObject_GetAttr(value, s_ndim);
+            if (ndim == NULL) {
+                Py_DECREF(dtype);
+                goto done;
+            }
+            item = PyTuple_Pack(2, dtype, ndim);
+            Py_DECREF(dtype);
+            Py_DECREF(ndim);
+            if (item == NULL)
+                goto done;
+        } else {
+            if ((item = getattr_or_none(value, s_cls_attr)) == NULL)
+                goto done;
+            if (item == Py_None) {
+                Py_DECREF(item);
+                item = (PyObject *)Py_TYPE(value);
+                Py_INCREF(item);
+            }
+        }
+        PyTuple_SET_ITEM(types, i, item);
+    }
+    if ((key = PyTuple_Pack(2, kernel, types)) != NULL)
+        plan = PyDict_GetItemWithError(self->generic_plans, key);
+done:
+    if (plan == NULL)
+        PyErr_Clear();
+    Py_XDECREF(key);
+    Py_XDECREF(types);
+    return plan;
+}
+
 /* The common case: a launch of a known kernel class, not captured, not record_cmd. */
 static int
 record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObject *tape,
@@ -967,6 +1037,8 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
     int locked = 0;
 
     plan = PyDict_GetItemWithError(self->plans, kernel);
+    if (plan == NULL && !PyErr_Occurred())
+        plan = generic_plan(self, kernel, a[P_INPUTS], a[P_OUTPUTS]);
     if (plan != NULL) {
         Py_INCREF(plan);
     } else {
@@ -1425,6 +1497,9 @@ fl_traverse(FastLaunch *self, visitproc visit, void *arg)
     Py_VISIT(self->state_attr);
     Py_VISIT(self->record_launch);
     Py_VISIT(self->plan_for);
+    Py_VISIT(self->generic_args);
+    Py_VISIT(self->generic_plans);
+    Py_VISIT(self->array_class);
     Py_VISIT(self->dim_code_of);
     Py_VISIT(self->tape_id_of);
     Py_VISIT(self->perf_ns);
@@ -1451,6 +1526,9 @@ fl_clear(FastLaunch *self)
     Py_CLEAR(self->state_attr);
     Py_CLEAR(self->record_launch);
     Py_CLEAR(self->plan_for);
+    Py_CLEAR(self->generic_args);
+    Py_CLEAR(self->generic_plans);
+    Py_CLEAR(self->array_class);
     Py_CLEAR(self->dim_code_of);
     Py_CLEAR(self->tape_id_of);
     Py_CLEAR(self->perf_ns);
@@ -1477,13 +1555,14 @@ fl_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {
         "original", "defaults", "state_dict", "context_dict", "kernel_class", "plans", "dims",
         "tape_attr", "state_attr", "record_launch", "plan_for", "dim_code_of", "tape_id_of",
-        "perf_ns", "launch_code", NULL,
+        "perf_ns", "launch_code", "generic_args", "generic_plans", "array_class", NULL,
     };
-    PyObject *o[15];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!OO!O!UUOOOOOO:FastLaunch", kwlist, &o[0],
+    PyObject *o[18];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!OO!O!UUOOOOOOO!O!O:FastLaunch", kwlist, &o[0],
                                      &PyTuple_Type, &o[1], &PyDict_Type, &o[2], &PyDict_Type, &o[3],
                                      &o[4], &PyDict_Type, &o[5], &PyDict_Type, &o[6], &o[7], &o[8],
-                                     &o[9], &o[10], &o[11], &o[12], &o[13], &o[14]))
+                                     &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &PyDict_Type,
+                                     &o[15], &PyDict_Type, &o[16], &o[17]))
         return NULL;
     if (PyTuple_GET_SIZE(o[1]) != NPARAMS - 2) {
         PyErr_SetString(PyExc_ValueError, "defaults: 11 values expected");
@@ -1493,13 +1572,14 @@ fl_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL)
         return NULL;
     self->vectorcall = fl_vectorcall;
-    PyObject **fields[15] = {
+    PyObject **fields[18] = {
         &self->original, &self->defaults, &self->state_dict, &self->context_dict,
         &self->kernel_class, &self->plans, &self->dims, &self->tape_attr, &self->state_attr,
         &self->record_launch, &self->plan_for, &self->dim_code_of, &self->tape_id_of,
-        &self->perf_ns, &self->launch_code,
+        &self->perf_ns, &self->launch_code, &self->generic_args, &self->generic_plans,
+        &self->array_class,
     };
-    for (int i = 0; i < 15; i++) {
+    for (int i = 0; i < 18; i++) {
         Py_INCREF(o[i]);
         *fields[i] = o[i];
     }
@@ -4697,7 +4777,8 @@ PyInit__fastlaunch(void)
         || intern(&s_tape_zero_code, "tape_zero_code") < 0 || intern(&s_size, "size") < 0
         || intern(&s_append, "append") < 0 || intern(&s_ref, "_ref") < 0
         || intern(&s_grad_attr, "_grad") < 0 || intern(&s_requires_grad, "_requires_grad") < 0
-        || intern(&s_dtype, "dtype") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
+        || intern(&s_dtype, "dtype") < 0 || intern(&s_dtype_key, "dtype") < 0
+        || intern(&s_ndim, "ndim") < 0 || intern(&s_cls_attr, "_cls") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
         || intern(&s_device, "device") < 0 || intern(&s_ptr, "ptr") < 0 || intern(&s_next_array, "next_array") < 0
         || intern(&s_rec_attr, "rec") < 0 || intern(&s_array_rows, "array_rows") < 0
         || intern(&s_grad_owner_slot, "grad_owner") < 0 || intern(&s_index, "index") < 0

@@ -29,6 +29,7 @@ from warptrace.record.wrap.common import (
     CMD_ARGS_ATTR,
     EMPTY,
     TAPE_ATTR,
+    WARP_ARRAY,
     call_site,
     capture_of,
     current_tape,
@@ -211,7 +212,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             compiled = fast(
                 original, tuple(defaults), vars(state), vars(_context), _context.Kernel, state.plans,
                 state.dims, TAPE_ATTR, STATE, _record_launch, plan_for, dim_code_of, tape_id_of,
-                perf_ns, _LAUNCH,
+                perf_ns, _LAUNCH, state.generic_args, state.generic_plans, WARP_ARRAY,
             )  # fmt: skip
             COMPILED_WRAPPERS.add(compiled)
         except Exception:  # a build this file does not match: the pure-Python wrapper
