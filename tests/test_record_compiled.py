@@ -135,7 +135,7 @@ def test_generic_kernel_launches_name_their_overload(tracing):
     assert kernels[2] == kernels[3] != kernels[0]
     assert {key[0] for key in state.generic_plans} == {_scale_any}
     assert len(state.generic_plans) == 2
-    if isinstance(wp.launch, COMPILED):  # a known overload is found without Python's plan_for
+    if COMPILED is not None and isinstance(wp.launch, COMPILED):  # a known overload: no plan_for call
         from warptrace.record.wrap.plans import plan_for
 
         planned = []
@@ -396,29 +396,108 @@ print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
 """
 
 
-@needs_compiled
-def test_compiled_copies_reads_and_fills_record_the_rows_of_the_python_wrappers(tmp_path):
-    script = tmp_path / "copies.py"
-    script.write_text(_COPIES_AND_READS)
+def _both_ways(tmp_path: Path, text: str, argv: tuple[str, ...]) -> list[int]:
+    """Run the script ``text`` with and without the compiled module (``argv``: how, the trace
+    path given as ``{out}``), check both recorded the same rows without an error, and return
+    the compiled run's "compiled calls" counts (the pure run's are all 0)."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
     printed = {}
     for kind in ("pure", "compiled"):
         env = dict(os.environ)
         env.pop(compiled_mod.PURE_PYTHON_ENV, None)
         if kind == "pure":
             env[compiled_mod.PURE_PYTHON_ENV] = "1"
+        out = str(tmp_path / f"{kind}.wtrace")
         done = subprocess.run(
-            [sys.executable, "-m", "warptrace", "-q", "--no-analyze", "-o", str(tmp_path / f"{kind}.wtrace"),
-             str(script)],
+            [sys.executable, *(arg.format(out=out, script=script) for arg in argv)],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         printed[kind] = [line for line in done.stdout.splitlines() if line.startswith("compiled calls")]
         assert "open seqs 0 errors 0" in done.stdout, done.stdout[-2000:]
-    assert printed["pure"] == ["compiled calls 0 0 0"]
-    copies, reads, fills = (int(v) for v in printed["compiled"][0].split()[2:])
-    # the known sites' copies and their gradients, the reads, the fills (and fresh ones)
-    assert copies >= 20 and reads >= 6 and fills >= 6, printed
+    counts = [int(v) for v in printed["compiled"][0].split()[2:]]
+    assert printed["pure"] == ["compiled calls" + " 0" * len(counts)]
     _assert_same_tables(tmp_path / "pure.wtrace", tmp_path / "compiled.wtrace")
+    return counts
+
+
+@needs_compiled
+def test_compiled_copies_reads_and_fills_record_the_rows_of_the_python_wrappers(tmp_path):
+    argv = ("-m", "warptrace", "-q", "--no-analyze", "-o", "{out}", "{script}")
+    copies, reads, fills = _both_ways(tmp_path, _COPIES_AND_READS, argv)
+    # the known sites' copies and their gradients, the reads, the fills (and fresh ones)
+    assert copies >= 20 and reads >= 6 and fills >= 6
+
+
+# Tapes in the forms the compiled FastTapeInit and FastTapeEvent take, and the ones they
+# leave to Python: a tape made before start(), a thread's first event.
+_TAPES = """
+import sys
+import threading
+
+import numpy as np
+import warp as wp
+
+import warptrace
+
+wp.config.quiet = True
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0
+
+
+early = wp.Tape()  # made before start(): its id and TAPE_CREATE come with its first event
+warptrace.start(sys.argv[1])
+a = wp.array(np.arange(16, dtype=np.float32), requires_grad=True, device="cpu")
+b = wp.zeros(16, dtype=float, requires_grad=True, device="cpu")
+for _ in range(3):
+    with early:
+        wp.launch(scale, 16, [a], [b], device="cpu")
+    tape = wp.Tape()
+    with tape:
+        try:
+            wp.Tape().__enter__()  # Warp refuses a second active tape: its error, no event
+        except RuntimeError:
+            pass
+        wp.launch(scale, 16, [a], [b], device="cpu")
+    tape.backward(grads={b: wp.ones(16, dtype=float, device="cpu")})
+    tape.__enter__()
+    tape.__exit__(None, None, None)
+    try:
+        with tape:
+            raise KeyError("inside the tape")
+    except KeyError:
+        pass
+    tape.zero()
+
+
+def worker():
+    t = wp.Tape()  # the thread's first event: Python makes its state
+    with t:
+        wp.launch(scale, 16, [a], [b], device="cpu")
+
+
+thread = threading.Thread(target=worker)
+thread.start()
+thread.join()
+print("compiled calls", *(getattr(f, "recorded_calls", 0) for f in (wp.Tape.__init__, wp.Tape.__enter__,
+                                                                     wp.Tape.__exit__)))
+from warptrace.record import state
+
+print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
+warptrace.stop()
+"""
+
+
+@needs_compiled
+def test_compiled_tape_events_record_the_rows_of_the_python_wrappers(tmp_path):
+    created, entered, exited = _both_ways(tmp_path, _TAPES, ("{script}", "{out}"))
+    # the tapes made on the main thread; every enter and exit but the early tape's first
+    assert created == 6 and entered >= 10 and exited >= 10
 
 
 def test_a_kept_wrapper_lets_the_stopped_session_go(tmp_path):

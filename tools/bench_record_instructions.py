@@ -4,7 +4,7 @@
     python tools/bench_record_instructions.py zero_ numpy --ops 4000
 
 ``tape_cycle`` is an empty tape created, entered and exited; ``backward`` the backward of a tape
-of 4 launches; ``sgd`` a ``warp.optim.SGD`` step over 3 parameters; ``step_b`` one step of
+of 4 launches ending in a loss; ``sgd`` a ``warp.optim.SGD`` step over 3 parameters; ``step_b`` one step of
 ``bench_record.py``'s toy training loop (b). ``launch_generic`` launches a kernel with ``dtype=Any`` arguments (Warp picks the overload
 per call, as for ``warp.optim``'s kernels). ``tape_zero`` is one ``Tape.zero()`` of a tape
 holding 16 gradients; ``loop`` one iteration of ``bench_record.py``'s allocation-heavy loop
@@ -153,17 +153,24 @@ def tape_cycle(i):
     return i
 
 
-# a tape of 4 launches: one operation is its backward (4 adjoint launches, the seed)
-four = [wp.zeros(16, dtype=float, requires_grad=True, device="cpu") for _ in range(5)]
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, x[wp.tid()])
+
+
+# a tape of 4 launches ending in a loss: one operation is its backward (the seed, 4 adjoint
+# launches)
+four = [wp.zeros(16, dtype=float, requires_grad=True, device="cpu") for _ in range(4)]
+four_loss = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
 four_tape = wp.Tape()
 with four_tape:
-    for k in range(4):
+    for k in range(3):
         wp.launch(tiny, dim=16, inputs=[four[k]], outputs=[four[k + 1]], device="cpu")
-four_seed = wp.ones(16, dtype=float, device="cpu")
+    wp.launch(total, dim=16, inputs=[four[3]], outputs=[four_loss], device="cpu")
 
 
 def backward(i):
-    four_tape.backward(grads={four[4]: four_seed})
+    four_tape.backward(four_loss)
     return i
 
 

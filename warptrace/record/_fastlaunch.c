@@ -59,7 +59,7 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
     *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
 static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code, *s_external;
-static PyObject *s_ndim, *s_cls_attr, *s_dtype_key;
+static PyObject *s_ndim, *s_cls_attr, *s_dtype_key, *s_next_tape;
 static PyTypeObject *local_type; /* _thread._local */
 
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
@@ -1746,6 +1746,9 @@ typedef struct {
     PyObject *detail_py;    /* memory.read_detail: every result but a C-contiguous ndarray
                              * (FastCopy: memory._host_write) */
     PyObject *ndarray;      /* numpy.ndarray */
+    /* FastTapeEvent and FastTapeInit only (NULL elsewhere): */
+    PyObject *after;        /* the Python wrapper's event half (tape.py), called after the
+                             * Warp call where the compiled path leaves the event to Python */
     Py_ssize_t digest_max;  /* hostdata.DIGEST_MAX_BYTES */
     unsigned long long calls; /* memsets (reads) decided by the compiled path (tests) */
     Bound bound;
@@ -2109,7 +2112,8 @@ memset_frame(FastMethod *self, Session *ss, PyObject *arr, int *how)
 
 /* the event row of a zero_ or a value read and its one access row (rec.row with its
  * columns; under rec.lock): kind self->kind_code, role self->role with flags, array_id
- * the event's array_id column; the extra row (seq, value, detail) unless both are None */
+ * the event's array_id column; the extra row (seq, value, detail) unless both are None.
+ * st NULL: a tape event, no access row and parent -1. */
 static int
 method_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *tape_id, PyObject *site,
            PyObject *st, PyObject *array_id, PyObject *flags, PyObject *value, PyObject *detail)
@@ -2117,8 +2121,14 @@ method_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObjec
     int rc = -1, locked = 0;
     PyObject *t_ns = NULL, *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
     PyObject *thread = NULL, *parent = NULL, *extra_row = NULL;
-    if ((thread = TS_SLOT(self, ts, O_THREAD)) == NULL || (parent = TS_SLOT(self, ts, O_PARENT)) == NULL)
+    if ((thread = TS_SLOT(self, ts, O_THREAD)) == NULL)
         goto done;
+    if (st == NULL) {
+        parent = i_minus1;
+        Py_INCREF(parent);
+    } else if ((parent = TS_SLOT(self, ts, O_PARENT)) == NULL) {
+        goto done;
+    }
     if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
     PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
@@ -2145,7 +2155,7 @@ method_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObjec
             || append_item(extra, extra_row) < 0)
             goto done;
     }
-    {
+    if (st != NULL) {
         PyObject *row[7] = {seq, PyTuple_GET_ITEM(st, 1), PyTuple_GET_ITEM(st, 2), self->role, flags,
                             i_zero, i_zero};
         if (extend_row(acc, row, 7) < 0)
@@ -2277,6 +2287,7 @@ fz_traverse(FastMethod *self, visitproc visit, void *arg)
     Py_VISIT(self->detail_py);
     Py_VISIT(self->role_read);
     Py_VISIT(self->ndarray);
+    Py_VISIT(self->after);
     Py_VISIT(self->bound.session);
     Py_VISIT(self->bound.ts);
     Py_VISIT(self->ts_slots.type);
@@ -2304,6 +2315,7 @@ fz_clear(FastMethod *self)
     Py_CLEAR(self->detail_py);
     Py_CLEAR(self->role_read);
     Py_CLEAR(self->ndarray);
+    Py_CLEAR(self->after);
     fz_clear_session(self);
     Py_CLEAR(self->ts_slots.type);
     Py_CLEAR(self->ts2_slots.type);
@@ -2500,6 +2512,181 @@ static PyGetSetDef ff_getset[] = {
 FAST_METHOD_TYPE(FastFillType, "FastFill",
                  "array.fill_, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
                  ff_getset, fz_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
+
+/* ================================================================== Tape events */
+
+/* The compiled Tape.__enter__/__exit__ (FastTapeEvent) and Tape.__init__ (FastTapeInit)
+ * of warptrace/record/wrap/tape.py: Warp's call, then the TAPE_ENTER/TAPE_EXIT/TAPE_CREATE
+ * row (no access rows, parent -1) with the caller's known position or the compiled frame
+ * walk as its call site, as the Python wrappers do. __init__ numbers the tape (rec.next_tape,
+ * under rec.lock) and tags it, under the guard too; __enter__/__exit__ record nothing under
+ * the guard. Where the compiled path cannot decide (the thread's first event: Python makes
+ * its state; a tape this session has not tagged: tape_id_of writes its TAPE_CREATE first),
+ * the Python wrapper's event half (after) records it, with the call already made. */
+
+/* the id of a tape this session tagged (new reference), NULL without an error otherwise */
+static PyObject *
+tagged_tape(FastMethod *self, Session *ss, PyObject *tape)
+{
+    PyObject *tagged = getattr_or_none(tape, self->tape_attr), *tape_id = NULL;
+    if (tagged == NULL)
+        return NULL;
+    if (PyTuple_CheckExact(tagged) && PyTuple_GET_SIZE(tagged) >= 2 && PyTuple_GET_ITEM(tagged, 0) == ss->tok) {
+        tape_id = PyTuple_GET_ITEM(tagged, 1);
+        Py_INCREF(tape_id);
+    }
+    Py_DECREF(tagged);
+    return tape_id;
+}
+
+/* a new tape's id: rec.next_tape, counted up under rec.lock, and its tag (rec.tok, id) */
+static PyObject *
+number_tape(FastMethod *self, Session *ss, PyObject *tape)
+{
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        return NULL;
+    Py_DECREF(acquired);
+    PyObject *tape_id = rec_attr(ss, s_next_tape), *next = NULL;
+    int rc = -1;
+    if (tape_id != NULL && (next = PyNumber_Add(tape_id, i_one)) != NULL)
+        rc = PyDict_SetItem(ss->dict, s_next_tape, next);
+    Py_XDECREF(next);
+    if (unlock(ss, rc) < 0) {
+        Py_XDECREF(tape_id);
+        return NULL;
+    }
+    PyObject *tag = PyTuple_Pack(2, ss->tok, tape_id);
+    if (tag == NULL || PyObject_SetAttr(tape, self->tape_attr, tag) < 0) {
+        Py_XDECREF(tag);
+        Py_DECREF(tape_id);
+        return NULL;
+    }
+    Py_DECREF(tag);
+    return tape_id;
+}
+
+static PyObject *
+tape_call(FastMethod *self, int create, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (self->original == NULL || self->python == NULL || self->after == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this Tape wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (PyVectorcall_NARGS(nargsf) < 1 || self->state_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    if (result == NULL)
+        return NULL;
+    PyObject *rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL || rec == Py_None) {
+        if (rec == NULL && PyErr_Occurred())
+            Py_CLEAR(result);
+        else if (self->bound.session != NULL)
+            fz_clear_session(self);
+        return result;
+    }
+    Py_INCREF(rec);
+    Session *ss = NULL;
+    PyObject *ts = NULL, *tape_id = NULL, *phase = NULL, *site = NULL, *tape = args[0];
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound <= 0) {
+        if (bound < 0)
+            goto error;
+        goto python;
+    }
+    if (create) {
+        if ((tape_id = number_tape(self, ss, tape)) == NULL)
+            goto error;
+    } else {
+        PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
+        int guard = guard_value == NULL ? -1 : PyObject_IsTrue(guard_value);
+        Py_XDECREF(guard_value);
+        if (guard != 0) {
+            if (guard < 0)
+                goto error;
+            goto done;
+        }
+        if ((tape_id = tagged_tape(self, ss, tape)) == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            goto python;
+        }
+    }
+    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+        goto error;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller */
+    site = frame != NULL ? known_site(self, ss, frame) : NULL;
+    if (site != NULL)
+        Py_INCREF(site);
+    else if (PyErr_Occurred() || (site = walk_caller(ss)) == NULL)
+        goto error;
+    if (method_row(self, ss, ts, phase, tape_id, site, NULL, i_minus1, i_zero, Py_None, Py_None) < 0)
+        goto error;
+    self->calls++;
+    goto done;
+
+python: {
+    PyObject *r = PyObject_CallOneArg(self->after, tape);
+    if (r == NULL)
+        Py_CLEAR(result); /* rec.fail raised (WARPTRACE_STRICT) */
+    Py_XDECREF(r);
+    goto done;
+}
+error:
+    if (fail(rec) < 0)
+        Py_CLEAR(result);
+done:
+    Py_DECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(phase);
+    Py_XDECREF(site);
+    return result;
+}
+
+static PyObject *
+ft_event_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return tape_call((FastMethod *)callable, 0, args, nargsf, kwnames);
+}
+
+static PyObject *
+ft_init_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return tape_call((FastMethod *)callable, 1, args, nargsf, kwnames);
+}
+
+static PyTypeObject FastTapeInitType;
+
+/* FastTapeEvent and FastTapeInit: the same fields, their own call */
+static PyObject *
+ft_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"original", "python", "after", "state_dict", "tape_attr", "kind_code", "perf_ns", NULL};
+    static const size_t offsets[7] = {
+        F(original), F(python), F(after), F(state_dict), F(tape_attr), F(kind_code), F(perf_ns),
+    };
+    PyObject *o[7];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!UOO:FastTapeEvent", kwlist, &o[0], &o[1], &o[2],
+                                     &PyDict_Type, &o[3], &o[4], &o[5], &o[6]))
+        return NULL;
+    return method_new(type, type == &FastTapeInitType ? ft_init_vectorcall : ft_event_vectorcall, offsets, o, 7);
+}
+
+static PyGetSetDef ft_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fz_get_calls, NULL, "tape events recorded by the compiled path", NULL},
+    {NULL},
+};
+
+FAST_METHOD_TYPE(FastTapeEventType, "FastTapeEvent",
+                 "Tape.__enter__/__exit__, recorded without a Python frame (see warptrace/record/wrap/tape.py)",
+                 ft_getset, ft_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
+FAST_METHOD_TYPE(FastTapeInitType, "FastTapeInit",
+                 "Tape.__init__, recorded without a Python frame (see warptrace/record/wrap/tape.py)",
+                 ft_getset, ft_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
 /* ================================================================== array.numpy */
 
@@ -4778,7 +4965,8 @@ PyInit__fastlaunch(void)
         || intern(&s_append, "append") < 0 || intern(&s_ref, "_ref") < 0
         || intern(&s_grad_attr, "_grad") < 0 || intern(&s_requires_grad, "_requires_grad") < 0
         || intern(&s_dtype, "dtype") < 0 || intern(&s_dtype_key, "dtype") < 0
-        || intern(&s_ndim, "ndim") < 0 || intern(&s_cls_attr, "_cls") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
+        || intern(&s_ndim, "ndim") < 0 || intern(&s_cls_attr, "_cls") < 0
+        || intern(&s_next_tape, "next_tape") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
         || intern(&s_device, "device") < 0 || intern(&s_ptr, "ptr") < 0 || intern(&s_next_array, "next_array") < 0
         || intern(&s_rec_attr, "rec") < 0 || intern(&s_array_rows, "array_rows") < 0
         || intern(&s_grad_owner_slot, "grad_owner") < 0 || intern(&s_index, "index") < 0
@@ -4819,7 +5007,8 @@ PyInit__fastlaunch(void)
     if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&FastZeroType) < 0
         || PyType_Ready(&FastRegisterType) < 0 || PyType_Ready(&FastRowType) < 0
         || PyType_Ready(&FastInitNewType) < 0 || PyType_Ready(&FastReadType) < 0
-        || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0)
+        || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0
+        || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -4869,6 +5058,18 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastCopyType);
     if (PyModule_AddObject(m, "FastCopy", (PyObject *)&FastCopyType) < 0) {
         Py_DECREF(&FastCopyType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastTapeEventType);
+    if (PyModule_AddObject(m, "FastTapeEvent", (PyObject *)&FastTapeEventType) < 0) {
+        Py_DECREF(&FastTapeEventType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastTapeInitType);
+    if (PyModule_AddObject(m, "FastTapeInit", (PyObject *)&FastTapeInitType) < 0) {
+        Py_DECREF(&FastTapeInitType);
         Py_DECREF(m);
         return NULL;
     }

@@ -123,12 +123,13 @@ def positional_params(function: Callable[..., Any], with_defaults: bool = False)
     return tuple(p.name for p in params)
 
 
-def call_site(rec: Recorder) -> int:
+def call_site(rec: Recorder, depth: int = 2) -> int:
     """Call site of the wrapper that calls this: its caller's position if that is a known
-    user position (one dict hit), else the frame walk of ``Sites.caller``."""
-    frame = getframe(2)
+    user position (one dict hit), else the frame walk of ``Sites.caller``. ``depth``: frames
+    from here to the user's (3 for a helper the wrapper calls)."""
+    frame = getframe(depth)
     hit = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
-    return hit if hit is not None else rec.sites.caller(2)
+    return hit if hit is not None else rec.sites.caller(depth)
 
 
 def guarded_call(ts: ThreadState, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ from warptrace.record.wrap.common import (
     WARP_ARRAY,
     array_state,
     call_site,
+    compiled_or,
     getframe,
     mark,
     tape_id_of,
@@ -30,6 +32,9 @@ from warptrace.trace.schema import (
 )
 
 _TAPE_CREATE_CODE = EVENT_KIND_CODES[TAPE_CREATE]
+_BACKWARD_BEGIN_CODE = EVENT_KIND_CODES[BACKWARD_BEGIN]
+_BACKWARD_END_CODE = EVENT_KIND_CODES[BACKWARD_END]
+perf_ns = time.perf_counter_ns
 _RECORD_FUNC_CODE = EVENT_KIND_CODES[RECORD_FUNC]
 
 
@@ -38,26 +43,34 @@ def _tape_event(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
     code = EVENT_KIND_CODES[kind]
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(self, *args, **kwargs)
+        def after(self: Any, depth: int = 1) -> None:
+            """The event of the Warp call that returned: the wrapper's second half, and the
+            compiled wrapper's where it leaves the event to Python. ``depth``: frames from
+            here to the user's (1 from the compiled wrapper, which has no frame)."""
             rec = state.rec
             if rec is None:
-                return result
+                return
             try:
                 ts = rec.local.state
             except AttributeError:
                 ts = rec.thread_state()
             if ts.guard:
-                return result
+                return
             try:
                 tape_id = tape_id_of(rec, self)
-                rec.row(ts.thread, code, tape_id, False, ts.phase, False, True, call_site(rec), -1, -1, -1, None,
-                        None, (), -1)  # fmt: skip
+                rec.row(ts.thread, code, tape_id, False, ts.phase, False, True, call_site(rec, depth + 1), -1, -1,
+                        -1, None, None, (), -1)  # fmt: skip
             except Exception as exc:
                 rec.fail(exc)
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, *args, **kwargs)
+            after(self, 2)
             return result
 
-        return mark(original, method)
+        python = mark(original, method)
+        return compiled_or(python, original, "FastTapeEvent", original, python, after, vars(state), TAPE_ATTR, code,
+                           perf_ns)  # fmt: skip
 
     return make
 
@@ -69,8 +82,8 @@ make_tape_exit = _tape_event(TAPE_EXIT)
 def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
     """``Tape()``: a TAPE_CREATE event and the tape's id."""
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
+    def after(self: Any, depth: int = 1) -> None:
+        """The tape's id and event once Warp's __init__ returned (see _tape_event's after)."""
         rec = state.rec
         if rec is None:
             return
@@ -83,12 +96,18 @@ def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
                 tape_id = rec.next_tape
                 rec.next_tape = tape_id + 1
             setattr(self, TAPE_ATTR, (rec.tok, tape_id))
-            rec.row(ts.thread, _TAPE_CREATE_CODE, tape_id, False, ts.phase, False, True, call_site(rec), -1, -1, -1, None,
-                    None, (), -1)  # fmt: skip
+            rec.row(ts.thread, _TAPE_CREATE_CODE, tape_id, False, ts.phase, False, True, call_site(rec, depth + 1),
+                    -1, -1, -1, None, None, (), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
 
-    return mark(original, __init__)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        after(self, 2)
+
+    python = mark(original, __init__)
+    return compiled_or(python, original, "FastTapeInit", original, python, after, vars(state), TAPE_ATTR,
+                       _TAPE_CREATE_CODE, perf_ns)  # fmt: skip
 
 
 def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -155,14 +174,15 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
         try:
             tape_id = tape_id_of(rec, self)
-            site = rec.sites.caller()
+            site = call_site(rec)
             loss = args[0] if args else kwargs.get("loss")
             grads = args[1] if len(args) > 1 else kwargs.get("grads")
             loss_id = array_state(rec, loss)[1] if loss is not None else -1
             detail = None
             if grads:
                 detail = json.dumps({"grads": [array_state(rec, a)[1] for a in grads]})
-            rec.emit(BACKWARD_BEGIN, tape=tape_id, phase=1, site=site, array_id=loss_id, detail=detail)
+            rec.row(ts.thread, _BACKWARD_BEGIN_CODE, tape_id, False, 1, False, True, site, ts.parent, loss_id, -1,
+                    None, detail, (), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
             return original(self, *args, **kwargs)
@@ -173,7 +193,8 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             ts.phase, ts.bw_tape, ts.bw_site = saved
             try:
-                rec.emit(BACKWARD_END, tape=tape_id, phase=1, site=site, array_id=loss_id)
+                rec.row(ts.thread, _BACKWARD_END_CODE, tape_id, False, 1, False, True, site, ts.parent, loss_id, -1,
+                        None, None, (), -1)  # fmt: skip
             except Exception as exc:
                 rec.fail(exc)
 
