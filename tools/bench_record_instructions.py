@@ -3,13 +3,14 @@
     python tools/bench_record_instructions.py                    # every operation, 2,000 each
     python tools/bench_record_instructions.py zero_ numpy --ops 4000
 
-``tape_cycle`` is an empty tape created, entered and exited; ``backward`` the backward of a tape
-of 4 launches ending in a loss; ``sgd`` a ``warp.optim.SGD`` step over 3 parameters; ``step_b`` one step of
-``bench_record.py``'s toy training loop (b). ``launch_generic`` launches a kernel with ``dtype=Any`` arguments (Warp picks the overload
-per call, as for ``warp.optim``'s kernels). ``tape_zero`` is one ``Tape.zero()`` of a tape
-holding 16 gradients; ``loop`` one iteration of ``bench_record.py``'s allocation-heavy loop
-(e) with 10 steps (12 allocations with their gradients, 11 launches, backward, two value
-reads, a new parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
+``tape_cycle`` is an empty tape created, entered and exited; ``backward`` the backward of a
+tape of 4 launches ending in a loss; ``sgd`` a ``warp.optim.SGD`` step over 3 parameters;
+``step_b`` one step of ``bench_record.py``'s toy training loop (b). ``launch_generic``
+launches a kernel with ``dtype=Any`` arguments (Warp picks the overload per call, as for
+``warp.optim``'s kernels). ``tape_zero`` is one ``Tape.zero()`` of a tape holding 16
+gradients; ``loop`` one iteration of ``bench_record.py``'s allocation-heavy loop (e) with 10
+steps (12 allocations with their gradients, 11 launches, backward, two value reads, a new
+parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
 
 A measure that machine load does not move: on the shared 2-core machine the timings of
 ``tools/bench_record.py`` (d) swing by 1-2 µs per operation from run to run, which is the
@@ -21,7 +22,10 @@ each way, and a smaller one over a few runs.
 Each (operation, mode) runs in a process of its own under ``valgrind --tool=callgrind
 --collect-atstart=no --toggle-collect=builtin_sorted``: the N operations are the key
 function of one ``sorted(range(N), key=op)`` call, and only that call is counted (not the
-imports, the warm-up, ``start()``/``stop()``). ``plain`` is Warp alone; ``traced`` runs
+imports, the warm-up, ``start()``/``stop()``), with the garbage collector off: whether a
+collection falls inside a run's window is chance (one took 54 M instructions in a run of 300
+steps of (b), half of what the recorder adds to them), so the counts leave it out; the recorder's share of collections shows
+in the timings of ``bench_record.py``. ``plain`` is Warp alone; ``traced`` runs
 under ``warptrace.start()`` with the flushes held off (the writer's work is measured by
 ``bench_record.py``; here only what the program's own thread pays per operation). Each
 run takes 20-60 s (valgrind runs everything 20-50x slower; the counted part is small).
@@ -48,6 +52,7 @@ OPERATIONS = (
 
 # The program each run executes: argv = mode, operation, N.
 PROBE = r"""
+import gc
 import sys
 from typing import Any
 
@@ -255,7 +260,10 @@ if mode == "traced":
 for i in range(200):  # warm-up: kernels loaded, call sites and arrays registered
     op(i)
 tape.reset()
+gc.collect()
+gc.disable()  # a collection lands in one run's window and not the other's: counts apart from it
 sorted(range(n), key=op)
+gc.enable()
 if mode == "traced":
     warptrace.stop()
 """
