@@ -336,19 +336,25 @@ def _assert_same_tables(pure: Path, compiled: Path) -> None:
         assert (len(rows_a), first) == (len(rows_b), None), (pure.name, table, rows_a[shown], rows_b[shown])
 
 
-# Copies and value reads in the forms the compiled FastCopy and FastRead take (and the ones
-# they leave to Python): each line runs three times, so that its call site is known.
-_COPIES_AND_READS = """
-import numpy as np
-import warp as wp
-
-wp.config.quiet = True
-
-
+# the kernel of the scripts below
+_SCALE = """
 @wp.kernel
 def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
     y[i] = x[i] * 2.0
+"""
+
+# Copies and value reads in the forms the compiled FastCopy and FastRead take (and the ones
+# they leave to Python): each line runs three times, so that its call site is known.
+_COPIES_AND_READS = (
+    """
+import numpy as np
+import warp as wp
+
+wp.config.quiet = True
+"""
+    + _SCALE
+    + """
 
 
 a = wp.array(np.arange(16, dtype=np.float32), requires_grad=True, device="cpu")
@@ -394,6 +400,7 @@ from warptrace.record import state
 
 print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
 """
+)
 
 
 def _both_ways(tmp_path: Path, text: str, argv: tuple[str, ...]) -> list[int]:
@@ -432,7 +439,8 @@ def test_compiled_copies_reads_and_fills_record_the_rows_of_the_python_wrappers(
 
 # Tapes in the forms the compiled FastTapeInit and FastTapeEvent take, and the ones they
 # leave to Python: a tape made before start(), a thread's first event.
-_TAPES = """
+_TAPES = (
+    """
 import sys
 import threading
 
@@ -442,12 +450,9 @@ import warp as wp
 import warptrace
 
 wp.config.quiet = True
-
-
-@wp.kernel
-def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
-    i = wp.tid()
-    y[i] = x[i] * 2.0
+"""
+    + _SCALE
+    + """
 
 
 early = wp.Tape()  # made before start(): its id and TAPE_CREATE come with its first event
@@ -491,6 +496,7 @@ from warptrace.record import state
 print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
 warptrace.stop()
 """
+)
 
 
 @needs_compiled

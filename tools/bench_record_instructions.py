@@ -7,7 +7,7 @@
 tape of 4 launches ending in a loss; ``sgd`` a ``warp.optim.SGD`` step over 3 parameters;
 ``step_b`` one step of ``bench_record.py``'s toy training loop (b). ``launch_generic``
 launches a kernel with ``dtype=Any`` arguments (Warp picks the overload per call, as for
-``warp.optim``'s kernels). ``tape_zero`` is one ``Tape.zero()`` of a tape holding 16
+``warp.optim``'s kernels). ``tape_zero`` is one ``Tape.zero()`` of a tape holding 17
 gradients; ``loop`` one iteration of ``bench_record.py``'s allocation-heavy loop (e) with 10
 steps (12 allocations with their gradients, 11 launches, backward, two value reads, a new
 parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
@@ -124,7 +124,7 @@ def numpy(i):
     return i
 
 
-# a tape holding 16 gradients: one operation is Tape.zero() (16 gradients zeroed)
+# a tape holding 17 gradients (a chain of 16 launches): one operation is Tape.zero()
 chain = [wp.zeros(16, dtype=float, requires_grad=True, device="cpu") for _ in range(17)]
 chain_tape = wp.Tape()
 with chain_tape:
