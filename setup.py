@@ -1,5 +1,6 @@
-"""Only the optional compiled module (the launch, copy, zero_, fill_, numpy and _init_new
-wrappers, the Tape.zero rows, the call-site frame walk); everything else is in pyproject.toml.
+"""Only the optional compiled module (the launch, copy, zero_, fill_, numpy, _init_new and
+Tape wrappers, the Tape.zero rows, the call-site frame walk); everything else is in
+pyproject.toml.
 
 ``warptrace/record/_fastlaunch.c`` is built with the machine's own C compiler for the
 Python versions it was tested with (``COMPILED_FOR``). It is optional: without a

@@ -1,8 +1,9 @@
 /* The compiled wp.launch wrapper: the same events as the pure-Python wrapper
  * (warptrace/record/wrap/launch.py, make_launch), without a Python frame. (And, further
- * down, the compiled array.zero_, array.numpy()/list() and wp.copy: FastZero, FastRead and
- * FastCopy; Identity.register, Recorder.row, array._init_new and the loops of Tape.zero,
- * the allocation index and the frame walk.)
+ * down, the compiled array.zero_, array.fill_, array.numpy()/list(), wp.copy and the Tape
+ * events: FastZero, FastFill, FastRead, FastCopy, FastTapeInit and FastTapeEvent;
+ * Identity.register, Recorder.row, array._init_new and the loops of Tape.zero, the
+ * allocation index and the frame walk.)
  *
  * One object of type FastLaunch stands in for wp.launch. A call parses Warp's 13
  * parameters (positional or keyword, Warp's own defaults), forwards the caller's
