@@ -480,6 +480,36 @@ for _ in range(3):
     tape.zero()
 
 
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, x[wp.tid()])
+
+
+loss = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+for _ in range(3):  # backward in every form (FastBackward: no grads, no keywords)
+    taped = wp.Tape()
+    with taped:
+        wp.launch(scale, 16, [a], [b], device="cpu")
+        wp.launch(total, 16, [b], [loss], device="cpu")
+    taped.backward(loss)
+    taped.backward(loss=loss)
+    taped.backward()
+    try:
+        taped.backward(b)  # not a scalar: Warp raises, the rows still close the backward
+    except RuntimeError:
+        pass
+    inner = wp.Tape()
+    with inner:
+        wp.launch(total, 16, [b], [loss], device="cpu")
+    outer = wp.Tape()
+    with outer:
+        wp.launch(scale, 16, [a], [b], device="cpu")
+        outer.record_func(backward=lambda: inner.backward(loss), arrays=[b, loss])  # a backward in a backward
+    outer.backward(loss)
+    for t in (taped, inner, outer):
+        t.zero()
+
+
 def worker():
     t = wp.Tape()  # the thread's first event: Python makes its state
     with t:
@@ -490,7 +520,7 @@ thread = threading.Thread(target=worker)
 thread.start()
 thread.join()
 print("compiled calls", *(getattr(f, "recorded_calls", 0) for f in (wp.Tape.__init__, wp.Tape.__enter__,
-                                                                     wp.Tape.__exit__)))
+                                                                     wp.Tape.__exit__, wp.Tape.backward)))
 from warptrace.record import state
 
 print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
@@ -501,9 +531,10 @@ warptrace.stop()
 
 @needs_compiled
 def test_compiled_tape_events_record_the_rows_of_the_python_wrappers(tmp_path):
-    created, entered, exited = _both_ways(tmp_path, _TAPES, ("{script}", "{out}"))
-    # the tapes made on the main thread; every enter and exit but the early tape's first
-    assert created == 6 and entered >= 10 and exited >= 10
+    created, entered, exited, backward = _both_ways(tmp_path, _TAPES, ("{script}", "{out}"))
+    # the tapes made on the main thread; every enter and exit but the early tape's first; every
+    # backward without grads or keywords
+    assert created == 15 and entered >= 19 and exited >= 19 and backward == 15
 
 
 def test_a_kept_wrapper_lets_the_stopped_session_go(tmp_path):

@@ -65,9 +65,11 @@ def test_alloc_tag_walk_skips_the_wrappers(tracing, monkeypatch):
 
 
 def test_wrapper_frames_keep_their_source(tracing):
-    # a Python wrapper (wp.launch, wp.copy, zero_, fill_ and numpy() may be compiled ones, which
-    # have no frame at all)
-    wrapper = next(f for f in (wp.copy, wp.array.fill_, wp.Tape.backward) if hasattr(f, "__code__"))
+    # a Python wrapper (wp.launch, wp.copy, zero_, fill_, numpy(), Tape.backward may be compiled
+    # ones, which have no frame at all)
+    wrapper = next(
+        f for f in (wp.copy, wp.array.fill_, wp.Tape.backward, wp.Tape.zero) if hasattr(f, "__code__")
+    )
     code = wrapper.__code__
     assert code.co_filename.startswith(warp._src.context.__file__.rsplit("context.py", 1)[0])
     # the path resolves to warptrace's file: tracebacks show the wrapper's real source

@@ -57,10 +57,10 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
     *s_release, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
-    *s_backward_code, *s_backward_wrapper_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
+    *s_backward_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
     *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
 static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code, *s_external;
-static PyObject *s_ndim, *s_cls_attr, *s_dtype_key, *s_next_tape;
+static PyObject *s_ndim, *s_cls_attr, *s_dtype_key, *s_next_tape, *s_bw_frame;
 static PyTypeObject *local_type; /* _thread._local */
 
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
@@ -133,8 +133,8 @@ static PyTypeObject SessionType = {
 };
 
 /* the __slots__ members read: ThreadState's, then LaunchPlan's, then ThreadState's again */
-enum { O_GUARD, O_PHASE, O_BW_SITE, O_BW_TAPE, O_THREAD, O_PARENT, O_KERNEL_ID, O_SIMPLE, O_FIELDS, O_ADJ,
-       O_ZEROED, O_SCOPE_TAPE, O_GRAD_OWNER, NSLOTS };
+enum { O_GUARD, O_PHASE, O_BW_SITE, O_BW_TAPE, O_THREAD, O_PARENT, O_BW_FRAME, O_KERNEL_ID, O_SIMPLE, O_FIELDS,
+       O_ADJ, O_ZEROED, O_SCOPE_TAPE, O_GRAD_OWNER, NSLOTS };
 
 /* Offsets of a type's __slots__ members, valid while the type is unchanged: the
  * version tag CPython gives a type on lookup and resets when the type (or a base)
@@ -420,7 +420,7 @@ length(PyObject *x)
 /* ------------------------------------------------------------------ session cache */
 
 static PyObject *const *slot_names[NSLOTS] = {
-    &s_guard, &s_phase, &s_bw_site, &s_bw_tape, &s_thread, &s_parent,
+    &s_guard, &s_phase, &s_bw_site, &s_bw_tape, &s_thread, &s_parent, &s_bw_frame,
     &s_kernel_id, &s_simple, &s_fields, &s_adj, &s_zeroed, &s_scope_tape, &s_grad_owner_slot,
 };
 
@@ -486,7 +486,7 @@ read_slot(SlotCache *cache, PyObject *obj, int i, int first, int last)
     return PyObject_GetAttr(obj, *slot_names[i]);
 }
 
-#define TS_SLOT(self, ts, i) read_slot(&(self)->ts_slots, (ts), (i), O_GUARD, O_PARENT)
+#define TS_SLOT(self, ts, i) read_slot(&(self)->ts_slots, (ts), (i), O_GUARD, O_BW_FRAME)
 #define PLAN_SLOT(self, plan, i) read_slot(&(self)->plan_slots, (plan), (i), O_KERNEL_ID, O_ADJ)
 
 static void
@@ -1264,19 +1264,17 @@ call_site(FastLaunch *self, Session *ss, PyObject *ts)
         if (bw == NULL && PyErr_Occurred())
             goto done;
         if (bw != NULL && (PyObject *)code == bw) {
-            PyObject *bw_wrapper = PyDict_GetItemWithError(self->state_dict, s_backward_wrapper_code);
-            if (bw_wrapper == NULL && PyErr_Occurred())
+            /* called by the wrapper: from the frame it noted (ThreadState.bw_frame) */
+            PyObject *bw_frame = TS_SLOT(self, ts, O_BW_FRAME);
+            if (bw_frame == NULL)
                 goto done;
             PyFrameObject *back = PyFrame_GetBack(frame);
-            if (back != NULL) {
-                PyCodeObject *back_code = PyFrame_GetCode(back);
-                int hit = bw_wrapper != NULL && (PyObject *)back_code == bw_wrapper;
-                Py_DECREF(back_code);
-                Py_DECREF(back);
-                if (hit) {
-                    site = TS_SLOT(self, ts, O_BW_SITE);
-                    goto done;
-                }
+            int hit = back != NULL && (PyObject *)back == bw_frame;
+            Py_XDECREF(back);
+            Py_DECREF(bw_frame);
+            if (hit) {
+                site = TS_SLOT(self, ts, O_BW_SITE);
+                goto done;
             }
         }
     }
@@ -1750,6 +1748,7 @@ typedef struct {
     /* FastTapeEvent and FastTapeInit only (NULL elsewhere): */
     PyObject *after;        /* the Python wrapper's event half (tape.py), called after the
                              * Warp call where the compiled path leaves the event to Python */
+    PyObject *kind_end;     /* FastBackward: EVENT_KIND_CODES[BACKWARD_END] (kind_code: BEGIN) */
     Py_ssize_t digest_max;  /* hostdata.DIGEST_MAX_BYTES */
     unsigned long long calls; /* memsets (reads) decided by the compiled path (tests) */
     Bound bound;
@@ -2111,21 +2110,22 @@ memset_frame(FastMethod *self, Session *ss, PyObject *arr, int *how)
     return PyEval_GetFrame();
 }
 
-/* the event row of a zero_ or a value read and its one access row (rec.row with its
- * columns; under rec.lock): kind self->kind_code, role self->role with flags, array_id
- * the event's array_id column; the extra row (seq, value, detail) unless both are None.
- * st NULL: a tape event, no access row and parent -1. */
+/* an event row and its one access row unless st is NULL (rec.row with its columns; under
+ * rec.lock): role self->role with flags, array_id the event's array_id column, parent
+ * ts.parent where parent_value is NULL; the extra row (seq, value, detail) unless both are
+ * None */
 static int
-method_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *tape_id, PyObject *site,
-           PyObject *st, PyObject *array_id, PyObject *flags, PyObject *value, PyObject *detail)
+event_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *kind, PyObject *phase, PyObject *tape_id,
+          PyObject *site, PyObject *parent_value, PyObject *st, PyObject *array_id, PyObject *flags,
+          PyObject *value, PyObject *detail)
 {
     int rc = -1, locked = 0;
     PyObject *t_ns = NULL, *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
     PyObject *thread = NULL, *parent = NULL, *extra_row = NULL;
     if ((thread = TS_SLOT(self, ts, O_THREAD)) == NULL)
         goto done;
-    if (st == NULL) {
-        parent = i_minus1;
+    if (parent_value != NULL) {
+        parent = parent_value;
         Py_INCREF(parent);
     } else if ((parent = TS_SLOT(self, ts, O_PARENT)) == NULL) {
         goto done;
@@ -2145,7 +2145,7 @@ method_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObjec
         goto done;
     {
         PyObject *row[15] = {
-            seq, self->kind_code, tape_id, Py_False, phase, Py_False, Py_True, site,
+            seq, kind, tape_id, Py_False, phase, Py_False, Py_True, site,
             i_minus1, thread, t_ns, parent, array_id, i_minus1, i_minus1,
         };
         if (extend_row(ev, row, 15) < 0)
@@ -2178,6 +2178,16 @@ done:
     Py_XDECREF(parent);
     Py_XDECREF(extra_row);
     return rc;
+}
+
+/* the event row of a zero_, a fill_ or a value read and its one access row: kind
+ * self->kind_code, parent ts.parent; st NULL: a tape event, no access row and parent -1 */
+static int
+method_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *phase, PyObject *tape_id, PyObject *site,
+           PyObject *st, PyObject *array_id, PyObject *flags, PyObject *value, PyObject *detail)
+{
+    return event_row(self, ss, ts, self->kind_code, phase, tape_id, site, st == NULL ? i_minus1 : NULL, st,
+                     array_id, flags, value, detail);
 }
 
 /* the MEMSET row of a zero_ */
@@ -2289,6 +2299,7 @@ fz_traverse(FastMethod *self, visitproc visit, void *arg)
     Py_VISIT(self->role_read);
     Py_VISIT(self->ndarray);
     Py_VISIT(self->after);
+    Py_VISIT(self->kind_end);
     Py_VISIT(self->bound.session);
     Py_VISIT(self->bound.ts);
     Py_VISIT(self->ts_slots.type);
@@ -2317,6 +2328,7 @@ fz_clear(FastMethod *self)
     Py_CLEAR(self->role_read);
     Py_CLEAR(self->ndarray);
     Py_CLEAR(self->after);
+    Py_CLEAR(self->kind_end);
     fz_clear_session(self);
     Py_CLEAR(self->ts_slots.type);
     Py_CLEAR(self->ts2_slots.type);
@@ -2688,6 +2700,141 @@ FAST_METHOD_TYPE(FastTapeEventType, "FastTapeEvent",
 FAST_METHOD_TYPE(FastTapeInitType, "FastTapeInit",
                  "Tape.__init__, recorded without a Python frame (see warptrace/record/wrap/tape.py)",
                  ft_getset, ft_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
+
+/* The compiled Tape.backward (warptrace/record/wrap/tape.py, make_tape_backward), a
+ * FastMethod with its own call: backward() and backward(loss) of a tape this session tagged,
+ * with a loss array it registered: the BACKWARD_BEGIN row, the thread in the backward phase
+ * (ThreadState phase, bw_tape, bw_site, and bw_frame: the caller's frame, from which Warp's
+ * backward runs, so that its adjoint launches take bw_site), Warp's call, the thread's state
+ * back and the BACKWARD_END row, also when Warp's call raises. Everything else (grads, keyword
+ * arguments, a tape or loss seen for the first time) is the Python wrapper's. */
+static int
+set_backward_state(PyObject *ts, PyObject *const *values)
+{
+    PyObject *const *names[4] = {&s_phase, &s_bw_tape, &s_bw_site, &s_bw_frame};
+    for (int i = 0; i < 4; i++)
+        if (PyObject_SetAttr(ts, *names[i], values[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static PyObject *
+fb_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastMethod *self = (FastMethod *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *rec, *ts, *result, *site = NULL, *tape_id = NULL, *st = NULL, *loss_id = i_minus1;
+    PyObject *saved[4] = {NULL, NULL, NULL, NULL};
+    Session *ss;
+    int how = M_PYTHON;
+
+    if (self->original == NULL || self->python == NULL || self->kind_end == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this Tape.backward wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (nargs < 1 || nargs > 2 || kwnames != NULL || self->state_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    if (!method_enter(self, 0, args, nargsf, kwnames, &rec, &ss, &ts, &result))
+        return result;
+    if ((tape_id = tagged_tape(self, ss, args[0])) == NULL)
+        goto unknown;
+    if (nargs == 2 && args[1] != Py_None) {
+        if ((st = known_state(self, ss, args[1])) == NULL)
+            goto unknown;
+        loss_id = PyTuple_GET_ITEM(st, 1);
+    }
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller */
+    site = frame != NULL ? known_site(self, ss, frame) : NULL;
+    if (site != NULL)
+        Py_INCREF(site);
+    else if (PyErr_Occurred() || (site = walk_caller(ss)) == NULL)
+        goto error;
+    PyObject *names[4] = {s_phase, s_bw_tape, s_bw_site, s_bw_frame};
+    for (int i = 0; i < 4; i++)
+        if ((saved[i] = PyObject_GetAttr(ts, names[i])) == NULL)
+            goto error;
+    if (event_row(self, ss, ts, self->kind_code, i_one, tape_id, site, NULL, NULL, loss_id, i_zero, Py_None,
+                  Py_None) < 0)
+        goto error;
+    {
+        PyObject *inside[4] = {i_one, tape_id, site, frame != NULL ? (PyObject *)frame : Py_None};
+        if (set_backward_state(ts, inside) < 0) {
+            /* the BEGIN row is written: its END row still follows */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            (void)set_backward_state(ts, saved);
+            PyErr_Restore(type, value, tb);
+            if (fail(rec) < 0)
+                goto done;
+            result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+        } else {
+            result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+        }
+    }
+    {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb); /* Warp's own exception goes to the program unchanged */
+        int ok = set_backward_state(ts, saved) == 0
+                 && event_row(self, ss, ts, self->kind_end, i_one, tape_id, site, NULL, NULL, loss_id, i_zero,
+                              Py_None, Py_None) == 0;
+        if (!ok && fail(rec) < 0) {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            Py_CLEAR(result);
+            goto done;
+        }
+        if (type != NULL)
+            PyErr_Restore(type, value, tb);
+    }
+    self->calls++;
+    goto done;
+
+unknown:
+    if (PyErr_Occurred())
+        goto error;
+    goto fallback;
+error:
+    how = M_ERROR;
+fallback:
+    result = method_fallback(self, how, rec, args, nargsf, kwnames);
+done:
+    Py_DECREF(rec);
+    Py_DECREF(ss);
+    Py_DECREF(ts);
+    Py_XDECREF(site);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(st);
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(saved[i]);
+    return result;
+}
+
+static PyObject *
+fb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "original", "python", "state_dict", "tape_attr", "state_attr", "begin_code", "end_code", "perf_ns", NULL,
+    };
+    static const size_t offsets[8] = {
+        F(original), F(python), F(state_dict), F(tape_attr), F(state_attr), F(kind_code), F(kind_end), F(perf_ns),
+    };
+    PyObject *o[8];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!UUOOO:FastBackward", kwlist, &o[0], &o[1], &PyDict_Type,
+                                     &o[2], &o[3], &o[4], &o[5], &o[6], &o[7]))
+        return NULL;
+    return method_new(type, fb_vectorcall, offsets, o, 8);
+}
+
+static PyGetSetDef fb_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fz_get_calls, NULL, "backward calls recorded by the compiled path", NULL},
+    {NULL},
+};
+
+FAST_METHOD_TYPE(FastBackwardType, "FastBackward",
+                 "Tape.backward, recorded without a Python frame (see warptrace/record/wrap/tape.py)",
+                 fb_getset, fb_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
 /* ================================================================== array.numpy */
 
@@ -4958,7 +5105,6 @@ PyInit__fastlaunch(void)
         || intern(&s_ident, "ident") < 0 || intern(&s_register, "register") < 0
         || intern(&s_fail, "fail") < 0 || intern(&s_retain_grad, "_retain_grad") < 0
         || intern(&s_backward_code, "backward_code") < 0
-        || intern(&s_backward_wrapper_code, "backward_wrapper_code") < 0
         || intern(&s_caller_key, "caller") < 0 || intern(&s_extend, "extend") < 0
         || intern(&s_get, "get") < 0 || intern(&s_ev_extra, "ev_extra") < 0
         || intern(&s_zeroed, "zeroed") < 0 || intern(&s_scope_tape, "scope_tape") < 0
@@ -4967,7 +5113,7 @@ PyInit__fastlaunch(void)
         || intern(&s_grad_attr, "_grad") < 0 || intern(&s_requires_grad, "_requires_grad") < 0
         || intern(&s_dtype, "dtype") < 0 || intern(&s_dtype_key, "dtype") < 0
         || intern(&s_ndim, "ndim") < 0 || intern(&s_cls_attr, "_cls") < 0
-        || intern(&s_next_tape, "next_tape") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
+        || intern(&s_next_tape, "next_tape") < 0 || intern(&s_bw_frame, "bw_frame") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
         || intern(&s_device, "device") < 0 || intern(&s_ptr, "ptr") < 0 || intern(&s_next_array, "next_array") < 0
         || intern(&s_rec_attr, "rec") < 0 || intern(&s_array_rows, "array_rows") < 0
         || intern(&s_grad_owner_slot, "grad_owner") < 0 || intern(&s_index, "index") < 0
@@ -5009,7 +5155,8 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastRegisterType) < 0 || PyType_Ready(&FastRowType) < 0
         || PyType_Ready(&FastInitNewType) < 0 || PyType_Ready(&FastReadType) < 0
         || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0
-        || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0)
+        || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
+        || PyType_Ready(&FastBackwardType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -5071,6 +5218,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastTapeInitType);
     if (PyModule_AddObject(m, "FastTapeInit", (PyObject *)&FastTapeInitType) < 0) {
         Py_DECREF(&FastTapeInitType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastBackwardType);
+    if (PyModule_AddObject(m, "FastBackward", (PyObject *)&FastBackwardType) < 0) {
+        Py_DECREF(&FastBackwardType);
         Py_DECREF(m);
         return NULL;
     }

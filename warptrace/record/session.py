@@ -101,8 +101,8 @@ class ThreadState:
     """
 
     __slots__ = (
-        "bw_site", "bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_site", "scope_tape",
-        "thread", "zeroed",
+        "bw_frame", "bw_site", "bw_tape", "copy_ctx", "grad_owner", "guard", "parent", "phase", "scope_site",
+        "scope_tape", "thread", "zeroed",
     )  # fmt: skip
 
     def __init__(self, thread: int) -> None:
@@ -110,6 +110,7 @@ class ThreadState:
         self.phase = 0  # 1 inside Tape.backward
         self.bw_tape = -1  # tape id of the backward in progress
         self.bw_site = -1  # call site of that Tape.backward()
+        self.bw_frame: Any = None  # the frame that wrapper called Warp's backward from
         self.parent = -1  # seq of the enclosing event (tape.zero for its memsets)
         self.scope_tape = -1  # tape id inside Tape.zero()/reset(): their memsets belong to it
         self.scope_site = -1  # call site of that zero()/reset()

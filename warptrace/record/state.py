@@ -32,10 +32,9 @@ src_dest: tuple[int, int] = (0, 0)  # name codes of a copy's "src" and "dest"
 # that very code, so no user frame can sit in between.
 copy_code: Any = None
 tape_zero_code: Any = None
-# Tape.backward: the original's code and its wrapper's. An adjoint launch whose caller is
-# the original, called by the wrapper, has the wrapper's call site (ThreadState.bw_site).
+# Tape.backward: the original's code. An adjoint launch whose caller is the original, called
+# by the wrapper (from ThreadState.bw_frame), has the wrapper's call site (ThreadState.bw_site).
 backward_code: Any = None
-backward_wrapper_code: Any = None
 
 
 def bind(session: Recorder | None) -> None:

@@ -243,11 +243,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             frame = getframe(1)
             site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
             if site is None:
-                if (
-                    ts.phase
-                    and frame.f_code is state.backward_code
-                    and frame.f_back.f_code is state.backward_wrapper_code  # type: ignore[union-attr]
-                ):
+                if ts.phase and frame.f_code is state.backward_code and frame.f_back is ts.bw_frame:
                     site = ts.bw_site  # an adjoint launch of Tape.backward: its caller's line, no walk
                 else:
                     site = rec.sites.caller()

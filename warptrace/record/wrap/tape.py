@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from warptrace.record import state
+from warptrace.record.identity import STATE
 from warptrace.record.wrap.common import (
     TAPE_ATTR,
     WARP_ARRAY,
@@ -186,22 +187,22 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             rec.fail(exc)
             return original(self, *args, **kwargs)
-        saved = (ts.phase, ts.bw_tape, ts.bw_site)
-        ts.phase, ts.bw_tape, ts.bw_site = 1, tape_id, site
+        saved = (ts.phase, ts.bw_tape, ts.bw_site, ts.bw_frame)
+        ts.phase, ts.bw_tape, ts.bw_site, ts.bw_frame = 1, tape_id, site, getframe(0)
         try:
             return original(self, *args, **kwargs)
         finally:
-            ts.phase, ts.bw_tape, ts.bw_site = saved
+            ts.phase, ts.bw_tape, ts.bw_site, ts.bw_frame = saved
             try:
                 rec.row(ts.thread, _BACKWARD_END_CODE, tape_id, False, 1, False, True, site, ts.parent, loss_id, -1,
                         None, None, (), -1)  # fmt: skip
             except Exception as exc:
                 rec.fail(exc)
 
-    wrapper = mark(original, backward)
     state.backward_code = getattr(original, "__code__", None)
-    state.backward_wrapper_code = getattr(wrapper, "__code__", None)
-    return wrapper
+    python = mark(original, backward)
+    return compiled_or(python, original, "FastBackward", original, python, vars(state), TAPE_ATTR, STATE,
+                       _BACKWARD_BEGIN_CODE, _BACKWARD_END_CODE, perf_ns)  # fmt: skip
 
 
 def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
