@@ -1,7 +1,8 @@
 /* The compiled wp.launch wrapper: the same events as the pure-Python wrapper
  * (warptrace/record/wrap/launch.py, make_launch), without a Python frame. (And, further
  * down, the compiled array.zero_, array.fill_, array.numpy()/list(), wp.copy and the Tape
- * events: FastZero, FastFill, FastRead, FastCopy, FastTapeInit and FastTapeEvent;
+ * events: FastZero, FastFill, FastRead, FastCopy, FastTapeInit, FastTapeEvent and
+ * FastBackward;
  * Identity.register, Recorder.row, array._init_new and the loops of Tape.zero, the
  * allocation index and the frame walk.)
  *

@@ -3,7 +3,8 @@
 It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
 (``FastCopy``), ``array.zero_`` (``FastZero``), ``array.fill_`` (``FastFill``),
 ``array.numpy()``/``list()`` (``FastRead``), ``array._init_new`` (``FastInitNew``),
-``Tape.__init__`` (``FastTapeInit``) and ``Tape.__enter__``/``__exit__`` (``FastTapeEvent``), the
+``Tape.__init__`` (``FastTapeInit``), ``Tape.__enter__``/``__exit__`` (``FastTapeEvent``) and
+``Tape.backward`` (``FastBackward``), the
 compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
 loop of ``Tape.zero()`` (``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``) and
 the call-site frame walk (``caller_walk``). Every one of them has a pure-Python twin, used when the module is
