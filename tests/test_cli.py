@@ -640,3 +640,52 @@ def test_usage_errors_import_nothing_heavy():
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert result.stdout.strip() == "2 []", result.stdout + result.stderr
+
+
+_NESTED_BACKWARD = """
+import warp as wp
+
+wp.config.quiet = True
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0
+
+
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, x[wp.tid()])
+
+
+a = wp.ones(4, dtype=float, requires_grad=True, device="cpu")
+b = wp.zeros(4, dtype=float, requires_grad=True, device="cpu")
+loss = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+inner = wp.Tape()
+with inner:
+    wp.launch(total, 4, [b], [loss], device="cpu")
+outer = wp.Tape()
+with outer:
+    wp.launch(scale, 4, [a], [b], device="cpu")
+    outer.record_func(backward=lambda: inner.backward(loss), arrays=[b, loss])
+outer.backward(loss)
+"""
+
+
+def test_show_counts_a_nested_backward_apart(tmp_path, capsys):
+    # a record_func whose backward runs another tape's backward: the inner backward line counts
+    # its own seed and adjoint launch, the outer one its own, also the launch after the inner one
+    pytest.importorskip("warp")
+    script = tmp_path / "nested.py"
+    script.write_text(_NESTED_BACKWARD)
+    trace = tmp_path / "nested.wtrace"
+    done = subprocess.run(
+        [sys.executable, "-m", "warptrace", "-q", "--no-analyze", "-o", str(trace), str(script)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert main(["show", str(trace)]) == 0
+    backward_lines = [line for line in capsys.readouterr().out.splitlines() if "backward(loss=loss)" in line]
+    assert len(backward_lines) == 2
+    assert all(line.endswith("1 adjoint launch, 1 memset") for line in backward_lines), backward_lines

@@ -263,17 +263,20 @@ def _backward_windows(rows: Mapping[str, list[Any]]) -> dict[int, dict[str, int]
     """For each BACKWARD_BEGIN row index: what happened until its BACKWARD_END, by kind.
 
     Counted by position (seq order) rather than by tape column, so the count does not
-    depend on which tape id the recorder gives adjoint launches."""
+    depend on which tape id the recorder gives adjoint launches. A backward run inside
+    another (a ``record_func`` whose backward calls ``tape.backward()``) counts its own
+    events; the outer one's go on after it ends."""
     windows: dict[int, dict[str, int]] = {}
-    open_index: int | None = None
+    open_indexes: list[int] = []
     for index, kind in enumerate(rows["kind"]):
         if kind == BACKWARD_BEGIN:
-            open_index = index
+            open_indexes.append(index)
             windows[index] = defaultdict(int)
         elif kind == BACKWARD_END:
-            open_index = None
-        elif open_index is not None and kind in (LAUNCH, COPY, MEMSET, NATIVE):
-            windows[open_index][kind] += 1
+            if open_indexes:
+                open_indexes.pop()
+        elif open_indexes and kind in (LAUNCH, COPY, MEMSET, NATIVE):
+            windows[open_indexes[-1]][kind] += 1
     return windows
 
 
