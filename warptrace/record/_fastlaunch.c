@@ -1842,6 +1842,34 @@ known_site(FastMethod *self, Session *ss, PyFrameObject *frame)
     return site;
 }
 
+/* the id of a tape this session tagged (new reference), NULL without an error otherwise */
+static PyObject *
+tagged_tape(FastMethod *self, Session *ss, PyObject *tape)
+{
+    PyObject *tagged = getattr_or_none(tape, self->tape_attr), *tape_id = NULL;
+    if (tagged == NULL)
+        return NULL;
+    if (PyTuple_CheckExact(tagged) && PyTuple_GET_SIZE(tagged) >= 2 && PyTuple_GET_ITEM(tagged, 0) == ss->tok) {
+        tape_id = PyTuple_GET_ITEM(tagged, 1);
+        Py_INCREF(tape_id);
+    }
+    Py_DECREF(tagged);
+    return tape_id;
+}
+
+/* the caller's call site (new reference; frame: the caller's, may be NULL): its known
+ * position, else the compiled frame walk (Sites.caller(0) where the walk leaves it to Python) */
+static PyObject *
+caller_site(FastMethod *self, Session *ss, PyFrameObject *frame)
+{
+    PyObject *site = frame != NULL ? known_site(self, ss, frame) : NULL; /* borrowed */
+    if (site != NULL) {
+        Py_INCREF(site);
+        return site;
+    }
+    return PyErr_Occurred() ? NULL : walk_caller(ss);
+}
+
 /* new reference to the tape id of a memset now (current_tape), or NULL: an error when
  * one is set, else a tape not tagged yet (the Python wrapper tags it) */
 static PyObject *
@@ -1876,15 +1904,8 @@ known_tape(FastMethod *self, Session *ss, PyObject *ts, int in_phase)
         Py_INCREF(i_minus1);
         return i_minus1;
     }
-    PyObject *tagged = getattr_or_none(tape, self->tape_attr), *tape_id = NULL;
+    PyObject *tape_id = tagged_tape(self, ss, tape);
     Py_DECREF(tape);
-    if (tagged == NULL)
-        return NULL;
-    if (PyTuple_CheckExact(tagged) && PyTuple_GET_SIZE(tagged) >= 2 && PyTuple_GET_ITEM(tagged, 0) == ss->tok) {
-        tape_id = PyTuple_GET_ITEM(tagged, 1);
-        Py_INCREF(tape_id);
-    }
-    Py_DECREF(tagged);
     return tape_id;
 }
 
@@ -2538,21 +2559,6 @@ FAST_METHOD_TYPE(FastFillType, "FastFill",
  * its state; a tape this session has not tagged: tape_id_of writes its TAPE_CREATE first),
  * the Python wrapper's event half (after) records it, with the call already made. */
 
-/* the id of a tape this session tagged (new reference), NULL without an error otherwise */
-static PyObject *
-tagged_tape(FastMethod *self, Session *ss, PyObject *tape)
-{
-    PyObject *tagged = getattr_or_none(tape, self->tape_attr), *tape_id = NULL;
-    if (tagged == NULL)
-        return NULL;
-    if (PyTuple_CheckExact(tagged) && PyTuple_GET_SIZE(tagged) >= 2 && PyTuple_GET_ITEM(tagged, 0) == ss->tok) {
-        tape_id = PyTuple_GET_ITEM(tagged, 1);
-        Py_INCREF(tape_id);
-    }
-    Py_DECREF(tagged);
-    return tape_id;
-}
-
 /* a new tape's id: rec.next_tape, counted up under rec.lock, and its tag (rec.tok, id) */
 static PyObject *
 number_tape(FastMethod *self, Session *ss, PyObject *tape)
@@ -2629,11 +2635,7 @@ tape_call(FastMethod *self, int create, PyObject *const *args, size_t nargsf, Py
     }
     if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
         goto error;
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller */
-    site = frame != NULL ? known_site(self, ss, frame) : NULL;
-    if (site != NULL)
-        Py_INCREF(site);
-    else if (PyErr_Occurred() || (site = walk_caller(ss)) == NULL)
+    if ((site = caller_site(self, ss, PyEval_GetFrame())) == NULL)
         goto error;
     if (method_row(self, ss, ts, phase, tape_id, site, NULL, i_minus1, i_zero, Py_None, Py_None) < 0)
         goto error;
@@ -2709,12 +2711,13 @@ FAST_METHOD_TYPE(FastTapeInitType, "FastTapeInit",
  * backward runs, so that its adjoint launches take bw_site), Warp's call, the thread's state
  * back and the BACKWARD_END row, also when Warp's call raises. Everything else (grads, keyword
  * arguments, a tape or loss seen for the first time) is the Python wrapper's. */
+static PyObject *const *backward_state[4] = {&s_phase, &s_bw_tape, &s_bw_site, &s_bw_frame};
+
 static int
 set_backward_state(PyObject *ts, PyObject *const *values)
 {
-    PyObject *const *names[4] = {&s_phase, &s_bw_tape, &s_bw_site, &s_bw_frame};
     for (int i = 0; i < 4; i++)
-        if (PyObject_SetAttr(ts, *names[i], values[i]) < 0)
+        if (PyObject_SetAttr(ts, *backward_state[i], values[i]) < 0)
             return -1;
     return 0;
 }
@@ -2745,14 +2748,10 @@ fb_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         loss_id = PyTuple_GET_ITEM(st, 1);
     }
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller */
-    site = frame != NULL ? known_site(self, ss, frame) : NULL;
-    if (site != NULL)
-        Py_INCREF(site);
-    else if (PyErr_Occurred() || (site = walk_caller(ss)) == NULL)
+    if ((site = caller_site(self, ss, frame)) == NULL)
         goto error;
-    PyObject *names[4] = {s_phase, s_bw_tape, s_bw_site, s_bw_frame};
     for (int i = 0; i < 4; i++)
-        if ((saved[i] = PyObject_GetAttr(ts, names[i])) == NULL)
+        if ((saved[i] = PyObject_GetAttr(ts, *backward_state[i])) == NULL)
             goto error;
     if (event_row(self, ss, ts, self->kind_code, i_one, tape_id, site, NULL, NULL, loss_id, i_zero, Py_None,
                   Py_None) < 0)
@@ -2760,18 +2759,16 @@ fb_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     {
         PyObject *inside[4] = {i_one, tape_id, site, frame != NULL ? (PyObject *)frame : Py_None};
         if (set_backward_state(ts, inside) < 0) {
-            /* the BEGIN row is written: its END row still follows */
+            /* the BEGIN row is written: Warp's call and the END row still follow */
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
             (void)set_backward_state(ts, saved);
             PyErr_Restore(type, value, tb);
             if (fail(rec) < 0)
                 goto done;
-            result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-        } else {
-            result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
         }
     }
+    result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
     {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb); /* Warp's own exception goes to the program unchanged */

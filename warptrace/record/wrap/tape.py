@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +18,7 @@ from warptrace.record.wrap.common import (
     mark,
     tape_id_of,
 )
-from warptrace.record.wrap.memory import record_zeroed
+from warptrace.record.wrap.memory import perf_ns, record_zeroed
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     BACKWARD_END,
@@ -35,7 +34,6 @@ from warptrace.trace.schema import (
 _TAPE_CREATE_CODE = EVENT_KIND_CODES[TAPE_CREATE]
 _BACKWARD_BEGIN_CODE = EVENT_KIND_CODES[BACKWARD_BEGIN]
 _BACKWARD_END_CODE = EVENT_KIND_CODES[BACKWARD_END]
-perf_ns = time.perf_counter_ns
 _RECORD_FUNC_CODE = EVENT_KIND_CODES[RECORD_FUNC]
 
 
