@@ -871,6 +871,38 @@ def test_compiled_reap_keeps_the_index_of_the_python_loops():
 
 
 @pytest.mark.skipif(
+    compiled_mod.compiled_piece("pack_int64") is None, reason="the compiled module is not built here"
+)
+def test_packed_rows_hold_the_ints_of_the_list():
+    """``pack_int64`` (the rows sent to the trace-writer process): every int64, small, of two
+    30-bit digits (read in place) or more, negative, bool and int subclass, as native int64s
+    (what ``int_rows`` of the list gives); None for a list with a value that is not an int64."""
+    import random
+
+    import numpy as np
+
+    from warptrace.trace.rows import int_rows
+
+    class Code(int):
+        pass
+
+    pack = compiled_mod.compiled_piece("pack_int64")
+    rng = random.Random(3)
+    edges = [0, 1, -1, 2**30 - 1, 2**30, -(2**30), 2**60 - 1, -(2**60) + 1, 2**60, -(2**63), 2**63 - 1]
+    values = [*edges, True, False, Code(7), Code(-(2**61))]
+    values += [rng.randint(-(2**63), 2**63 - 1) for _ in range(2000)]
+    values += [rng.randint(-(2**40), 2**40) for _ in range(2000)]
+    values = values[: len(values) // 7 * 7]  # whole access rows
+    packed = pack(values)
+    assert np.frombuffer(packed, dtype=np.int64).tolist() == [int(v) for v in values]
+    assert int_rows(packed, 7, print).tolist() == int_rows(values, 7, print).tolist()
+    assert pack([]) == b""
+    for bad in ([1, 2**63], [-(2**63) - 1], [1, 1.0], [None], [1, "x"]):
+        assert pack(bad) is None
+    assert pack((1, 2)) is None  # only a list
+
+
+@pytest.mark.skipif(
     compiled_mod.compiled_piece("FastRow") is None, reason="the compiled module is not built here"
 )
 def test_compiled_row_appends_the_rows_of_the_python_method(tracing):

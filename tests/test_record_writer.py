@@ -168,6 +168,34 @@ def test_the_process_ending_on_its_own_loses_nothing_it_wrote(trace_path):
     assert loaded.tables["events"].column("seq").to_pylist() == list(range(80))
 
 
+def test_the_process_notes_a_value_that_is_not_an_int(trace_path):
+    """A recorder bug that puts a non-int into the int rows: the batch goes to the trace-writer
+    process as the list it is (not packed), which notes the value and writes -1 for it; the
+    batches around it are packed and written whole."""
+    warptrace.start(trace_path)
+    rec = recorder.active()
+    rec.flush_ev_len = 8 * session.EVENT_WIDTH
+    x = wp.zeros(4, dtype=float, device=DEVICE)
+    _launches(x, x, 20)  # size-triggered flushes start the child
+    recorder.flush()
+    assert rec.sink is not None
+    _launches(x, x, 1)
+    with rec.lock:
+        assert rec.acc[-1] == rec.name_code("")  # the launch's last access: no struct field
+        rec.acc[-1] = "not an int"
+    _launches(x, x, 20)
+    warptrace.stop()
+
+    meta = json.loads((trace_path / "meta.json").read_text())
+    assert meta["writer"] == "process"
+    assert meta["summary"]["recorder_errors"] == 1 and meta["summary"]["launches"] == 41
+    loaded = read_trace(trace_path)
+    assert not loaded.warnings
+    assert loaded.tables["events"].column("seq").to_pylist() == list(range(41))
+    fields = loaded.tables["accesses"].column("field").to_pylist()
+    assert fields.count(None) == 1 and fields.count("") == len(fields) - 1
+
+
 def test_an_interpreter_that_cannot_start_the_process_writes_in_process(trace_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/opt/app/bin/kit")  # an embedding application
     assert not sink_process.usable()

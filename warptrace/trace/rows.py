@@ -61,14 +61,17 @@ WRITE_ORDER = ("sites", "kernels", "kernel_args", "allocs", "arrays", "accesses"
 
 
 def int_rows(
-    buf: Sequence[int] | np.ndarray, width: int, note: Callable[[BaseException], None]
+    buf: Sequence[int] | np.ndarray | bytes, width: int, note: Callable[[BaseException], None]
 ) -> np.ndarray:
     """The flat list as an ``(n, width)`` int64 matrix (one C pass over the list; an int64
-    array is only reshaped).
+    array is only reshaped, and native int64 bytes, what the recorder packs for the
+    trace-writer process, are only viewed).
 
     A value that is not an int (a recorder bug) is reported to ``note`` and written as -1."""
     if isinstance(buf, np.ndarray):
         return buf.reshape(-1, width)
+    if isinstance(buf, (bytes, bytearray)):
+        return np.frombuffer(buf, dtype=np.int64).reshape(-1, width)
     try:
         values = np.fromiter(buf, dtype=np.int64, count=len(buf))
     except (TypeError, ValueError, OverflowError) as exc:

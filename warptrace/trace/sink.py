@@ -161,8 +161,16 @@ class SinkProcess:
 
     def _send(self, message: Any) -> None:
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(_HEADER.pack(len(data)) + data)
+        header = _HEADER.pack(len(data))
         try:
+            if hasattr(os, "writev"):  # header and pickle in one call, without joining them (a copy)
+                written = os.writev(self._out, (header, data))
+                if written >= len(header):
+                    view = memoryview(data)[written - len(header) :]
+                else:
+                    view = memoryview(header + data)[written:]
+            else:
+                view = memoryview(header + data)
             while view:
                 view = view[os.write(self._out, view) :]
         except OSError as exc:  # BrokenPipeError: the child has ended; EBADF: the program closed the pipe
@@ -249,18 +257,16 @@ class _Pending:
         for table, buf in batch:
             if table == "events":
                 rows, extra = buf
-                if rows:
-                    self.tables.setdefault(table, []).append(
-                        int_rows(rows, EVENT_WIDTH, self.note).reshape(-1)
-                    )
-                    self.events += len(rows) // EVENT_WIDTH
+                if rows:  # (a list of ints, or their int64 bytes: see Recorder._write_batch)
+                    matrix = int_rows(rows, EVENT_WIDTH, self.note)
+                    self.tables.setdefault(table, []).append(matrix.reshape(-1))
+                    self.events += len(matrix)
                 self.extra.extend(extra)
             elif table == "accesses":
                 if buf:
-                    self.tables.setdefault(table, []).append(
-                        int_rows(buf, ACCESS_WIDTH, self.note).reshape(-1)
-                    )
-                    self.accesses += len(buf) // ACCESS_WIDTH
+                    matrix = int_rows(buf, ACCESS_WIDTH, self.note)
+                    self.tables.setdefault(table, []).append(matrix.reshape(-1))
+                    self.accesses += len(matrix)
             else:
                 self.tables.setdefault(table, []).extend(buf)
         self.disordered = self.disordered or disordered  # seqs are unique: one sort orders all
