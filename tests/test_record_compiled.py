@@ -782,6 +782,19 @@ def test_compiled_init_new_records_the_allocation_and_its_label(tracing):
     assert grad_new[1] == new[1] and grad_new[4] is False  # the grad: its owner's site
     assert len(rec.alloc_rows) - rows_before == 6 * 7  # three arrays and three grads
     assert rec.error_count == 0
+    # the recorder's tuples of ints and strings on each array are no work for the cyclic GC
+    # (untracked from the start, as the GC itself would at their first collection); one with
+    # a weak reference (the grad's owner link) stays tracked
+    import gc
+
+    wp.zeros(4, dtype=float, device=DEVICE).numpy()  # the first registration fills the caches, in Python
+    weights.numpy()  # registered at its first use (in C): its state
+    for arr in (weights, weights.grad):
+        assert not gc.is_tracked(arr.__dict__[identity.NEW])
+    assert not gc.is_tracked(weights.__dict__[identity.STATE])
+    assert gc.is_tracked(weights.grad.__dict__[identity.OWNER])
+    mine = [e for e in rec.ident.index.pending if e[2] in (new[3], grad_new[3])]
+    assert len(mine) == 2 and not any(gc.is_tracked(entry) for entry in mine)
 
 
 @needs_compiled

@@ -262,6 +262,25 @@ extend_call(PyObject *list, PyObject *values)
     return 0;
 }
 
+/* `tuple` (a new reference, or NULL) taken out of the cyclic GC's lists when none of its items
+ * is tracked (ints, strings, None, the session token: no cycle can pass through it), as the
+ * GC itself does for such tuples at their first collection. The recorder keeps a few of these
+ * per array (its state, its allocation's index entry, ...): a program that allocates every
+ * iteration otherwise has the young generation walk each of them once more. */
+static PyObject *
+untracked(PyObject *tuple)
+{
+    if (tuple == NULL || !PyObject_GC_IsTracked(tuple))
+        return tuple;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (PyObject_IS_GC(item) && PyObject_GC_IsTracked(item))
+            return tuple;
+    }
+    PyObject_GC_UnTrack(tuple);
+    return tuple;
+}
+
 /* list.append(item): PyList_Append for an exact list, else through the method */
 static int
 append_item(PyObject *list, PyObject *item)
@@ -2174,7 +2193,7 @@ event_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *kind, PyObject 
             goto done;
     }
     if (value != Py_None || detail != Py_None) {
-        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = PyTuple_Pack(3, seq, value, detail)) == NULL
+        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = untracked(PyTuple_Pack(3, seq, value, detail))) == NULL
             || append_item(extra, extra_row) < 0)
             goto done;
     }
@@ -3651,7 +3670,7 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
         if (extend_row(rows, row, 16) < 0)
             goto done;
     }
-    if ((st = PyTuple_Pack(5, self->tok, array_id, alloc_id, is_grad ? self->flag_grad : i_zero, label)) == NULL)
+    if ((st = untracked(PyTuple_Pack(5, self->tok, array_id, alloc_id, is_grad ? self->flag_grad : i_zero, label))) == NULL)
         goto done;
     if (PyDict_SetItem(dict, self->state_attr, st) < 0)
         goto done;
@@ -3979,7 +3998,7 @@ frow_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
             goto done;
     }
     if (value != Py_None || detail != Py_None) {
-        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = PyTuple_Pack(3, seq, value, detail)) == NULL
+        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = untracked(PyTuple_Pack(3, seq, value, detail))) == NULL
             || append_item(extra, extra_row) < 0)
             goto done;
     }
@@ -4179,7 +4198,7 @@ zeroed_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         for (int k = 0; k < 14; k++)
             row[k + 1] = PyTuple_GET_ITEM(head, k);
         int rc = extend_row(ev, row, 15);
-        PyObject *extra_row = rc == 0 ? PyTuple_Pack(3, seq_obj, zero_value, Py_None) : NULL;
+        PyObject *extra_row = rc == 0 ? untracked(PyTuple_Pack(3, seq_obj, zero_value, Py_None)) : NULL;
         if (extra_row != NULL) {
             rc = append_item(extra, extra_row);
             Py_DECREF(extra_row);
@@ -4711,7 +4730,7 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
                 PyErr_SetString(PyExc_TypeError, "AllocIndex.pending must be a list");
             goto done;
         }
-        if ((entry = PyTuple_Pack(3, ptr, end, alloc_id)) == NULL || PyList_Append(pending, entry) < 0)
+        if ((entry = untracked(PyTuple_Pack(3, ptr, end, alloc_id))) == NULL || PyList_Append(pending, entry) < 0)
             goto done;
         Py_ssize_t limit = PyLong_AsSsize_t(self->reap_pending);
         if (limit == -1 && PyErr_Occurred())
@@ -4757,7 +4776,7 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
     }
     if ((arr_dict = PyObject_GenericGetDict(arr, NULL)) == NULL)
         goto done;
-    if ((new = PyTuple_Pack(5, ss->tok, site, last, alloc_id, labelled ? Py_True : Py_False)) == NULL
+    if ((new = untracked(PyTuple_Pack(5, ss->tok, site, last, alloc_id, labelled ? Py_True : Py_False))) == NULL
         || PyDict_SetItem(arr_dict, self->new_attr, new) < 0)
         goto done;
     if (owner != Py_None) {
