@@ -21,6 +21,8 @@ _SCAN_LIMIT = 4096
 _PRODUCER_LIMIT = 8
 # From how many queries on _writers_for sorts them by (allocation, seq) first.
 _SORT_QUERIES = 1 << 14
+# How many access rows _build_edges answers the reads of at a time.
+_BLOCK_ROWS = 1 << 18
 
 
 def _stable_order(values: np.ndarray) -> np.ndarray:
@@ -70,22 +72,38 @@ class DefUse(DataflowBase):
         self.s_key = self.w_key[stores]
         self.s_rows, self.s_lo, self.s_hi = self.w_rows[stores], self.w_lo[stores], self.w_hi[stores]
 
-        # the reads in (allocation, seq) order (rows come in seq order): see _writers_for
-        reads = reads[_stable_order(m.acc_alloc[reads])]
-        readers, writers, ranks = self._writers_in_order(
-            m.acc_alloc[reads], self.acc_lo[reads], self.acc_hi[reads], m.acc_seq[reads]
-        )
-        reader_rows = reads[readers]  # access row of the read
+        # The reads are answered a block of rows at a time: the temporaries stay block-sized
+        # (the whole trace's would add hundreds of MiB to the peak, each page a fault) and the
+        # edges of a block's reads can be placed within the block, rows being in seq order.
+        n_rows = len(m.acc_seq)
+        queried = self.is_read & valid
+        self._edge_start = np.zeros(n_rows + 1, dtype=np.int64)
+        reader_parts: list[np.ndarray] = []
+        writer_parts: list[np.ndarray] = []
+        for first in range(0, n_rows, _BLOCK_ROWS):
+            last = min(n_rows, first + _BLOCK_ROWS)
+            reads = first + np.nonzero(queried[first:last])[0]
+            # the block's reads in (allocation, seq) order (rows come in seq order): see _writers_for
+            reads = reads[_stable_order(m.acc_alloc[reads])]
+            readers, writers, ranks = self._writers_in_order(
+                m.acc_alloc[reads], self.acc_lo[reads], self.acc_hi[reads], m.acc_seq[reads]
+            )
+            reader_rows = reads[readers]  # access row of the read
+            counts = np.bincount(reader_rows - first, minlength=last - first)
+            self._edge_start[first + 1 : last + 1] = counts
+            # grouped by reader row, each read's producers nearest first: the rank is the position
+            # among its read's producers (a placement instead of a stable sort by reader row)
+            place = (np.cumsum(counts) - counts)[reader_rows - first] + ranks
+            block_readers = np.empty(len(place), dtype=np.int64)
+            block_writers = np.empty(len(place), dtype=np.int64)  # access row of the write
+            block_readers[place] = reader_rows
+            block_writers[place] = writers
+            reader_parts.append(block_readers)
+            writer_parts.append(block_writers)
         # edges of reader row r: _edge_start[r]:_edge_start[r + 1]
-        self._edge_start = np.zeros(len(m.acc_seq) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(reader_rows, minlength=len(m.acc_seq)), out=self._edge_start[1:])
-        # grouped by reader row, each read's producers nearest first: the rank is the position
-        # among its read's producers (a placement instead of a stable sort by reader row)
-        place = self._edge_start[reader_rows] + ranks
-        self.edge_reader = np.empty(len(place), dtype=np.int64)
-        self.edge_writer = np.empty(len(place), dtype=np.int64)  # access row of the write
-        self.edge_reader[place] = reader_rows
-        self.edge_writer[place] = writers
+        np.cumsum(self._edge_start, out=self._edge_start)
+        self.edge_reader = np.concatenate(reader_parts) if reader_parts else np.zeros(0, dtype=np.int64)
+        self.edge_writer = np.concatenate(writer_parts) if writer_parts else np.zeros(0, dtype=np.int64)
         self.edge_reader_ev = self.acc_ev[self.edge_reader]
         self.edge_writer_ev = self.acc_ev[self.edge_writer]
 
