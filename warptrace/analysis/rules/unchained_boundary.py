@@ -23,7 +23,6 @@ from collections.abc import Callable
 import numpy as np
 
 from warptrace.analysis.dataflow import BackwardCall, Dataflow, Epoch, combine_codes, dataflow_of
-from warptrace.analysis.dataflow.base import unique_inverse
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -123,7 +122,11 @@ def check(model: Model) -> list[Finding]:
 
 class _RowCodes:
     """Per access row: an int code of its memory (equal codes <=> equal :func:`_memory_key`) and
-    of its argument path, so that (argument, memory) read signatures are plain ints."""
+    of its argument path, so that (argument, memory) read signatures are plain ints.
+
+    The codes are looked up for the rows asked about (:meth:`key`, :meth:`path`), through a table
+    by array id and the model's small argument/field codes: two int64 columns over every access
+    row would add 100 MiB to the analysis' peak on a trace of millions of rows."""
 
     def __init__(self, model: Model, df: Dataflow) -> None:
         self._df = df
@@ -131,21 +134,31 @@ class _RowCodes:
         self.written: dict[int, dict[int, int]] = {}  # event -> outputs_of(event), cached
         self._writes: tuple[list, list, list, list] | None = None
         ids = model.acc_array
-        unique, inverse = unique_inverse(ids)
+        self._low = int(ids.min()) if len(ids) else 0
+        # the ids that occur, ascending (codes are numbered in that order)
+        present = np.nonzero(np.bincount(ids - self._low))[0] if len(ids) else np.zeros(0, dtype=np.int64)
         codes: dict[tuple[int, int, int], int] = {}
         key_code = np.array(
-            [codes.setdefault(memory_key(model, a), len(codes)) for a in unique.tolist()], dtype=np.int64
+            [codes.setdefault(memory_key(model, a), len(codes)) for a in (present + self._low).tolist()],
+            dtype=np.int64,
         )
-        self.key = key_code[inverse] if len(ids) else np.zeros(0, dtype=np.int64)
+        self._key_of_id = np.zeros(len(present) and int(present[-1]) + 1, dtype=np.int64)
+        self._key_of_id[present] = key_code
         self.n_keys = max(len(codes), 1)
-        arg = np.asarray(model.acc_arg_code, dtype=np.int64)
-        field = np.asarray(model.acc_field_code, dtype=np.int64)
-        n_fields = int(field.max()) + 1 if len(field) else 1
-        n_args = int(arg.max()) + 1 if len(arg) else 1
-        if float(n_args) * n_fields * self.n_keys < 2.0**62:
-            self.path = arg * n_fields + field
-        else:  # python ints: no overflow
-            self.path = arg.astype(object) * n_fields + field.astype(object)
+        self._arg, self._field = model.acc_arg_code, model.acc_field_code
+        self._n_fields = int(self._field.max()) + 1 if len(self._field) else 1
+        n_args = int(self._arg.max()) + 1 if len(self._arg) else 1
+        # python ints where the combined read code could overflow int64
+        self._path_type: type = np.int64 if float(n_args) * self._n_fields * self.n_keys < 2.0**62 else object
+
+    def key(self, rows: np.ndarray) -> np.ndarray:
+        """The memory code of each access row of ``rows``."""
+        return self._key_of_id[self._model.acc_array[rows] - self._low]
+
+    def path(self, rows: np.ndarray) -> np.ndarray:
+        """The argument path code of each access row of ``rows``."""
+        arg = self._arg[rows].astype(self._path_type)
+        return arg * self._n_fields + self._field[rows].astype(self._path_type)
 
     def outputs_of(self, ev: int) -> dict[int, int]:
         """Path code -> memory code of the write rows of event ``ev`` (the last row of a path wins)."""
@@ -154,15 +167,15 @@ class _RowCodes:
             self._writes = (
                 np.searchsorted(rows, self._model.acc_start).tolist(),
                 np.searchsorted(rows, self._model.acc_stop).tolist(),
-                self.path[rows].tolist(),
-                self.key[rows].tolist(),
+                self.path(rows).tolist(),
+                self.key(rows).tolist(),
             )
         first, stop, paths, keys = self._writes
         start, end = first[ev], stop[ev]
         return dict(zip(paths[start:end], keys[start:end]))
 
     def read_codes(self, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        return self.path[rows] * self.n_keys + keys
+        return self.path(rows) * self.n_keys + keys
 
 
 def _row_codes(model: Model, df: Dataflow) -> _RowCodes:
@@ -199,7 +212,7 @@ def _exposed_inputs(
     rows, index = df.rows_of_events(evs_b)
     if len(rows) == 0:
         return {}
-    keys_b = codes.key[rows]
+    keys_b = codes.key(rows)
     unique, inverse = np.unique(keys_b, return_inverse=True)
     inverse = inverse.reshape(-1)
     writes = df.is_write[rows]
@@ -252,10 +265,10 @@ def _pair_candidates(model: Model, df: Dataflow, evs_a: np.ndarray, exposed: dic
     rows, index = df.rows_of_events(evs_a)
     writes = df.is_write[rows]
     rows, index = rows[writes], index[writes]
-    keys = codes.key[rows]
+    keys = codes.key(rows)
     hit = np.isin(keys, np.fromiter(exposed, dtype=np.int64, count=len(exposed)))
     kernels = model.kernel[evs_a[index]]
-    paths = codes.path[rows]
+    paths = codes.path(rows)
     outputs = _forward_outputs(model, df)
     for kernel, path in set(zip(kernels.tolist(), paths.tolist())):
         if not exposed.keys().isdisjoint(outputs.get((kernel, path), ())):
@@ -291,7 +304,7 @@ def _index_forward_outputs(model: Model, df: Dataflow) -> dict[tuple[int, int], 
     rows, position = df.rows_of_events(launches)
     writes = df.is_write[rows]
     rows, position = rows[writes], position[writes]
-    kernels, paths, keys = model.kernel[launches[position]], codes.path[rows], codes.key[rows]
+    kernels, paths, keys = model.kernel[launches[position]], codes.path(rows), codes.key(rows)
     out: dict[tuple[int, int], set[int]] = {}
     if paths.dtype == object:  # python ints (see _RowCodes): no combined code
         for kernel, path, key in zip(kernels.tolist(), paths.tolist(), keys.tolist()):
@@ -338,11 +351,11 @@ def _boundary(model: Model, df: Dataflow, epoch_a: Epoch, exposed: dict[int, int
     writes_a = np.nonzero(df.is_write[rows_a])[0]
     read_cut = np.searchsorted(index_a[reads_a], np.arange(len(evs_a) + 1)).tolist()
     write_cut = np.searchsorted(index_a[writes_a], np.arange(len(evs_a) + 1)).tolist()
-    read_keys = codes.key[rows_a[reads_a]].tolist()
-    read_paths = codes.path[rows_a[reads_a]].tolist()
+    read_keys = codes.key(rows_a[reads_a]).tolist()
+    read_paths = codes.path(rows_a[reads_a]).tolist()
     write_rows = rows_a[writes_a]
-    write_keys = codes.key[write_rows].tolist()
-    write_paths = codes.path[write_rows].tolist()
+    write_keys = codes.key(write_rows).tolist()
+    write_paths = codes.path(write_rows).tolist()
     write_arrays = model.acc_array[write_rows].tolist()
     kernels_a = model.kernel[evs_a].tolist()
     for i, ev in enumerate(epoch_a.events):
@@ -484,7 +497,7 @@ def _index_originals(
     rows, position = df.rows_of_events(launches)
     read = df.is_read[rows]
     rows, position = rows[read], position[read]
-    values = codes.read_codes(rows, codes.key[rows])
+    values = codes.read_codes(rows, codes.key(rows))
     if values.dtype == object:
         order: np.ndarray = np.asarray(
             sorted(range(len(values)), key=lambda i: (int(position[i]), values[i])), dtype=np.int64
