@@ -60,8 +60,8 @@ def check(model: Model) -> list[Finding]:
         np.array([call.begin_seq for _, call, _ in work], dtype=np.int64), [len(evs) for _, _, evs in work]
     )
     rows, index = df.rows_of_events(consumers)
-    candidate, grad_from = _may_lack_grad(model, df)
-    keep = candidate[rows] & (whens[index] < grad_from[rows])
+    candidate, grad_from = _may_lack_grad(model, df, rows)
+    keep = candidate & (whens[index] < grad_from)
     rows, index = rows[keep], index[keep]
     # the producers each row may blame: certain writers in the consuming call's epoch (or an
     # unrecorded copy inside its tape's scope); rows without one cannot be reported
@@ -106,10 +106,10 @@ def check(model: Model) -> list[Finding]:
     return findings
 
 
-def _may_lack_grad(model: Model, df: Dataflow) -> tuple[np.ndarray, np.ndarray]:
-    """Access rows that WT301 looks at: reads, not of a gradient buffer, of a known array with a
-    floating-point dtype; and per row the seq from which its array always has a gradient
-    (:meth:`Dataflow.has_grad` is true at every later seq; int64 max when never)."""
+def _may_lack_grad(model: Model, df: Dataflow, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per access row of ``rows``: whether WT301 looks at it (a read, not of a gradient buffer, of
+    a known array with a floating-point dtype), and the seq from which its array always has a
+    gradient (:meth:`Dataflow.has_grad` is true at every later seq; int64 max when never)."""
     never = np.iinfo(np.int64).max
     ids = [array_id for array_id in model.arrays if array_id >= 0]
     max_id = max(ids, default=-1)
@@ -119,14 +119,14 @@ def _may_lack_grad(model: Model, df: Dataflow) -> tuple[np.ndarray, np.ndarray]:
         info = model.arrays[array_id]
         known[array_id] = differentiable_dtype(info.dtype)
         since[array_id] = df.grad_since(array_id, never)
-    array_ids = model.acc_array
+    array_ids = model.acc_array[rows]
     slots = np.where((array_ids >= 0) & (array_ids <= max_id), array_ids, max_id + 1)
     mask = known[slots]
     grad_from = since[slots]
     if len(ids) < len(model.arrays):  # negative array ids: left to the exact test
         mask |= array_ids < 0
         grad_from[array_ids < 0] = never
-    return mask & df.is_read & ~df.grad_row_mask, grad_from
+    return mask & df.is_read[rows] & ~df.grad_row_mask[rows], grad_from
 
 
 def _in_scope(
