@@ -25,7 +25,9 @@ def _launch_signatures(model: Model, df: Dataflow, evs: np.ndarray) -> tuple[np.
     start, stop = model.acc_start[evs], model.acc_stop[evs]
 
     def per_event(mask: np.ndarray) -> np.ndarray:
-        sums = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(mask, dtype=np.int64)])
+        # the running count in place after a leading 0 (int32 when it fits: half the memory)
+        sums = np.zeros(len(mask) + 1, dtype=np.int32 if len(mask) < 2**31 else np.int64)
+        np.cumsum(mask, dtype=sums.dtype, out=sums[1:])
         return sums[stop] - sums[start]
 
     keep = (per_event(df.is_write & (df.is_accumulate | df.is_read)) == 0) & (per_event(df.is_write) > 0)
