@@ -49,7 +49,8 @@ class Seeds(GradState):
         candidates = self.grad_row_mask & self.is_write & backward_launch[self.acc_ev] & (m.acc_alloc >= 0)
         accumulating = candidates & self.is_accumulate
         # plain stores: accumulating when a read row of the same launch overlaps them
-        rows = np.nonzero(candidates & ~self.is_accumulate & ~m.adjoint[self.acc_ev])[0]
+        rows = np.nonzero(candidates & ~self.is_accumulate)[0]
+        rows = rows[~m.adjoint[self.acc_ev[rows]]]
         if len(rows):
             evs = self.acc_ev[rows]
             others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])

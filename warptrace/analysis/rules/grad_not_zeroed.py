@@ -146,9 +146,8 @@ def _updated_pairs(model: Model, df: Dataflow) -> list[tuple[int, int, int, int,
     owners = np.asarray(pair_owner, dtype=np.int64)[todo]
     owner_alloc, owner_lo, owner_hi = _memory_of(model, owners)
     ev = df.acc_ev
-    recorded = (
-        model.recorded[ev] | (model.phase[ev] != S.FORWARD) | (model.parent[ev] >= 0) | df.grad_row_mask
-    )
+    # per event, then one gather per access row
+    recorded = (model.recorded | (model.phase != S.FORWARD) | (model.parent >= 0))[ev] | df.grad_row_mask
     updates = df.first_writes(
         df.write_index(~recorded), owner_alloc, owner_lo, owner_hi, after[todo], before[todo]
     )
