@@ -28,14 +28,10 @@ class DataflowBase:
         for info in m.arrays.values():
             lo_of[info.array_id], hi_of[info.array_id] = info.hull
         ids = m.acc_array
-        if n_rows and (int(ids.min()) < -1 or int(ids.max()) > max_id + 1):
-            ids = np.clip(ids, -1, max_id + 1)
-        if min(m.arrays, default=0) >= 0:  # the last slot is 0
-            self.acc_lo = lo_of[ids]
-            self.acc_hi = hi_of[ids]
-        else:
-            self.acc_lo = np.where(ids >= 0, lo_of[ids], 0)
-            self.acc_hi = np.where(ids >= 0, hi_of[ids], 0)
+        clip = bool(n_rows) and (int(ids.min()) < -1 or int(ids.max()) > max_id + 1)
+        known_only = min(m.arrays, default=0) < 0  # negative ids read 0, not a slot from the end
+        self.acc_lo = ByArray(ids, lo_of, max_id, clip, known_only)
+        self.acc_hi = ByArray(ids, hi_of, max_id, clip, known_only)
         role = m.acc_role
         self.is_read = (role & S.ROLE_READ) != 0
         self.is_write = (role & S.ROLE_WRITE) != 0
@@ -47,6 +43,26 @@ class DataflowBase:
         executed = m.executed[self.acc_ev] if n_rows else np.zeros(0, dtype=bool)
         self._exec = executed
         self._K = S.EVENT_KIND_CODES
+
+
+class ByArray:
+    """A per-access-row column that depends only on the row's array id, looked up for the rows
+    asked about: ``column[rows]`` is ``by_id[acc_array[rows]]`` (ids clipped to -1..max_id + 1 when
+    ``clip``; 0 for negative ids when ``known_only``). Stored for every row, each such int64
+    column would be 50 MiB on a trace of 6.7M access rows, and every page of it a fault; the
+    lookup costs one more gather, from a table small enough to stay in cache."""
+
+    def __init__(self, ids: np.ndarray, by_id: np.ndarray, max_id: int, clip: bool, known_only: bool) -> None:
+        self._ids, self._by_id, self._max_id = ids, by_id, max_id
+        self._clip, self._known_only = clip, known_only
+
+    def __getitem__(self, rows: Any) -> Any:
+        ids = self._ids[rows]
+        if self._clip:
+            ids = np.clip(ids, -1, self._max_id + 1)
+        if self._known_only:
+            return np.where(ids >= 0, self._by_id[ids], 0)
+        return self._by_id[ids]  # id -1: the last slot, 0
 
 
 def combine_codes(columns: list[np.ndarray]) -> np.ndarray:
