@@ -449,11 +449,16 @@ class Model:
 
     @cached_property
     def acc_ev(self) -> np.ndarray:
-        """Event index of every access row (-1 when its seq has no event row)."""
+        """Event index of every access row (-1 when its seq has no event row). Where every row
+        has its event (as recorded), this is :attr:`acc_near_ev` itself, not a 50 MiB copy per
+        6.7M rows: do not modify."""
         if self.n_events == 0:
             return np.full(len(self.acc_seq), -1, dtype=np.int64)
         index = self.acc_near_ev
-        return np.where(self.seq[index] == self.acc_seq, index, -1).astype(np.int64, copy=False)
+        has_event = self.seq[index] == self.acc_seq
+        if has_event.all():
+            return index
+        return np.where(has_event, index, -1).astype(np.int64, copy=False)
 
     def backward_after_many(self, tape_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """Vectorized :meth:`backward_after`: the backward seq per (tape, seq) pair, -1 for none."""
