@@ -44,6 +44,11 @@ class DataflowBase:
         self._exec = executed
         self._K = S.EVENT_KIND_CODES
 
+    def hulls(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(acc_lo[rows], acc_hi[rows])`` with one gather of the rows' array ids."""
+        ids = self.model.acc_array[rows]
+        return self.acc_lo.of_ids(ids), self.acc_hi.of_ids(ids)
+
 
 class ByArray:
     """A per-access-row column that depends only on the row's array id, looked up for the rows
@@ -57,7 +62,11 @@ class ByArray:
         self._clip, self._known_only = clip, known_only
 
     def __getitem__(self, rows: Any) -> Any:
-        ids = self._ids[rows]
+        return self.of_ids(self._ids[rows])
+
+    def of_ids(self, ids: Any) -> Any:
+        """The column's values for rows of array ids ``ids`` (``self[rows]`` is
+        ``self.of_ids(acc_array[rows])``: columns of the same ids share that gather)."""
         if self._clip:
             ids = np.clip(ids, -1, self._max_id + 1)
         if self._known_only:

@@ -65,8 +65,7 @@ class DefUse(DataflowBase):
         self.w_key = wkey[order]
         self.w_alloc = m.acc_alloc[self.w_rows]
         self.w_seq = m.acc_seq[self.w_rows]
-        self.w_lo = self.acc_lo[self.w_rows]
-        self.w_hi = self.acc_hi[self.w_rows]
+        self.w_lo, self.w_hi = self.hulls(self.w_rows)
         self.w_store = self.is_store[self.w_rows]
         stores = np.nonzero(self.w_store)[0]  # plain-store writes only, same order
         self.s_key = self.w_key[stores]
@@ -86,7 +85,7 @@ class DefUse(DataflowBase):
             # the block's reads in (allocation, seq) order (rows come in seq order): see _writers_for
             reads = reads[_stable_order(m.acc_alloc[reads])]
             readers, writers, ranks = self._writers_in_order(
-                m.acc_alloc[reads], self.acc_lo[reads], self.acc_hi[reads], m.acc_seq[reads]
+                m.acc_alloc[reads], *self.hulls(reads), m.acc_seq[reads]
             )
             reader_rows = reads[readers]  # access row of the read
             counts = np.bincount(reader_rows - first, minlength=last - first)
@@ -385,7 +384,7 @@ class DefUse(DataflowBase):
         rows = np.nonzero(self.is_read & of_allocs)[0]
         rows = rows[_stable_order(m.acc_alloc[rows])]
         allocs = m.acc_alloc[rows]
-        seqs, lows, highs = m.acc_seq[rows], self.acc_lo[rows], self.acc_hi[rows]
+        seqs, (lows, highs) = m.acc_seq[rows], self.hulls(rows)
         table: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         if len(rows):
             cuts = [0, *(np.nonzero(np.diff(allocs))[0] + 1).tolist(), len(rows)]

@@ -55,11 +55,12 @@ class Seeds(GradState):
             evs = self.acc_ev[rows]
             others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
             mine = rows[owner]
+            (other_lo, other_hi), (mine_lo, mine_hi) = self.hulls(others), self.hulls(mine)
             hit = (
                 self.is_read[others]
                 & (m.acc_alloc[others] == m.acc_alloc[mine])
-                & (self.acc_lo[others] < self.acc_hi[mine])
-                & (self.acc_lo[mine] < self.acc_hi[others])
+                & (other_lo < mine_hi)
+                & (mine_lo < other_hi)
             )
             accumulating[mine[hit]] = True
         return np.nonzero(accumulating)[0]
@@ -76,7 +77,7 @@ class Seeds(GradState):
         keep = calls >= 0
         rows, calls = rows[keep], calls[keep]
         n = len(rows)
-        alloc, lo, hi = m.acc_alloc[rows], self.acc_lo[rows], self.acc_hi[rows]
+        alloc, (lo, hi) = m.acc_alloc[rows], self.hulls(rows)
         # one dense code per memory; stable: each memory's rows stay in row order (lex_order)
         memory = unique_inverse(combine_codes([alloc, lo, hi]))[1]
         order = _stable_order(memory)
@@ -166,9 +167,8 @@ class Seeds(GradState):
         offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         pair_reads = reads[np.repeat(first, counts) + offsets]
         pair_rows = rows[owner]
-        overlap = (self.acc_lo[pair_reads] < self.acc_hi[pair_rows]) & (
-            self.acc_lo[pair_rows] < self.acc_hi[pair_reads]
-        )
+        (read_lo, read_hi), (row_lo, row_hi) = self.hulls(pair_reads), self.hulls(pair_rows)
+        overlap = (read_lo < row_hi) & (row_lo < read_hi)
         mask[rows[np.bincount(owner[overlap], minlength=len(rows)) > 0]] = False
         m.fill_row_copies(mask)
         return mask
