@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,14 +53,31 @@ def analyze_trace(trace: Trace, progress: Progress | None = None) -> Report:
 
 def build_model(trace: Trace) -> Model:
     """The model the rules read: the trace with graph captures replayed where they ran."""
-    with small_pages():
+    with small_pages(), _collector_paused():
         return Model(*expand_replays(trace))
 
 
 def analyze_model(model: Model, progress: Progress | None = None) -> Report:
     """Run every rule over an already built model (``diff`` keeps the model for its own views)."""
-    with small_pages():
+    with small_pages(), _collector_paused():
         return _run_rules(model, progress)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off within the block (back on after, if it was on).
+
+    The analysis builds hundreds of thousands of container objects that live until it ends (the
+    model's records, provenance sets, per-call lists) and next to no cyclic garbage (the drone
+    trace: under a thousand objects), so the collector's passes over the live ones are pure cost
+    (drone: 0.2 CPU s). Reference counting still frees everything else as it goes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _run_rules(model: Model, progress: Progress | None) -> Report:
