@@ -357,7 +357,7 @@ def _reads_at_risk(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     them are the template's rows in the same order. Only the other rows' reads are looked at."""
     ev_rows = model.acc_ev
     valid = ev_rows >= 0
-    ev_safe = np.where(valid, ev_rows, 0)
+    ev_safe = ev_rows if valid.all() else np.where(valid, ev_rows, 0)
     role, flags, alloc = model.acc_role, model.acc_flags, model.acc_alloc
     not_grad = ~grad_mask(model, model.acc_array, flags)
     empty = np.zeros(0, dtype=np.int64)
