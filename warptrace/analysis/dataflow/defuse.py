@@ -64,7 +64,6 @@ class DefUse(DataflowBase):
         self.w_rows = writes[order]  # write rows sorted by (alloc, seq)
         self.w_key = wkey[order]
         self.w_alloc = m.acc_alloc[self.w_rows]
-        self.w_seq = m.acc_seq[self.w_rows]
         self.w_lo, self.w_hi = self.hulls(self.w_rows)
         self.w_store = self.is_store[self.w_rows]
         stores = np.nonzero(self.w_store)[0]  # plain-store writes only, same order
@@ -160,13 +159,21 @@ class DefUse(DataflowBase):
                 break
             w_lo, w_hi = self.w_lo[p], self.w_hi[p]
             overlap = (w_lo < a_hi) & (a_lo < w_hi)
-            hit = active[overlap]
+            if overlap.all():  # the usual first step: the nearest write overlaps every read
+                hit, hit_p = active, p
+            else:
+                hit, hit_p = active[overlap], p[overlap]
             found_q.append(hit)
-            found_w.append(self.w_rows[p[overlap]])
-            found_r.append(count[hit])
-            count[hit] += 1
+            found_w.append(self.w_rows[hit_p])
+            if step:
+                found_r.append(count[hit])
+                count[hit] += 1
+            else:  # nothing found before: rank 0, no gather of the counts
+                found_r.append(np.zeros(len(hit), dtype=np.int16))
+                count[hit] = 1
             covers = overlap & self.w_store[p] & (w_lo <= a_lo) & (w_hi >= a_hi)
-            keep = ~covers & (count[active] < _PRODUCER_LIMIT)
+            # after step s a query has at most s + 1 producers: below the limit while s + 1 < it
+            keep = ~covers if step + 1 < _PRODUCER_LIMIT else ~covers & (count[active] < _PRODUCER_LIMIT)
             active = active[keep]
             pos[active] = p[keep] - 1
         for q in active.tolist():  # rare: long runs of writes to other parts of the allocation
