@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from warptrace.kernel_source import guards, local_flow
-from warptrace.kernel_source.syntax import call_name, names_in, parse_function, root_name, text_of
+from warptrace.kernel_source.syntax import call_name, names_in, parse_function, root_name, text_of, walk
 
 __all__ = [
     "AdjointAssign",
@@ -330,9 +330,9 @@ def _unrolled(node: ast.For, trips: int | None, max_unroll: int) -> bool:
     ``wp.static`` (then always unrolled)."""
     if trips is None or not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, ast.Name):
         return False
-    if any(isinstance(n, ast.Call) and call_name(n.func) == "static" for n in ast.walk(node)):
+    if any(isinstance(n, ast.Call) and call_name(n.func) == "static" for n in walk(node)):
         return True
-    if any(isinstance(n, ast.Break) for s in node.body for n in ast.walk(s)):
+    if any(isinstance(n, ast.Break) for s in node.body for n in walk(s)):
         return False
     return trips <= max_unroll
 
@@ -420,7 +420,7 @@ class _Collector:
             {
                 n.id
                 for s in node.body
-                for n in ast.walk(s)
+                for n in walk(s)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
             }
         )
@@ -522,12 +522,12 @@ class _Collector:
     def expr(self, node: ast.expr, loop: int, used: bool) -> None:
         # comparisons turned into numbers: `float(x > 0)`, `(x > 0) * w`
         numeric: set[int] = set()
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if isinstance(sub, ast.Call) and call_name(sub.func) in _NUMERIC_CASTS:
                 numeric.update(id(a) for a in sub.args if isinstance(a, ast.Compare))
             elif isinstance(sub, ast.BinOp):
                 numeric.update(id(a) for a in (sub.left, sub.right) if isinstance(a, ast.Compare))
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if isinstance(sub, ast.Call):
                 self.call(sub, loop, used=used or sub is not node)
             elif isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Div, ast.FloorDiv, ast.Mod)):
@@ -595,9 +595,9 @@ def _exits(body: list[ast.stmt]) -> bool:
 
 
 def _calls_in(node: ast.expr) -> tuple[str, ...]:
-    return tuple(sorted({call_name(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)} - {""}))
+    return tuple(sorted({call_name(n.func) for n in walk(node) if isinstance(n, ast.Call)} - {""}))
 
 
 def names_assigned(tree: ast.AST) -> set[str]:
     """Names bound anywhere below ``tree``."""
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {n.id for n in walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}

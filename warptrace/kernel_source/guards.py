@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from warptrace.kernel_source.syntax import call_name
+from warptrace.kernel_source.syntax import call_name, walk
 
 __all__ = ["HAZARD_CALLS", "hazards", "nonzero", "safe_locals", "varying"]
 
@@ -72,17 +72,17 @@ def safe_locals(tree: ast.FunctionDef, assigned: set[str]) -> frozenset[str]:
     an augmented assignment (``x -= d``) makes a local unsafe."""
     values: dict[str, list[ast.expr]] = {}
     unsafe: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     values.setdefault(target.id, []).append(node.value)
                 else:
-                    unsafe.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                    unsafe.update(n.id for n in walk(target) if isinstance(n, ast.Name))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             values.setdefault(node.target.id, []).append(node.value)
         elif isinstance(node, (ast.AugAssign, ast.For)):
-            unsafe.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            unsafe.update(n.id for n in walk(node.target) if isinstance(n, ast.Name))
     safe: frozenset[str] = frozenset()
     for _ in range(3):  # chains of safe locals
         safe = frozenset(
@@ -100,7 +100,7 @@ def _epsilon(node: ast.expr, assigned: set[str]) -> bool:
         return isinstance(node.value, (int, float)) and node.value > 0
     return not any(
         isinstance(n, (ast.Subscript, ast.Call)) or (isinstance(n, ast.Name) and n.id in assigned)
-        for n in ast.walk(node)
+        for n in walk(node)
     )
 
 
@@ -120,7 +120,7 @@ def hazards(
     thread (locals, and the parameters of a ``@wp.func``; a kernel's scalar parameters are
     uniform over the launch)."""
     found = []
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if isinstance(sub, ast.Call):
             name = call_name(sub.func)
             if name not in HAZARD_CALLS or not sub.args:
@@ -161,6 +161,5 @@ def varying(node: ast.expr, per_thread: set[str]) -> bool:
     """Whether ``node`` can vary per thread: it reads a local or an array element (a scalar
     parameter or a module constant is fixed for the launch, and carries no gradient)."""
     return any(
-        isinstance(n, ast.Subscript) or (isinstance(n, ast.Name) and n.id in per_thread)
-        for n in ast.walk(node)
+        isinstance(n, ast.Subscript) or (isinstance(n, ast.Name) and n.id in per_thread) for n in walk(node)
     )

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from warptrace.kernel_source.syntax import call_name, names_in, root_name, text_of
+from warptrace.kernel_source.syntax import call_name, names_in, root_name, text_of, walk
 
 __all__ = ["array_annotation_ndim", "array_locals", "carried_state", "component_history", "local_deps"]
 
@@ -42,7 +42,7 @@ def local_deps(tree: ast.FunctionDef) -> tuple[tuple[str, tuple[str, ...]], ...]
     """Each name the body assigns, with the names its assigned values read (every assignment:
     the analysis is flow-insensitive, an over-approximation)."""
     deps: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if not isinstance(node, ast.stmt) or node is tree:
             continue
         if isinstance(node, ast.For):
@@ -123,7 +123,7 @@ def array_locals(tree: ast.FunctionDef) -> frozenset[str]:
         if ndim is not None:
             known[arg.arg] = ndim
     params = set(known)
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             ndim = array_annotation_ndim(node.annotation)
             if ndim is not None:
@@ -150,7 +150,7 @@ def tile_locals(tree: ast.FunctionDef) -> frozenset[str]:
 def _name_binds(tree: ast.FunctionDef) -> list[tuple[str, ast.expr]]:
     """(name, value) of every assignment of a value to a plain name (``x = v``, ``x: T = v``)."""
     binds: list[tuple[str, ast.expr]] = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             binds.append((node.target.id, node.value))
         elif isinstance(node, ast.Assign):
@@ -181,7 +181,7 @@ def _propagate(
 
 
 def _loads(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _constant(expr: ast.expr, varying: frozenset[str] | None) -> bool:
@@ -190,7 +190,7 @@ def _constant(expr: ast.expr, varying: frozenset[str] | None) -> bool:
     arithmetic. None: nothing counts as constant."""
     if varying is None:
         return False
-    for node in ast.walk(expr):
+    for node in walk(expr):
         if isinstance(node, ast.Name):
             if node.id in varying:
                 return False
@@ -302,7 +302,7 @@ def _additive_use(stmt: ast.stmt, name: str, varying: frozenset[str] | None = No
 
 def _index_reads(target: ast.expr, name: str) -> bool:
     """``a[int(p)] = ...``: the carried value used as an index is not additive."""
-    return any(name in _loads(n.slice) for n in ast.walk(target) if isinstance(n, ast.Subscript))
+    return any(name in _loads(n.slice) for n in walk(target) if isinstance(n, ast.Subscript))
 
 
 def carried_state(
@@ -417,12 +417,12 @@ def _literal_index(component: str) -> int | None:
 
 def value_names(node: ast.AST) -> tuple[str, ...]:
     """Names a value reads, without the names of called functions (``wp`` in ``wp.vec3(...)``)."""
-    called = {id(n) for c in ast.walk(node) if isinstance(c, ast.Call) for n in ast.walk(c.func)}
+    called = {id(n) for c in walk(node) if isinstance(c, ast.Call) for n in walk(c.func)}
     return tuple(
         sorted(
             {
                 n.id
-                for n in ast.walk(node)
+                for n in walk(node)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in called
             }
         )
@@ -460,12 +460,9 @@ class _History:
             # names that change from one iteration to the next: the loop variable and every
             # name the body assigns; a component indexed by one of them is a different slot
             inner = loop_names | (names_in(stmt.target) if isinstance(stmt, ast.For) else set())
-            inner |= {root for s in ast.walk(stmt) if isinstance(s, ast.stmt) for root in _writes(s)}
+            inner |= {root for s in walk(stmt) if isinstance(s, ast.stmt) for root in _writes(s)}
             fresh = {
-                root
-                for s in ast.walk(stmt)
-                if isinstance(s, (ast.Assign, ast.AnnAssign))
-                for root in _plain(s)
+                root for s in walk(stmt) if isinstance(s, (ast.Assign, ast.AnnAssign)) for root in _plain(s)
             }
             self.fresh.append(fresh)
             after = self.block(stmt.body, _copy(state), inner)

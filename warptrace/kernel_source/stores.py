@@ -9,7 +9,7 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 
-from warptrace.kernel_source.syntax import names_in, parse_function, text_of
+from warptrace.kernel_source.syntax import names_in, parse_function, text_of, walk
 
 __all__ = [
     "NOT_REPLAYED",
@@ -42,7 +42,7 @@ def stores_twice(source: str, def_line: int, target_text: str) -> list[int] | No
     if func is None:
         return None
     assigned: dict[str, int] = defaultdict(int)
-    for node in ast.walk(func):
+    for node in walk(func):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             assigned[node.id] += 1
     stores: dict[str, list[int]] = defaultdict(list)
@@ -62,12 +62,12 @@ def stores_twice(source: str, def_line: int, target_text: str) -> list[int] | No
         if any(not (names & bound) for bound in loops):
             looped.append(absolute(target))
 
-    def walk(node: ast.AST) -> None:
+    def visit(node: ast.AST) -> None:
         if isinstance(node, ast.For):
-            bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            bound = {n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
             loops.append(bound)
             for child in node.body + node.orelse:
-                walk(child)
+                visit(child)
             loops.pop()
             return
         if isinstance(node, ast.Assign):
@@ -77,10 +77,10 @@ def stores_twice(source: str, def_line: int, target_text: str) -> list[int] | No
             record(node.target)
         for nested in ast.iter_child_nodes(node):
             if isinstance(nested, ast.stmt):
-                walk(nested)
+                visit(nested)
 
     for statement in func.body:
-        walk(statement)
+        visit(statement)
     for lines in stores.values():
         if len(lines) >= 2:
             return sorted(lines)[:2]
@@ -97,9 +97,9 @@ def passes_to_function(source: str, target_text: str, custom_replay: tuple[str, 
     if func is None:
         return RESULT_USED
     replayed = {name.rsplit(".", 1)[-1] for name in custom_replay}
-    discarded = {id(node.value) for node in ast.walk(func) if isinstance(node, ast.Expr)}
+    discarded = {id(node.value) for node in walk(func) if isinstance(node, ast.Expr)}
     found = NOT_REPLAYED
-    for node in ast.walk(func):
+    for node in walk(func):
         if not isinstance(node, ast.Call):
             continue
         name = text_of(node.func)
@@ -128,14 +128,12 @@ def stores_after(lines: list[str], start: int, target_text: str) -> bool:
 
 
 def _parents(func: ast.FunctionDef) -> dict[int, ast.AST]:
-    return {id(child): node for node in ast.walk(func) for child in ast.iter_child_nodes(node)}
+    return {id(child): node for node in walk(func) for child in ast.iter_child_nodes(node)}
 
 
 def _body_names(func: ast.FunctionDef, name: str) -> list[ast.Name]:
     """The uses of ``name`` in the body (the signature's annotations and defaults left out)."""
-    return [
-        n for statement in func.body for n in ast.walk(statement) if isinstance(n, ast.Name) and n.id == name
-    ]
+    return [n for statement in func.body for n in walk(statement) if isinstance(n, ast.Name) and n.id == name]
 
 
 @lru_cache(maxsize=1024)

@@ -11,7 +11,10 @@ import ast
 import textwrap
 from functools import lru_cache
 
-__all__ = ["call_name", "dotted", "names_in", "parse_function", "root_name", "text_of"]
+__all__ = ["call_name", "dotted", "names_in", "parse_function", "root_name", "text_of", "walk"]
+
+# The attribute under which walk() keeps a node's walk on the node itself.
+_WALK = "_warptrace_walk"
 
 
 @lru_cache(maxsize=2048)
@@ -20,7 +23,7 @@ def parse_function(source: str) -> ast.FunctionDef | None:
 
     The source is dedented first (a kernel defined inside a function or class is
     indented); a syntax error yields None, never an exception. The tree is cached and
-    shared: callers must not mutate it."""
+    shared: callers must not mutate it (:func:`walk` keeps its answers on the nodes)."""
     if not source:
         return None
     try:
@@ -61,9 +64,20 @@ def dotted(node: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
+def walk(node: ast.AST) -> tuple[ast.AST, ...]:
+    """``tuple(ast.walk(node))``: ``node`` and every node below it, breadth first. Computed once
+    per node and kept on it: the kernel-source questions walk the same shared trees
+    (:func:`parse_function`) and subtrees many times over, and iterating a tuple costs a
+    fraction of ``ast.walk``'s generator (which rebuilds each node's child list)."""
+    found: tuple[ast.AST, ...] | None = node.__dict__.get(_WALK)
+    if found is None:
+        found = node.__dict__[_WALK] = tuple(ast.walk(node))
+    return found
+
+
 def names_in(node: ast.AST) -> set[str]:
     """Every name mentioned below ``node``."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)}
 
 
 def text_of(node: ast.AST) -> str:
