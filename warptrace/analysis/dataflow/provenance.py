@@ -90,15 +90,18 @@ class Provenance(Seeds):
         number: dict[frozenset[int], int] = {empty: 0}
         set_of = [0] * n  # per scope position: the number of its event's leaf set
         writers_at = np.searchsorted(scope_evs, live_writer)  # as scope positions
-        writers_list = writers_at.tolist()
-        leaves_list = leaf_array.tolist()
         unions: dict[tuple[int, ...], int] = {}
         own_unions: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
         def walk(start: int, stop: int) -> None:  # the events of scope positions start:stop, in order
+            # python ints of these positions' producers and leaves only (most graph replays are
+            # copied, never walked: lists of every position's would cost more than the walk)
+            w_base, l_base = w_cut[start], l_cut[start]
+            writers_list = writers_at[w_base : w_cut[stop]].tolist()
+            leaves_list = leaf_array[l_base : l_cut[stop]].tolist()
             for i in range(start, stop):
-                parts = {set_of[w] for w in writers_list[w_cut[i] : w_cut[i + 1]]}
-                own = leaves_list[l_cut[i] : l_cut[i + 1]]
+                parts = {set_of[w] for w in writers_list[w_cut[i] - w_base : w_cut[i + 1] - w_base]}
+                own = leaves_list[l_cut[i] - l_base : l_cut[i + 1] - l_base]
                 if own:
                     # the same reads and producers (a replayed launch) give the same leaves
                     own_key = (tuple(own), tuple(sorted(parts)))
