@@ -56,14 +56,13 @@ class DefUse(DataflowBase):
         m = self.model
         valid = (m.acc_alloc >= 0) & self._exec
         writes = np.nonzero(self.is_write & valid)[0]
-        reads = np.nonzero(self.is_read & valid)[0]
         big = int(m.seq.max()) + 2 if m.n_events else 2
         self._big = big
-        wkey = m.acc_alloc[writes] * big + m.acc_seq[writes]
-        order = _key_order(m.acc_alloc[writes], m.acc_seq[writes])  # = np.argsort(wkey, kind="stable")
+        w_alloc, w_seq = m.acc_alloc[writes], m.acc_seq[writes]
+        order = _key_order(w_alloc, w_seq)  # = np.argsort(w_alloc * big + w_seq, kind="stable")
         self.w_rows = writes[order]  # write rows sorted by (alloc, seq)
-        self.w_key = wkey[order]
-        self.w_alloc = m.acc_alloc[self.w_rows]
+        self.w_alloc = w_alloc[order]
+        self.w_key = self.w_alloc * big + w_seq[order]
         self.w_lo, self.w_hi = self.hulls(self.w_rows)
         self.w_store = self.is_store[self.w_rows]
         stores = np.nonzero(self.w_store)[0]  # plain-store writes only, same order
@@ -87,11 +86,12 @@ class DefUse(DataflowBase):
                 m.acc_alloc[reads], *self.hulls(reads), m.acc_seq[reads]
             )
             reader_rows = reads[readers]  # access row of the read
-            counts = np.bincount(reader_rows - first, minlength=last - first)
+            local = reader_rows - first
+            counts = np.bincount(local, minlength=last - first)
             self._edge_start[first + 1 : last + 1] = counts
             # grouped by reader row, each read's producers nearest first: the rank is the position
             # among its read's producers (a placement instead of a stable sort by reader row)
-            place = (np.cumsum(counts) - counts)[reader_rows - first] + ranks
+            place = (np.cumsum(counts) - counts)[local] + ranks
             block_readers = np.empty(len(place), dtype=np.int64)
             block_writers = np.empty(len(place), dtype=np.int64)  # access row of the write
             block_readers[place] = reader_rows
