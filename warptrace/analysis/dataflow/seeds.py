@@ -96,11 +96,15 @@ class Seeds(GradState):
         kept = np.nonzero(kept)[0]
         kept = kept[np.argsort(rank[group[kept]], kind="stable")]
         cuts = np.searchsorted(rank[group[kept]], np.arange(len(starts) + 1), side="left")
-        adjoint = np.nonzero(m.adjoint[self.acc_ev[rows[order]]])[0]
+        # the adjoint flag gathered in row order (rows ascend: near-sequential), then permuted
+        adjoint = np.nonzero(m.adjoint[self.acc_ev[rows]][order])[0]
         adjoint_row = np.full(len(starts), -1, dtype=np.int64)
         if len(adjoint):
             adj_groups = group[adjoint]  # in order: the first of each group where it changes
-            first_adj = np.flatnonzero(np.diff(adj_groups, prepend=-1))
+            changes = np.empty(len(adj_groups), dtype=bool)
+            changes[0] = True
+            np.not_equal(adj_groups[1:], adj_groups[:-1], out=changes[1:])
+            first_adj = np.flatnonzero(changes)
             adjoint_row[rank[adj_groups[first_adj]]] = rows[order[adjoint[first_adj]]]
         first_rows = order[firsts]
         return FillGroups(
