@@ -1,5 +1,6 @@
-"""Only the optional compiled module (the launch, copy, zero_, fill_, numpy, _init_new and
-Tape wrappers, the Tape.zero rows, the call-site frame walk); everything else is in
+"""Only the optional compiled module (the launch, copy, zero_, fill_, numpy, _init_new,
+_alloc_grad and Tape wrappers, the Tape.zero rows, the call-site frame walk, the packing of
+the rows for the trace-writer process); everything else is in
 pyproject.toml.
 
 ``warptrace/record/_fastlaunch.c`` is built with the machine's own C compiler for the

@@ -537,6 +537,70 @@ def test_compiled_tape_events_record_the_rows_of_the_python_wrappers(tmp_path):
     assert created == 15 and entered >= 19 and exited >= 19 and backward == 15
 
 
+# Gradients allocated in the forms the compiled FastAllocGrad takes (Warp's _alloc_grad from
+# zeros/empty/array/clone with requires_grad, the requires_grad setter, a grad made on a thread
+# of its own) and the one it hands to the Python wrapper's second half (an array registered
+# before its grad existed: wp.array(data, requires_grad=True) copies its data first).
+_GRADS = (
+    """
+import sys
+import threading
+
+import numpy as np
+import warp as wp
+
+import warptrace
+
+wp.config.quiet = True
+"""
+    + _SCALE
+    + """
+
+warptrace.start(sys.argv[1])
+
+
+def grads():
+    kept = []
+    for _ in range(3):
+        a = wp.zeros(16, dtype=float, requires_grad=True, device="cpu")
+        b = wp.array(np.arange(16, dtype=np.float32), requires_grad=True, device="cpu")
+        c = wp.empty(16, dtype=float, device="cpu")
+        wp.launch(scale, 16, [a], [c], device="cpu")
+        c.requires_grad = True  # the setter: registered before its grad, reported by the setter
+        d = wp.clone(b, requires_grad=True)
+        e = wp.zeros(16, dtype=float, device="cpu")
+        e.numpy()  # registered first
+        e.requires_grad = True
+        with wp.Tape() as tape:
+            wp.launch(scale, 16, [a], [d], device="cpu")
+        tape.backward(grads={d: wp.ones(16, dtype=float, device="cpu")})
+        kept.append((a.grad.numpy().sum(), b.grad, c.grad, d.grad, e.grad))
+    return kept
+
+
+grads()
+thread = threading.Thread(target=grads)  # a thread's first grad: its state made in Python
+thread.start()
+thread.join()
+print("compiled calls", getattr(wp.array._alloc_grad, "recorded_calls", 0))
+from warptrace.record import state
+
+print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
+warptrace.stop()
+"""
+)
+
+
+@needs_compiled
+def test_compiled_grad_allocation_records_the_rows_of_the_python_wrapper(tmp_path):
+    (decided,) = _both_ways(tmp_path, _GRADS, ("{script}", "{out}"))
+    assert decided == 12  # a and d on both threads, 3 times (b, c, e were registered first)
+    from warptrace.trace.reader import read_trace
+
+    events = read_trace(tmp_path / "compiled.wtrace").tables["events"].to_pylist()
+    assert sum(e["kind"] == "set_requires_grad" for e in events) >= 6  # b and e, on both threads
+
+
 def test_a_kept_wrapper_lets_the_stopped_session_go(tmp_path):
     # both paths: stop() leaves nothing of the session in a wrapper the program kept,
     # before and after the wrapper's next call

@@ -3,8 +3,9 @@
  * down, the compiled array.zero_, array.fill_, array.numpy()/list(), wp.copy and the Tape
  * events: FastZero, FastFill, FastRead, FastCopy, FastTapeInit, FastTapeEvent and
  * FastBackward;
- * Identity.register, Recorder.row, array._init_new and the loops of Tape.zero, the
- * allocation index and the frame walk.)
+ * Identity.register, Recorder.row, array._init_new, array._alloc_grad (FastAllocGrad) and
+ * the loops of Tape.zero, the allocation index and the frame walk; the int64 packing of the
+ * rows the writer thread sends to the trace-writer process.)
  *
  * One object of type FastLaunch stands in for wp.launch. A call parses Warp's 13
  * parameters (positional or keyword, Warp's own defaults), forwards the caller's
@@ -38,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 7
+#define ABI_VERSION 8
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -2723,6 +2724,113 @@ FAST_METHOD_TYPE(FastTapeInitType, "FastTapeInit",
                  "Tape.__init__, recorded without a Python frame (see warptrace/record/wrap/tape.py)",
                  ft_getset, ft_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
+/* ================================================================== array._alloc_grad */
+
+/* The compiled array._alloc_grad (warptrace/record/wrap/allocation.py, make_alloc_grad), a
+ * FastMethod with its own call: the thread's grad_owner is the array during Warp's call (the
+ * allocation Warp makes there is that array's grad: FastInitNew and the Python record read
+ * it), and is restored after, also when Warp's call raises. An array this session registered
+ * before its grad existed then gets the Python wrapper's second half (after: its
+ * SET_REQUIRES_GRAD row), as from the Python wrapper. A thread's first event and another
+ * signature are the Python wrapper's. */
+#define TSG_SLOT(self, ts) read_slot(&(self)->ts2_slots, (ts), O_GRAD_OWNER, O_GRAD_OWNER, O_GRAD_OWNER)
+
+static PyObject *
+fag_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastMethod *self = (FastMethod *)callable;
+    if (self->original == NULL || self->python == NULL || self->after == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this array._alloc_grad wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || self->state_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL || rec == Py_None) {
+        if (rec == NULL && PyErr_Occurred())
+            return NULL;
+        if (self->bound.session != NULL)
+            fz_clear_session(self);
+        return PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    }
+    Py_INCREF(rec);
+    Session *ss = NULL;
+    PyObject *ts = NULL, *saved = NULL, *result = NULL, *arr = args[0];
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound > 0 && (saved = TSG_SLOT(self, ts)) != NULL && PyObject_SetAttr(ts, s_grad_owner_slot, arr) < 0)
+        Py_CLEAR(saved);
+    if (saved == NULL) { /* the Python wrapper's: the thread's first event, or an error reading its state */
+        if (bound != 0 && fail(rec) < 0)
+            goto done;
+        PyErr_Clear();
+        result = PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+        goto done;
+    }
+    result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    {
+        /* the thread's grad_owner back, whatever Warp's call did (its exception kept) */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        int restored = PyObject_SetAttr(ts, s_grad_owner_slot, saved);
+        if (restored < 0) {
+            Py_CLEAR(result);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+            goto done;
+        }
+        PyErr_Restore(type, value, traceback);
+    }
+    if (result == NULL)
+        goto done;
+    PyObject *st = getattr_or_none(arr, self->state_attr);
+    if (st == NULL) {
+        if (fail(rec) < 0)
+            Py_CLEAR(result);
+        PyErr_Clear();
+        goto done;
+    }
+    if (PyTuple_CheckExact(st) && PyTuple_GET_SIZE(st) >= 1 && PyTuple_GET_ITEM(st, 0) == ss->tok) {
+        /* registered before its grad existed: the Python wrapper's second half, depth 1 (no
+         * wrapper frame between it and the caller) */
+        PyObject *r = PyObject_CallFunctionObjArgs(self->after, rec, ts, arr, i_one, NULL);
+        if (r == NULL)
+            Py_CLEAR(result); /* rec.fail raised (WARPTRACE_STRICT) */
+        Py_XDECREF(r);
+    } else {
+        self->calls++;
+    }
+    Py_DECREF(st);
+done:
+    Py_DECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(saved);
+    return result;
+}
+
+static PyObject *
+fag_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"original", "python", "after", "state_dict", "state_attr", NULL};
+    static const size_t offsets[5] = {F(original), F(python), F(after), F(state_dict), F(state_attr)};
+    PyObject *o[5];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!U:FastAllocGrad", kwlist, &o[0], &o[1], &o[2],
+                                     &PyDict_Type, &o[3], &o[4]))
+        return NULL;
+    return method_new(type, fag_vectorcall, offsets, o, 5);
+}
+
+static PyGetSetDef fag_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"recorded_calls", (getter)fz_get_calls, NULL, "_alloc_grad calls decided by the compiled path", NULL},
+    {NULL},
+};
+
+FAST_METHOD_TYPE(FastAllocGradType, "FastAllocGrad",
+                 "array._alloc_grad, without a Python frame (see warptrace/record/wrap/allocation.py)",
+                 fag_getset, fag_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
+
 /* The compiled Tape.backward (warptrace/record/wrap/tape.py, make_tape_backward), a
  * FastMethod with its own call: backward() and backward(loss) of a tape this session tagged,
  * with a loss array it registered: the BACKWARD_BEGIN row, the thread in the backward phase
@@ -5221,6 +5329,7 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastInitNewType) < 0 || PyType_Ready(&FastReadType) < 0
         || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0
         || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
+        || PyType_Ready(&FastAllocGradType) < 0
         || PyType_Ready(&FastBackwardType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
@@ -5277,6 +5386,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastTapeEventType);
     if (PyModule_AddObject(m, "FastTapeEvent", (PyObject *)&FastTapeEventType) < 0) {
         Py_DECREF(&FastTapeEventType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastAllocGradType);
+    if (PyModule_AddObject(m, "FastAllocGrad", (PyObject *)&FastAllocGradType) < 0) {
+        Py_DECREF(&FastAllocGradType);
         Py_DECREF(m);
         return NULL;
     }

@@ -140,23 +140,25 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
 def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
     """``array._alloc_grad``: the next fresh allocation is this array's grad."""
 
-    def after(rec: Any, ts: Any, self: Any) -> None:
-        # An array registered before its grad existed (wp.array(data, requires_grad=True)
-        # copies its data, and so gets registered, before it sets _requires_grad) carries
-        # requires_grad=False in its arrays row: say that it has a grad from now on.
-        # (The requires_grad setter reports itself: skip when it is the caller.)
+    def after(rec: Any, ts: Any, self: Any, depth: int = 2) -> None:
+        """Once Warp's call returned: an array registered before its grad existed
+        (wp.array(data, requires_grad=True) copies its data, and so gets registered, before
+        it sets _requires_grad) carries requires_grad=False in its arrays row: say that it
+        has a grad from now on. (The requires_grad setter reports itself: skip when it is
+        the caller.) ``depth``: frames from here to ``_alloc_grad``'s caller (1 from the
+        compiled wrapper, which has no frame)."""
         st = getattr(self, STATE, None)
         if (
             st is not None
             and st[0] is rec.tok
             and not ts.guard
-            and getframe(2).f_code.co_name != "requires_grad"  # not from the setter
+            and getframe(depth).f_code.co_name != "requires_grad"  # not from the setter
         ):
             try:
                 rec.emit(
                     SET_REQUIRES_GRAD,
                     tape=current_tape(rec, ts),
-                    site=rec.sites.caller(2),
+                    site=rec.sites.caller(depth),
                     array_id=st[1],
                     value=1.0,
                 )
@@ -183,7 +185,8 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
             after(rec, ts, self)
             return result
 
-        return mark(original, _alloc_grad)
+        python = mark(original, _alloc_grad)
+        return compiled_or(python, original, "FastAllocGrad", original, python, after, vars(state), STATE)
 
     def _alloc_grad_generic(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = state.rec
