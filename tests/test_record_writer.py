@@ -196,6 +196,40 @@ def test_the_process_notes_a_value_that_is_not_an_int(trace_path):
     assert fields.count(None) == 1 and fields.count("") == len(fields) - 1
 
 
+def test_messages_reach_the_writer_process_whole():
+    """What the writer thread sends (a pickle whose large bytes payloads, the packed rows, go
+    into the pipe as they are, beside the pickle's own frames) is what the process reads: a
+    message larger than the pipe, written while the other end reads, and small ones."""
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    sender = sink_process.SinkProcess.__new__(sink_process.SinkProcess)
+    sender._out = write_fd
+    rows = np.arange(3 * (1 << 20), dtype=np.int64).tobytes()  # 24 MiB: many pipe buffers
+    batch = (
+        ("allocs", [1, "cpu", (16,)] * 5000),
+        ("events", (rows, [(3, 1.5, None)])),
+        ("accesses", rows[:560]),
+    )
+    messages = [
+        ("attach", "/tmp/x.wtrace", "id", {"events": 0}),
+        ("batch", (["launch"], [""], []), batch, False),
+        ("sync",),
+    ]
+    received: list[object] = []
+    frames = sink_process._Frames(read_fd)
+    reader = threading.Thread(target=lambda: received.extend(frames.next(30) for _ in messages))
+    reader.start()
+    try:
+        for message in messages:
+            sender._send(message)
+    finally:
+        reader.join(60)
+        os.close(write_fd)
+        os.close(read_fd)
+    assert received == messages
+
+
 def test_an_interpreter_that_cannot_start_the_process_writes_in_process(trace_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/opt/app/bin/kit")  # an embedding application
     assert not sink_process.usable()

@@ -65,6 +65,22 @@ _F_SETPIPE_SZ = 1031
 _PYTHON_NAME = re.compile(r"python[0-9.]*w?(\.exe)?$", re.IGNORECASE)
 
 
+_MAX_PIECES = 512  # below every platform's IOV_MAX (1024 on Linux)
+
+
+class _Pieces(list[Any]):
+    """The file a message is pickled to: the pieces as the pickler writes them (frames of its
+    own output, and large bytes payloads as they are), and their total size."""
+
+    size = 0
+
+    def write(self, data: Any) -> int:
+        self.append(data)
+        n = memoryview(data).nbytes
+        self.size += n
+        return n
+
+
 class SinkError(RuntimeError):
     """The trace-writer process could not be started or ended without being asked."""
 
@@ -160,19 +176,22 @@ class SinkProcess:
         self.proc.wait()
 
     def _send(self, message: Any) -> None:
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        header = _HEADER.pack(len(data))
+        pieces = _Pieces()
+        # a Pickler with a file hands a large bytes payload (the packed rows) to its write()
+        # as the object itself: no copy into the pickle, and header and pieces go out in
+        # one system call where the platform has writev
+        pickle.Pickler(pieces, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
+        data: list[Any] = [_HEADER.pack(pieces.size), *pieces]
         try:
-            if hasattr(os, "writev"):  # header and pickle in one call, without joining them (a copy)
-                written = os.writev(self._out, (header, data))
-                if written >= len(header):
-                    view = memoryview(data)[written - len(header) :]
-                else:
-                    view = memoryview(header + data)[written:]
-            else:
-                view = memoryview(header + data)
-            while view:
-                view = view[os.write(self._out, view) :]
+            if not hasattr(os, "writev") or len(data) > _MAX_PIECES:
+                data = [b"".join(data)]
+            while data:
+                written = os.writev(self._out, data) if len(data) > 1 else os.write(self._out, data[0])
+                while data and written >= len(data[0]):
+                    written -= len(data[0])
+                    data.pop(0)
+                if data and written:
+                    data[0] = memoryview(data[0])[written:]
         except OSError as exc:  # BrokenPipeError: the child has ended; EBADF: the program closed the pipe
             raise SinkError(self._ended(exc)) from None
 
