@@ -93,27 +93,6 @@ _perf_ns = time.perf_counter_ns
 STRICT = os.environ.get("WARPTRACE_STRICT", "") not in ("", "0")
 
 
-def _packed(batch: Batch, pack: Any) -> Batch:
-    """``batch`` with its event and access rows as native int64 bytes (``pack``:
-    ``_fastlaunch.pack_int64``), for the trace-writer process. Pickling a list costs the
-    writer thread ~9 ns per int under the interpreter lock, the time the program's thread
-    waits for it (about 6% of loop (b)'s step in ``tools/bench_record_steady.py``); the
-    packed bytes are copied. A buffer with a value that is not an int64 (a recorder bug) is
-    sent as the list it is, for the writer process to note."""
-    out = []
-    for table, buf in batch:
-        if table == "events":
-            packed = pack(buf[0])
-            if packed is not None:
-                buf = (packed, buf[1])
-        elif table == "accesses":
-            packed = pack(buf)
-            if packed is not None:
-                buf = packed
-        out.append((table, buf))
-    return tuple(out)
-
-
 class ThreadState:
     """Per-thread recording state (one per thread and session, reached via ``Recorder.local``).
 
@@ -223,11 +202,10 @@ class Recorder:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._writer_loop, name="warptrace-writer", daemon=True)
         self._thread.start()
+        self.pack_int64 = compiled_piece("pack_int64")  # (the rows for the trace-writer process)
         # The compiled row (_fastlaunch.FastRow) where it is built: the rows of this class's
         # method without its Python frame (~0.45 µs less per event of the Python wrappers).
         # An instance attribute, as Identity.register is.
-        # The compiled int64 packing of the rows sent to the trace-writer process, or None.
-        self.pack_int64 = compiled_piece("pack_int64")
         fast = compiled_piece("FastRow")
         if fast is not None:
             with contextlib.suppress(Exception):  # a build this file does not match: the method
@@ -524,10 +502,8 @@ class Recorder:
         return taken[0], extra, taken[1]
 
     def _write_batch(self, batch: Batch, disordered: bool, spawn: bool) -> None:
-        """Write one flushed batch: encoded here, or pickled to the trace-writer process once it
-        runs (``spawn``: start it now if it may): the two int tables as native int64 bytes
-        where the compiled module packs them (~1 ns per int; see :func:`_packed`), else as the
-        lists they are (~9 ns per int, under the interpreter lock)."""
+        """Write one flushed batch: encoded here, or handed to the trace-writer process once it
+        runs (``spawn``: start it now if it may; :func:`~warptrace.trace.sink.packed`)."""
         if self.sink is None and spawn and not self.sink_failed:
             try:
                 self.sink = sink_process.SinkProcess(
@@ -539,7 +515,7 @@ class Recorder:
                 self.writer.meta["writer_fallback"] = str(exc)
         if self.sink is not None:
             if self.pack_int64 is not None:
-                batch = _packed(batch, self.pack_int64)
+                batch = sink_process.packed(batch, self.pack_int64)
             try:
                 self.sink.write(batch, disordered, self.kinds, self.names, self.dim_texts)
                 return
