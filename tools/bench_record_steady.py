@@ -119,6 +119,15 @@ DEFAULT_ITERS = {"b": 10000, "e": 1500}
 _RESULT = re.compile(r"WARPTRACE_BENCH wall=([0-9.]+) main=([0-9.]+)")
 
 
+def chosen_loops(parser: argparse.ArgumentParser, names: list[str]) -> list[str]:
+    """The loops named on the command line (all of them when none is); a usage error for a
+    name that is not one."""
+    unknown = [name for name in names if name not in LOOPS]
+    if unknown:
+        parser.error(f"unknown loop {unknown[0]!r} (choose from {', '.join(LOOPS)})")
+    return names or list(LOOPS)
+
+
 def run_once(script: Path, iters: int, traced: bool, folder: Path) -> tuple[float, float]:
     """(wall, main) µs per iteration of one run."""
     argv = [sys.executable]
@@ -138,10 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, help="iterations timed per run (default: b 10000, e 1500)")
     parser.add_argument("--runs", type=int, default=2, help="plain and traced runs, alternated (default 2)")
     args = parser.parse_args(argv)
-    loops = args.loops or list(LOOPS)
-    unknown = [name for name in loops if name not in LOOPS]
-    if unknown:
-        parser.error(f"unknown loop {unknown[0]!r} (choose from {', '.join(LOOPS)})")
+    loops = chosen_loops(parser, args.loops)
     print(f"{'loop':5} {'run':4} {'plain wall':>11} {'traced wall':>12} {'ratio':>6} {'plain main':>11} "
           f"{'traced main':>12} {'ratio':>6}  (µs per iteration)")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="wt-steady-") as tmp:

@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_record_steady import COMMON, LOOPS, TIMED
+from bench_record_steady import COMMON, LOOPS, TIMED, chosen_loops
 
 DEFAULT_ITERS = {"b": 300, "e": 100}
 _SUMMARY = re.compile(r"^summary:\s*(\d+)", re.MULTILINE)
@@ -96,10 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         print("bench_record_threads: valgrind is not on the PATH", file=sys.stderr)
         return 2
-    loops = args.loops or list(LOOPS)
-    unknown = [name for name in loops if name not in LOOPS]
-    if unknown:
-        parser.error(f"unknown loop {unknown[0]!r} (choose from {', '.join(LOOPS)})")
+    loops = chosen_loops(parser, args.loops)
     print(f"{'loop':5} {'plain':>11} {'traced':>11} {'ratio':>6} {'writer':>10} {'of plain':>8}  "
           "(instructions per iteration; program's thread, and the recorder's writer thread)")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="wt-threads-") as tmp:
