@@ -297,7 +297,7 @@ class _Pending:
         for table, buf in batch:
             if table == "events":
                 rows, extra = buf
-                if rows:  # (a list of ints, or their int64 bytes: see Recorder._write_batch)
+                if rows:  # (a list of ints, or their int64 bytes: see packed)
                     matrix = int_rows(rows, EVENT_WIDTH, self.note)
                     self.tables.setdefault(table, []).append(matrix.reshape(-1))
                     self.events += len(matrix)
