@@ -601,6 +601,89 @@ def test_compiled_grad_allocation_records_the_rows_of_the_python_wrapper(tmp_pat
     assert sum(e["kind"] == "set_requires_grad" for e in events) >= 6  # b and e, on both threads
 
 
+# Views in the forms the compiled FastInitFromPtr and FastRegister take (a slice of a
+# registered array in live memory, with its grad; a view of a view; 2-D windows; the windows
+# Warp's backward of an offset copy makes) and the ones they leave to Python: a view of an
+# array made before start() or not registered yet, a ptr alias, zero-copy numpy memory, a
+# thread's first view. Each line runs three times, so that its call site is known.
+_VIEWS = (
+    """
+import sys
+import threading
+
+import numpy as np
+import warp as wp
+
+import warptrace
+
+wp.config.quiet = True
+"""
+    + _SCALE
+    + """
+
+before = wp.zeros(32, dtype=float, device="cpu")
+warptrace.start(sys.argv[1])
+
+
+def views():
+    kept = []
+    for _ in range(3):
+        a = wp.zeros(32, dtype=float, requires_grad=True, device="cpu")
+        b = wp.zeros(16, dtype=float, requires_grad=True, device="cpu")
+        wp.launch(scale, 16, [a[0:16]], [b], device="cpu")  # a registered first: its view in C
+        half = a[16:32]
+        quarter = half[4:8]  # a view of a view
+        wp.launch(scale, 4, [quarter], [b[0:4]], device="cpu")
+        m = wp.zeros((6, 8), dtype=float, device="cpu")
+        m.numpy()
+        window = m[1:4, 2:6]  # strided, not contiguous
+        window.numpy()
+        fresh = wp.zeros(8, dtype=float, device="cpu")
+        unseen = fresh[2:6]  # its base not registered yet: the Python method
+        unseen.numpy()
+        before[0:8].numpy()  # a base made before start()
+        alias = wp.array(ptr=a.ptr, dtype=float, shape=(8,), device="cpu")  # an alias, no base
+        alias.numpy()
+        host = np.arange(16, dtype=np.float32)
+        wp.array(host, dtype=float, device="cpu", copy=False)[2:6].numpy()  # zero-copy memory
+        with wp.Tape() as tape:
+            wp.copy(b, a, dest_offset=2, src_offset=4, count=8)  # backward: windows of the grads
+        tape.backward(grads={b: wp.ones(16, dtype=float, device="cpu")})
+        kept.append((a.grad.numpy().sum(), half, quarter, window))
+    return kept
+
+
+views()
+thread = threading.Thread(target=views)  # a thread's first view: its state made in Python
+thread.start()
+thread.join()
+from warptrace.record import state
+
+print(
+    "compiled calls",
+    getattr(wp.array._init_from_ptr, "recorded_calls", 0),
+    getattr(state.rec.ident.register, "registered", 0),
+)
+print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
+warptrace.stop()
+"""
+)
+
+
+@needs_compiled
+def test_compiled_views_record_the_rows_of_the_python_wrappers(tmp_path):
+    made, registered = _both_ways(tmp_path, _VIEWS, ("{script}", "{out}"))
+    assert made >= 30 and registered >= 30
+    from warptrace.trace.reader import read_trace
+
+    arrays = read_trace(tmp_path / "compiled.wtrace").tables["arrays"].to_pylist()
+    kinds = {a["kind"] for a in arrays}
+    assert {"view", "owned", "grad", "ptr_alias", "external"} <= kinds, kinds
+    views = [a for a in arrays if a["kind"] == "view"]
+    assert all(a["base_id"] >= 0 and a["alloc_id"] >= 0 for a in views)
+    assert any(a["offset"] > 0 and a["strides"][0] != a["itemsize"] * a["shape"][-1] for a in views)
+
+
 def test_a_kept_wrapper_lets_the_stopped_session_go(tmp_path):
     # both paths: stop() leaves nothing of the session in a wrapper the program kept,
     # before and after the wrapper's next call

@@ -39,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 8
+#define ABI_VERSION 9
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -3590,8 +3590,9 @@ FAST_METHOD_TYPE(FastCopyType, "FastCopy",
 /* ================================================================== Identity.register */
 
 /* The compiled Identity.register (warptrace/record/identity.py), for the arrays most
- * programs make: a fresh allocation of this session (its own alloc_id), no view, no
- * grad seen before its owner, dtype and device seen before. It writes the same
+ * programs make: a fresh allocation of this session (its own alloc_id) or a view of a
+ * registered array inside a live allocation, no grad seen before its owner, dtype and
+ * device seen before. It writes the same
  * `arrays` row (and its grad's) and state tuple as the Python method; every other
  * array, and every call with more arguments, is the Python method's. Set as the
  * instance attribute `register` of an Identity, so the compiled launch wrapper and
@@ -3605,7 +3606,7 @@ typedef struct {
     PyObject *tok;
     PyObject *state_attr, *new_attr, *owner_attr;
     PyObject *dtype_cache, *device_cache, *info; /* ident._dtype_cache, ._device_cache, sites.info */
-    PyObject *kind_owned, *kind_grad, *flag_grad, *grad_suffix, *empty;
+    PyObject *kind_owned, *kind_grad, *kind_view, *flag_grad, *grad_suffix, *empty;
     unsigned long long calls; /* arrays registered by the compiled path (tests) */
 } FastRegister;
 
@@ -3633,7 +3634,11 @@ registered(FastRegister *self, PyObject *dict, PyObject **out)
     return 0;
 }
 
-/* The row and state of a fresh owned array (grad_of < 0) or of its grad (grad_of >= 0).
+static int view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
+                      PyObject **alloc_id, PyObject **start);
+
+/* The row and state of a fresh owned array (grad_of < 0) or of its grad (grad_of >= 0), or
+ * of a view of a registered array (and of the view's grad).
  * New reference to the state tuple; NULL without an error: not the common case (the
  * caller asks the Python method); NULL with an error: an error. */
 static PyObject *
@@ -3642,6 +3647,7 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
     PyObject *result = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *device = NULL, *ptr = NULL;
     PyObject *size = NULL, *device_id = NULL, *array_id = NULL, *next_id = NULL, *label = NULL;
     PyObject *rec = NULL, *rows = NULL, *st = NULL, *ident_dict = NULL;
+    PyObject *base_id = NULL, *offset = NULL, *start = NULL, *found_id = NULL;
     int is_grad = grad_of != NULL;
 
     if (!is_grad) {
@@ -3663,13 +3669,27 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
     long alloc = PyLong_AsLong(alloc_id), site_value = PyLong_AsLong(site);
     if ((alloc == -1 || site_value == -1) && PyErr_Occurred())
         goto done;
-    if (alloc < 0)
-        goto done; /* memory of another array: a view, an alias */
     PyObject *base = dict_get(dict, s_ref);
-    if (base != NULL && base != Py_None)
-        goto done;
     if (base == NULL && PyErr_Occurred())
         goto done;
+    int view = alloc < 0; /* memory of another array: a view of a registered array here (an
+                           * alias, external memory, an unregistered base: the Python method) */
+    if (view) {
+        PyObject *base_dict, *base_st;
+        if (base == NULL || !Py_IS_TYPE(base, (PyTypeObject *)self->array_type)
+            || (base_dict = PyObject_GenericGetDict(base, NULL)) == NULL)
+            goto done;
+        int known = registered(self, base_dict, &base_st);
+        if (known > 0) {
+            base_id = PyTuple_GET_ITEM(base_st, 1);
+            Py_INCREF(base_id);
+        }
+        Py_DECREF(base_dict);
+        if (known <= 0)
+            goto done;
+    } else if (base != NULL && base != Py_None) {
+        goto done;
+    }
 
     /* plain instance attributes of warp.array (arr is exactly one): read from its dict; one
      * missing (a Warp that made it a property) leaves the array to the Python method */
@@ -3717,6 +3737,18 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
     long n = PyLong_AsLong(size);
     if (n <= 0) /* also an error: the Python method */
         goto done;
+    if (view) {
+        /* the live allocation holding the view's bytes (not found: external memory, the
+         * Python method) */
+        if ((ident_dict = PyObject_GenericGetDict(self->ident, NULL)) == NULL)
+            goto done;
+        int found = view_alloc(ident_dict, ptr, shape, strides, PyTuple_GET_ITEM(dtype_hit, 1), &found_id, &start);
+        if (found <= 0)
+            goto done;
+        alloc_id = found_id;
+        if ((offset = PyNumber_Subtract(ptr, start)) == NULL)
+            goto done;
+    }
 
     /* the label: the site's, or "<owner>.grad" for a grad */
     if (is_grad) {
@@ -3742,7 +3774,7 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
     if (label == NULL)
         goto done;
 
-    if ((ident_dict = PyObject_GenericGetDict(self->ident, NULL)) == NULL)
+    if (ident_dict == NULL && (ident_dict = PyObject_GenericGetDict(self->ident, NULL)) == NULL)
         goto done;
     array_id = PyDict_GetItemWithError(ident_dict, s_next_array);
     if (array_id == NULL) {
@@ -3770,10 +3802,10 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
         goto done;
     {
         PyObject *row[16] = {
-            array_id, alloc_id, i_zero, shape, strides, PyTuple_GET_ITEM(dtype_hit, 1),
+            array_id, alloc_id, view ? offset : i_zero, shape, strides, PyTuple_GET_ITEM(dtype_hit, 1),
             PyTuple_GET_ITEM(dtype_hit, 0), PyTuple_GET_ITEM(device_hit, 1),
-            is_grad ? self->kind_grad : self->kind_owned, req ? Py_True : Py_False, ret ? Py_True : Py_False,
-            is_grad ? grad_of : i_minus1, i_minus1, seq, site, label,
+            view ? self->kind_view : is_grad ? self->kind_grad : self->kind_owned, req ? Py_True : Py_False,
+            ret ? Py_True : Py_False, is_grad ? grad_of : i_minus1, view ? base_id : i_minus1, seq, site, label,
         };
         if (extend_row(rows, row, 16) < 0)
             goto done;
@@ -3801,6 +3833,10 @@ done:
     Py_XDECREF(rows);
     Py_XDECREF(st);
     Py_XDECREF(ident_dict);
+    Py_XDECREF(base_id);
+    Py_XDECREF(offset);
+    Py_XDECREF(start);
+    Py_XDECREF(found_id);
     return result;
 }
 
@@ -3916,6 +3952,7 @@ fr_clear(FastRegister *self)
     Py_CLEAR(self->info);
     Py_CLEAR(self->kind_owned);
     Py_CLEAR(self->kind_grad);
+    Py_CLEAR(self->kind_view);
     Py_CLEAR(self->flag_grad);
     Py_CLEAR(self->grad_suffix);
     Py_CLEAR(self->empty);
@@ -3935,12 +3972,12 @@ fr_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
         "ident", "python", "array_type", "tok", "state_attr", "new_attr", "owner_attr", "dtype_cache",
-        "device_cache", "info", "kind_owned", "kind_grad", "flag_grad", NULL,
+        "device_cache", "info", "kind_owned", "kind_grad", "kind_view", "flag_grad", NULL,
     };
-    PyObject *o[13];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OUUUO!O!O!UUO:FastRegister", kwlist, &o[0], &o[1],
+    PyObject *o[14];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OUUUO!O!O!UUUO:FastRegister", kwlist, &o[0], &o[1],
                                      &PyType_Type, &o[2], &o[3], &o[4], &o[5], &o[6], &PyDict_Type, &o[7],
-                                     &PyDict_Type, &o[8], &PyList_Type, &o[9], &o[10], &o[11], &o[12]))
+                                     &PyDict_Type, &o[8], &PyList_Type, &o[9], &o[10], &o[11], &o[12], &o[13]))
         return NULL;
     PyObject *suffix = PyUnicode_FromString(".grad"), *empty = PyUnicode_FromString("");
     FastRegister *self = suffix != NULL && empty != NULL ? (FastRegister *)type->tp_alloc(type, 0) : NULL;
@@ -3952,12 +3989,12 @@ fr_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->vectorcall = fr_vectorcall;
     self->grad_suffix = suffix;
     self->empty = empty;
-    PyObject **fields[13] = {
+    PyObject **fields[14] = {
         &self->ident, &self->python, &self->array_type, &self->tok, &self->state_attr, &self->new_attr,
         &self->owner_attr, &self->dtype_cache, &self->device_cache, &self->info, &self->kind_owned,
-        &self->kind_grad, &self->flag_grad,
+        &self->kind_grad, &self->kind_view, &self->flag_grad,
     };
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < 14; i++) {
         Py_INCREF(o[i]);
         *fields[i] = o[i];
     }
@@ -4760,6 +4797,109 @@ done:
     return result;
 }
 
+/* Identity.register's view case: the live allocation holding the bytes of a view (hull of
+ * ptr, shape, strides, itemsize; AllocIndex.find after its reap). 1: *alloc_id, *start (new
+ * references); 0: none, or a value out of the C range (the Python method decides); -1: error */
+static int
+view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
+           PyObject **alloc_id, PyObject **start)
+{
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    if (PyTuple_GET_SIZE(strides) != ndim)
+        return 0;
+    int overflow = 0;
+    long long p = PyLong_AsLongLongAndOverflow(ptr, &overflow), lo = p, hi = p;
+    if (overflow || (p == -1 && PyErr_Occurred()))
+        goto out_of_range;
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        long long extent = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(shape, d), &overflow);
+        if (overflow || (extent == -1 && PyErr_Occurred()))
+            goto out_of_range;
+        long long stride = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(strides, d), &overflow);
+        if (overflow || (stride == -1 && PyErr_Occurred()))
+            goto out_of_range;
+        if (extent <= 0 || extent > (1LL << 40) || stride > (1LL << 40) || stride < -(1LL << 40))
+            return 0; /* empty (not a view with memory), or beyond what int64 sums safely */
+        long long step = (extent - 1) * stride;
+        if (step < 0)
+            lo += step;
+        else
+            hi += step;
+    }
+    long long size = PyLong_AsLongLongAndOverflow(itemsize, &overflow);
+    if (overflow || (size == -1 && PyErr_Occurred()))
+        goto out_of_range;
+    hi += size;
+
+    PyObject *index = PyDict_GetItemWithError(ident_dict, s_index);
+    if (index == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(index);
+    int rc = -1;
+    PyObject *dict = PyObject_GenericGetDict(index, NULL), *lo_obj = NULL, *hi_obj = NULL;
+    if (dict == NULL)
+        goto done;
+    PyObject *pending = PyDict_GetItemWithError(dict, s_pending), *dead = PyDict_GetItemWithError(dict, s_dead);
+    if (pending == NULL || dead == NULL || !PyList_CheckExact(pending) || !PyList_CheckExact(dead)) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    if (PyList_GET_SIZE(pending) > 0 || PyList_GET_SIZE(dead) > 0) {
+        PyObject *r = reap_index(NULL, index);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+    }
+    PyObject *starts = PyDict_GetItemWithError(dict, s_starts), *ends = PyDict_GetItemWithError(dict, s_ends);
+    PyObject *ids = PyDict_GetItemWithError(dict, s_ids);
+    if (starts == NULL || ends == NULL || ids == NULL || !PyList_CheckExact(starts) || !PyList_CheckExact(ends)
+        || !PyList_CheckExact(ids) || PyList_GET_SIZE(ends) != PyList_GET_SIZE(starts)
+        || PyList_GET_SIZE(ids) != PyList_GET_SIZE(starts)) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    if ((lo_obj = PyLong_FromLongLong(lo)) == NULL || (hi_obj = PyLong_FromLongLong(hi)) == NULL)
+        goto done;
+    /* i = bisect_right(starts, lo) - 1 */
+    Py_ssize_t a = 0, b = PyList_GET_SIZE(starts);
+    while (a < b) {
+        Py_ssize_t mid = a + (b - a) / 2;
+        int above = int_compare(PyList_GET_ITEM(starts, mid), lo_obj, Py_GT);
+        if (above < 0)
+            goto done;
+        if (above)
+            b = mid;
+        else
+            a = mid + 1;
+    }
+    rc = 0;
+    if (a > 0) {
+        int short_of = int_compare(PyList_GET_ITEM(ends, a - 1), hi_obj, Py_LT); /* (Py_LT/GT only) */
+        if (short_of < 0) {
+            rc = -1;
+        } else if (!short_of) {
+            *alloc_id = PyList_GET_ITEM(ids, a - 1);
+            *start = PyList_GET_ITEM(starts, a - 1);
+            Py_INCREF(*alloc_id);
+            Py_INCREF(*start);
+            rc = 1;
+        }
+    }
+done:
+    Py_XDECREF(lo_obj);
+    Py_XDECREF(hi_obj);
+    Py_XDECREF(dict);
+    Py_DECREF(index);
+    return rc;
+out_of_range:
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+    }
+    return 0;
+}
+
 /* ================================================================== array._init_new */
 
 /* The compiled array._init_new wrapper (warptrace/record/wrap/allocation.py,
@@ -4933,6 +5073,42 @@ python_record(FastInitNew *self, PyObject *arr)
     return 0;
 }
 
+/* The site of an array being made (new reference in *site, *labelled): -1 under the guard
+ * (a nested array), else the frame walk from array.__init__. 1: found; 0: the Python code's
+ * (a code or position seen for the first time); -1: error. */
+static int
+init_site(FastInitNew *self, Session *ss, PyObject *ts, PyObject **site, int *labelled)
+{
+    PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
+    if (guard_value == NULL)
+        return -1;
+    int guard = PyObject_IsTrue(guard_value);
+    Py_DECREF(guard_value);
+    if (guard < 0)
+        return -1;
+    if (guard) {
+        *site = i_minus1;
+        Py_INCREF(*site);
+        return 1;
+    }
+    PyFrameObject *frame = PyEval_GetFrame(); /* the caller: array.__init__ */
+    if (frame == NULL)
+        return 0;
+    Py_INCREF(frame);
+    PyObject *found = walk_frames(frame, NULL, 1, self->skip_code, ss->by_pos, self->init_code, self->makers);
+    if (found == NULL)
+        return -1;
+    if (found == Py_None) {
+        Py_DECREF(found);
+        return 0;
+    }
+    *site = PyTuple_GET_ITEM(found, 0);
+    Py_INCREF(*site);
+    *labelled = PyTuple_GET_ITEM(found, 1) == Py_True;
+    Py_DECREF(found);
+    return 1;
+}
+
 static PyObject *
 fi_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -4947,7 +5123,7 @@ fi_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
     if (result == NULL)
         return NULL;
-    PyObject *arr = args[0], *rec = NULL, *ts = NULL, *owner = NULL, *site = NULL, *found = NULL;
+    PyObject *arr = args[0], *rec = NULL, *ts = NULL, *owner = NULL, *site = NULL;
     Session *ss = NULL;
     int labelled = 0, locked = 0;
 
@@ -4984,31 +5160,11 @@ fi_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         }
         Py_DECREF(owner_new);
     } else {
-        PyObject *guard_value = TS_SLOT(self, ts, O_GUARD);
-        if (guard_value == NULL)
+        int how = init_site(self, ss, ts, &site, &labelled);
+        if (how < 0)
             goto fail;
-        int guard = PyObject_IsTrue(guard_value);
-        Py_DECREF(guard_value);
-        if (guard < 0)
-            goto fail;
-        if (guard) {
-            site = i_minus1;
-            Py_INCREF(site);
-        } else {
-            PyFrameObject *frame = PyEval_GetFrame(); /* the caller: array.__init__ */
-            if (frame == NULL)
-                goto python;
-            Py_INCREF(frame);
-            PyObject *by_pos = ss->by_pos;
-            found = walk_frames(frame, NULL, 1, self->skip_code, by_pos, self->init_code, self->makers);
-            if (found == NULL)
-                goto fail;
-            if (found == Py_None)
-                goto python; /* a code or position seen for the first time */
-            site = PyTuple_GET_ITEM(found, 0);
-            Py_INCREF(site);
-            labelled = PyTuple_GET_ITEM(found, 1) == Py_True;
-        }
+        if (how == 0)
+            goto python;
     }
     PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
     if (acquired == NULL)
@@ -5042,7 +5198,6 @@ done:
     Py_XDECREF(ts);
     Py_XDECREF(owner);
     Py_XDECREF(site);
-    Py_XDECREF(found);
     return result;
 error:
     Py_XDECREF(rec);
@@ -5050,9 +5205,74 @@ error:
     Py_XDECREF(ts);
     Py_XDECREF(owner);
     Py_XDECREF(site);
-    Py_XDECREF(found);
     Py_DECREF(result);
     return NULL;
+}
+
+/* array._init_from_ptr (views, aliases, zero-copy memory; allocation.py make_init_from_ptr):
+ * Warp's call, then the site (the same walk as an allocation's) and Identity.on_ptr's
+ * mark, resolved at the array's first use. The same cases go to the Python code. */
+static PyObject *
+fp_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastInitNew *self = (FastInitNew *)callable;
+    if (self->original == NULL || self->python == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this array._init_from_ptr wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (PyVectorcall_NARGS(nargsf) != 9 || kwnames != NULL || self->state_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, NULL);
+    if (result == NULL)
+        return NULL;
+    PyObject *arr = args[0], *ts = NULL, *site = NULL, *seq = NULL, *last = NULL, *new = NULL, *arr_dict = NULL;
+    Session *ss = NULL;
+    int labelled = 0;
+
+    PyObject *rec = PyDict_GetItemWithError(self->state_dict, s_rec);
+    if (rec == NULL || rec == Py_None) {
+        if (rec == NULL && PyErr_Occurred()) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        if (self->bound.session != NULL)
+            bound_clear(&self->bound);
+        return result;
+    }
+    Py_INCREF(rec);
+    int how = bound_state(&self->bound, rec, &ss, &ts);
+    if (how > 0)
+        how = init_site(self, ss, ts, &site, &labelled); /* under the guard too: nested views, no site */
+    if (how == 0) {
+        if (python_record(self, arr) < 0)
+            how = -1;
+    } else if (how > 0) {
+        /* Identity.on_ptr */
+        if ((seq = rec_attr(ss, s_seq)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL
+            || (new = untracked(PyTuple_Pack(5, ss->tok, site, last, i_minus1, labelled ? Py_True : Py_False)))
+                   == NULL
+            || (arr_dict = PyObject_GenericGetDict(arr, NULL)) == NULL
+            || PyDict_SetItem(arr_dict, self->new_attr, new) < 0)
+            how = -1;
+        else
+            self->calls++;
+    }
+    if (how < 0) {
+        /* a recording error: rec.fail (raises only under WARPTRACE_STRICT), the program goes on */
+        if (fail(rec) < 0)
+            Py_CLEAR(result);
+        else
+            PyErr_Clear();
+    }
+    Py_DECREF(rec);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(site);
+    Py_XDECREF(seq);
+    Py_XDECREF(last);
+    Py_XDECREF(new);
+    Py_XDECREF(arr_dict);
+    return result;
 }
 
 static int
@@ -5136,6 +5356,33 @@ fi_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
+/* FastInitFromPtr(original, python, record, state_dict, skip_code, init_code, makers, new_attr):
+ * the _init_from_ptr wrapper (the FastInitNew struct and type, another call) */
+static PyObject *
+fp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "original", "python", "record", "state_dict", "skip_code", "init_code", "makers", "new_attr", NULL,
+    };
+    PyObject *o[8];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!O!OOU:FastInitFromPtr", kwlist, &o[0], &o[1], &o[2],
+                                     &PyDict_Type, &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &o[7]))
+        return NULL;
+    FastInitNew *self = (FastInitNew *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = fp_vectorcall;
+    PyObject **fields[8] = {
+        &self->original, &self->python, &self->record, &self->state_dict, &self->skip_code, &self->init_code,
+        &self->makers, &self->new_attr,
+    };
+    for (int i = 0; i < 8; i++) {
+        Py_INCREF(o[i]);
+        *fields[i] = o[i];
+    }
+    return (PyObject *)self;
+}
+
 static PyObject *
 fi_get_calls(FastInitNew *self, void *closure)
 {
@@ -5183,6 +5430,8 @@ static PyTypeObject FastInitNewType = {
     .tp_weaklistoffset = offsetof(FastInitNew, weakrefs),
     .tp_new = fi_new,
 };
+
+static PyTypeObject FastInitFromPtrType; /* FastInitNewType with fp_new (module init) */
 
 /* pack_int64(list) -> bytes: the list's ints as native int64s, one C pass (the trace-writer
  * process's pipe gets a byte string to copy instead of a pickle of every int: ~1 ns per int
@@ -5324,12 +5573,16 @@ PyInit__fastlaunch(void)
         return NULL;
     }
     local_type = (PyTypeObject *)local; /* kept for the module's life */
+    FastInitFromPtrType = FastInitNewType; /* before either is readied */
+    FastInitFromPtrType.tp_name = "warptrace.record._fastlaunch.FastInitFromPtr";
+    FastInitFromPtrType.tp_doc = "array._init_from_ptr, recorded without a Python frame (see warptrace/record/wrap/allocation.py)";
+    FastInitFromPtrType.tp_new = fp_new;
     if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&FastZeroType) < 0
         || PyType_Ready(&FastRegisterType) < 0 || PyType_Ready(&FastRowType) < 0
         || PyType_Ready(&FastInitNewType) < 0 || PyType_Ready(&FastReadType) < 0
         || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0
         || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
-        || PyType_Ready(&FastAllocGradType) < 0
+        || PyType_Ready(&FastAllocGradType) < 0 || PyType_Ready(&FastInitFromPtrType) < 0
         || PyType_Ready(&FastBackwardType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
@@ -5362,6 +5615,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastInitNewType);
     if (PyModule_AddObject(m, "FastInitNew", (PyObject *)&FastInitNewType) < 0) {
         Py_DECREF(&FastInitNewType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastInitFromPtrType);
+    if (PyModule_AddObject(m, "FastInitFromPtr", (PyObject *)&FastInitFromPtrType) < 0) {
+        Py_DECREF(&FastInitFromPtrType);
         Py_DECREF(m);
         return NULL;
     }

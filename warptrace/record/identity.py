@@ -230,7 +230,8 @@ class Identity:
             with contextlib.suppress(Exception):  # a build this file does not match: the method
                 compiled = fast(
                     self, Identity.register.__get__(self), _warp_array, self.tok, STATE, NEW, OWNER,
-                    self._dtype_cache, self._device_cache, rec.sites.info, ARRAY_OWNED, ARRAY_GRAD, FLAG_GRAD,
+                    self._dtype_cache, self._device_cache, rec.sites.info, ARRAY_OWNED, ARRAY_GRAD, ARRAY_VIEW,
+                    FLAG_GRAD,
                 )  # fmt: skip
                 self.register = compiled  # type: ignore[method-assign]
 

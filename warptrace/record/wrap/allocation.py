@@ -108,7 +108,8 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
     :func:`make_init_new`); the generic form otherwise.
     """
 
-    def record(self: Any) -> None:
+    def record(self: Any, depth: int = 2) -> None:
+        """``depth``: as in :func:`make_init_new`'s ``record``."""
         rec = state.rec
         if rec is None:
             return
@@ -117,7 +118,7 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
         except AttributeError:
             ts = rec.thread_state()
         try:  # under the guard too: a nested view is registered, without a site
-            site, labelled = (-1, False) if ts.guard else rec.sites.alloc_caller(ARRAY_INIT_CODE, 2)
+            site, labelled = (-1, False) if ts.guard else rec.sites.alloc_caller(ARRAY_INIT_CODE, depth)
             rec.ident.on_ptr(self, site, labelled)
         except Exception as exc:
             rec.fail(exc)
@@ -132,7 +133,11 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
             record(self)
             return result
 
-        return mark(original, _init_from_ptr)
+        python = mark(original, _init_from_ptr)
+        return compiled_or(
+            python, original, "FastInitFromPtr", original, python, record,
+            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, NEW,
+        )  # fmt: skip
 
     return _generic_then(original, record)
 
