@@ -486,6 +486,13 @@ def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
 
 
 loss = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+staged = wp.zeros(16, dtype=float, requires_grad=True, device="cpu")
+
+
+def noop():
+    pass
+
+
 for _ in range(3):  # backward in every form (FastBackward: no grads, no keywords)
     taped = wp.Tape()
     with taped:
@@ -505,6 +512,12 @@ for _ in range(3):  # backward in every form (FastBackward: no grads, no keyword
     with outer:
         wp.launch(scale, 16, [a], [b], device="cpu")
         outer.record_func(backward=lambda: inner.backward(loss), arrays=[b, loss])  # a backward in a backward
+        outer.record_func(noop, [a, wp.zeros(2, dtype=float, requires_grad=True, device="cpu")])  # positional
+        try:
+            outer.record_func(noop, ["not an array"])  # Warp raises: its error, no event
+        except RuntimeError:
+            pass
+        wp.copy(staged, b)  # Warp's own record_func, inside the copy
     outer.backward(loss)
     for t in (taped, inner, outer):
         t.zero()
@@ -519,8 +532,8 @@ def worker():
 thread = threading.Thread(target=worker)
 thread.start()
 thread.join()
-print("compiled calls", *(getattr(f, "recorded_calls", 0) for f in (wp.Tape.__init__, wp.Tape.__enter__,
-                                                                     wp.Tape.__exit__, wp.Tape.backward)))
+methods = (wp.Tape.__init__, wp.Tape.__enter__, wp.Tape.__exit__, wp.Tape.backward, wp.Tape.record_func)
+print("compiled calls", *(getattr(f, "recorded_calls", 0) for f in methods))
 from warptrace.record import state
 
 print("open seqs", len(state.rec.open_seqs), "errors", state.rec.error_count)
@@ -531,10 +544,11 @@ warptrace.stop()
 
 @needs_compiled
 def test_compiled_tape_events_record_the_rows_of_the_python_wrappers(tmp_path):
-    created, entered, exited, backward = _both_ways(tmp_path, _TAPES, ("{script}", "{out}"))
+    created, entered, exited, backward, funcs = _both_ways(tmp_path, _TAPES, ("{script}", "{out}"))
     # the tapes made on the main thread; every enter and exit but the early tape's first; every
-    # backward without grads or keywords
-    assert created == 15 and entered >= 19 and exited >= 19 and backward == 15
+    # backward without grads or keywords; the functions recorded once their names are quoted
+    # (the first of each name is Python's)
+    assert created == 15 and entered >= 19 and exited >= 19 and backward == 15 and funcs >= 6
 
 
 # Gradients allocated in the forms the compiled FastAllocGrad takes (Warp's _alloc_grad from

@@ -39,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 9
+#define ABI_VERSION 10
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -1770,6 +1770,7 @@ typedef struct {
     PyObject *after;        /* the Python wrapper's event half (tape.py), called after the
                              * Warp call where the compiled path leaves the event to Python */
     PyObject *kind_end;     /* FastBackward: EVENT_KIND_CODES[BACKWARD_END] (kind_code: BEGIN) */
+    PyObject *array_type;   /* FastRecordFunc: warp.array */
     Py_ssize_t digest_max;  /* hostdata.DIGEST_MAX_BYTES */
     unsigned long long calls; /* memsets (reads) decided by the compiled path (tests) */
     Bound bound;
@@ -2341,6 +2342,7 @@ fz_traverse(FastMethod *self, visitproc visit, void *arg)
     Py_VISIT(self->role_read);
     Py_VISIT(self->ndarray);
     Py_VISIT(self->after);
+    Py_VISIT(self->array_type);
     Py_VISIT(self->kind_end);
     Py_VISIT(self->bound.session);
     Py_VISIT(self->bound.ts);
@@ -2370,6 +2372,7 @@ fz_clear(FastMethod *self)
     Py_CLEAR(self->role_read);
     Py_CLEAR(self->ndarray);
     Py_CLEAR(self->after);
+    Py_CLEAR(self->array_type);
     Py_CLEAR(self->kind_end);
     fz_clear_session(self);
     Py_CLEAR(self->ts_slots.type);
@@ -3192,6 +3195,7 @@ FAST_METHOD_TYPE(FastReadType, "FastRead",
 
 static PyObject *s_copy_ctx, *s_dest, *s_src, *s_dest_offset, *s_src_offset, *s_count, *s_stream,
     *s_deleter, *s_row, *s_copy_code, *s_src_dest;
+static PyObject *s_json_names, *s_func_head, *s_arrays_head, *s_comma, *s_arrays_tail, *s_empty, *s_no_accesses;
 
 /* wp.copy's six arguments from a vectorcall (out: borrowed; the defaults where not
  * given): 1, or 0 for a call in another form (the Python wrapper's) */
@@ -3586,6 +3590,239 @@ static PyGetSetDef fc_getset[] = {
 FAST_METHOD_TYPE(FastCopyType, "FastCopy",
                  "wp.copy, recorded without a Python frame (see warptrace/record/wrap/memory.py)",
                  fc_getset, fc_new, 0);
+
+/* ================================================================== Tape.record_func */
+
+/* The compiled Tape.record_func (warptrace/record/wrap/tape.py, make_record_func), a
+ * FastMethod with its own call: Warp's call, then the RECORD_FUNC row (recorded on the tape,
+ * no access rows, the detail naming the function and its arrays). Called by Warp's wp.copy
+ * (in FastCopy's guarded call: the copy in progress is marked recorded, and names the event's
+ * parent and site) or by the program. Where the compiled path cannot decide (the thread's
+ * first event, a tape not tagged, a function name not quoted yet, an array not registered,
+ * another signature) the Python wrapper's event half (after) records it, with the call made. */
+static int
+record_func_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **backward,
+                 PyObject **arrays)
+{
+    *backward = nargs > 1 ? args[1] : NULL;
+    *arrays = nargs > 2 ? args[2] : NULL;
+    if (nargs < 1 || nargs > 3)
+        return 0;
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (*backward == NULL && PyUnicode_CompareWithASCIIString(name, "backward") == 0)
+            *backward = args[nargs + i];
+        else if (*arrays == NULL && PyUnicode_CompareWithASCIIString(name, "arrays") == 0)
+            *arrays = args[nargs + i];
+        else
+            return 0;
+    }
+    return *backward != NULL && *arrays != NULL && PyList_CheckExact(*arrays);
+}
+
+/* '{"func": <quoted>, "arrays": [<ids>]}' (tape.py's detail) with the arrays' ids (their
+ * states: registered here if new); NULL without an error where Python decides */
+static PyObject *
+record_func_detail(FastMethod *self, Session *ss, PyObject *backward, PyObject *arrays)
+{
+    PyObject *name = PyObject_GetAttrString(backward, "__qualname__");
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        return NULL; /* the type's name: Python */
+    }
+    PyObject *names = PyDict_GetItemWithError(self->state_dict, s_json_names);
+    PyObject *quoted = PyUnicode_CheckExact(name) && names != NULL && PyDict_CheckExact(names)
+        ? PyDict_GetItemWithError(names, name) : NULL;
+    Py_DECREF(name);
+    if (quoted == NULL || !PyUnicode_CheckExact(quoted))
+        return NULL; /* (an error stays set) */
+    Py_INCREF(quoted);
+    PyObject *parts = PyList_New(0), *result = NULL;
+    int ok = parts != NULL && PyList_Append(parts, s_func_head) == 0 && PyList_Append(parts, quoted) == 0
+        && PyList_Append(parts, s_arrays_head) == 0;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(arrays); i++) {
+        PyObject *a = PyList_GET_ITEM(arrays, i);
+        if (!PyObject_TypeCheck(a, (PyTypeObject *)self->array_type))
+            continue;
+        Py_INCREF(a);
+        PyObject *st = array_state_locked(self, ss, a), *text = NULL;
+        Py_DECREF(a);
+        ok = st != NULL && PyTuple_CheckExact(st) && PyTuple_GET_SIZE(st) >= 2
+            && (n == 0 || PyList_Append(parts, s_comma) == 0)
+            && (text = PyObject_Str(PyTuple_GET_ITEM(st, 1))) != NULL && PyList_Append(parts, text) == 0;
+        Py_XDECREF(st);
+        Py_XDECREF(text);
+        n++;
+    }
+    if (ok && PyList_Append(parts, s_arrays_tail) == 0)
+        result = PyUnicode_Join(s_empty, parts);
+    Py_DECREF(quoted);
+    Py_XDECREF(parts);
+    return result;
+}
+
+static PyObject *
+frf_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastMethod *self = (FastMethod *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *backward, *arrays;
+    if (self->original == NULL || self->python == NULL || self->after == NULL || self->array_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this Tape.record_func wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (!record_func_args(args, nargs, kwnames, &backward, &arrays) || self->state_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    Py_INCREF(backward); /* held: the original may run any code */
+    Py_INCREF(arrays);
+    PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    PyObject *rec = result != NULL ? PyDict_GetItemWithError(self->state_dict, s_rec) : NULL;
+    if (rec == NULL || rec == Py_None) {
+        if (rec == NULL && PyErr_Occurred())
+            Py_CLEAR(result);
+        else if (rec == Py_None && self->bound.session != NULL)
+            fz_clear_session(self);
+        Py_DECREF(backward);
+        Py_DECREF(arrays);
+        return result;
+    }
+    Py_INCREF(rec);
+    Session *ss = NULL;
+    PyObject *ts = NULL, *guard_value = NULL, *ctx = NULL, *parent = NULL, *site = NULL, *tape_id = NULL;
+    PyObject *phase = NULL, *thread = NULL, *detail = NULL, *row = NULL, *got = NULL;
+    int bound = bound_state(&self->bound, rec, &ss, &ts);
+    if (bound <= 0) {
+        if (bound < 0)
+            goto error;
+        goto python;
+    }
+    if ((guard_value = TS_SLOT(self, ts, O_GUARD)) == NULL)
+        goto error;
+    if (!PyLong_CheckExact(guard_value))
+        goto python;
+    int guard = PyObject_IsTrue(guard_value);
+    if (guard < 0)
+        goto error;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of record_func */
+    if (frame == NULL)
+        goto python;
+    if (guard) {
+        /* only the entry a wp.copy in progress adds is recorded */
+        if ((ctx = PyObject_GetAttr(ts, s_copy_ctx)) == NULL)
+            goto error;
+        if (ctx == Py_None)
+            goto done;
+        if (!PyList_CheckExact(ctx) || PyList_GET_SIZE(ctx) != 6)
+            goto python;
+        int same = PyObject_RichCompareBool(PyList_GET_ITEM(ctx, 0), guard_value, Py_EQ);
+        if (same <= 0) {
+            if (same < 0)
+                goto error;
+            goto done;
+        }
+        if (PyList_SetItem(ctx, 4, Py_NewRef(Py_True)) < 0) /* the copy is recorded on the tape */
+            goto error;
+        parent = Py_NewRef(PyList_GET_ITEM(ctx, 1));
+        PyObject *copy_code = PyDict_GetItemWithError(self->state_dict, s_copy_code);
+        if (copy_code == NULL && PyErr_Occurred())
+            goto error;
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        if (copy_code != NULL && (PyObject *)code == copy_code)
+            site = Py_NewRef(PyList_GET_ITEM(ctx, 5)); /* recorded by the copy in progress: its frame */
+        Py_DECREF(code);
+    } else if ((parent = TS_SLOT(self, ts, O_PARENT)) == NULL) {
+        goto error;
+    }
+    if ((detail = record_func_detail(self, ss, backward, arrays)) == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if ((tape_id = tagged_tape(self, ss, args[0])) == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python;
+    }
+    if (site == NULL && (site = caller_site(self, ss, frame)) == NULL)
+        goto error;
+    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL || (thread = TS_SLOT(self, ts, O_THREAD)) == NULL
+        || (row = rec_attr(ss, s_row)) == NULL)
+        goto error;
+    {
+        PyObject *call[15] = {
+            thread, self->kind_code, tape_id, Py_True, phase, Py_False, Py_True, site, parent, i_minus1,
+            i_minus1, Py_None, detail, s_no_accesses, i_minus1,
+        };
+        if ((got = PyObject_Vectorcall(row, call, 15, NULL)) == NULL)
+            goto error;
+    }
+    self->calls++;
+    goto done;
+
+python: {
+    /* after(tape, args, kwargs, 1): the Python wrapper's event half, from this call's caller */
+    PyObject *pos = PyTuple_New(nargs > 1 ? nargs - 1 : 0), *kw = PyDict_New(), *depth = PyLong_FromLong(1);
+    int ok = pos != NULL && kw != NULL && depth != NULL;
+    for (Py_ssize_t i = 1; ok && i < nargs; i++)
+        PyTuple_SET_ITEM(pos, i - 1, Py_NewRef(args[i]));
+    for (Py_ssize_t i = 0; ok && kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++)
+        ok = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) == 0;
+    PyObject *r = ok ? PyObject_CallFunctionObjArgs(self->after, args[0], pos, kw, depth, NULL) : NULL;
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    Py_XDECREF(depth);
+    if (r == NULL)
+        goto error;
+    Py_DECREF(r);
+    goto done;
+}
+error:
+    if (fail(rec) < 0)
+        Py_CLEAR(result);
+    else
+        PyErr_Clear();
+done:
+    Py_DECREF(rec);
+    Py_DECREF(backward);
+    Py_DECREF(arrays);
+    Py_XDECREF(ss);
+    Py_XDECREF(ts);
+    Py_XDECREF(guard_value);
+    Py_XDECREF(ctx);
+    Py_XDECREF(parent);
+    Py_XDECREF(site);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(phase);
+    Py_XDECREF(thread);
+    Py_XDECREF(detail);
+    Py_XDECREF(row);
+    Py_XDECREF(got);
+    return result;
+}
+
+static PyObject *
+frf_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {
+        "original", "python", "after", "state_dict", "state_attr", "tape_attr", "kind_code", "array_type", NULL,
+    };
+    static const size_t offsets[8] = {
+        F(original), F(python), F(after), F(state_dict), F(state_attr), F(tape_attr), F(kind_code), F(array_type),
+    };
+    PyObject *o[8];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!UUOO!:FastRecordFunc", kwlist, &o[0], &o[1], &o[2],
+                                     &PyDict_Type, &o[3], &o[4], &o[5], &o[6], &PyType_Type, &o[7]))
+        return NULL;
+    return method_new(type, frf_vectorcall, offsets, o, 8);
+}
+
+FAST_METHOD_TYPE(FastRecordFuncType, "FastRecordFunc",
+                 "Tape.record_func, recorded without a Python frame (see warptrace/record/wrap/tape.py)",
+                 ft_getset, frf_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
 /* ================================================================== Identity.register */
 
@@ -5553,7 +5790,10 @@ PyInit__fastlaunch(void)
         || intern(&s_src_offset, "src_offset") < 0 || intern(&s_count, "count") < 0
         || intern(&s_stream, "stream") < 0 || intern(&s_deleter, "deleter") < 0 || intern(&s_row, "row") < 0
         || intern(&s_external, "external") < 0 || intern(&s_copy_code, "copy_code") < 0
-        || intern(&s_src_dest, "src_dest") < 0 || intern(&s_skip_code, "skip_code") < 0)
+        || intern(&s_src_dest, "src_dest") < 0 || intern(&s_skip_code, "skip_code") < 0
+        || intern(&s_json_names, "json_names") < 0 || intern(&s_func_head, "{\"func\": ") < 0
+        || intern(&s_arrays_head, ", \"arrays\": [") < 0 || intern(&s_comma, ", ") < 0
+        || intern(&s_arrays_tail, "]}") < 0 || intern(&s_empty, "") < 0 || (s_no_accesses = PyTuple_New(0)) == NULL)
         return NULL;
     if ((k_digest_size = Py_BuildValue("(s)", "digest_size")) == NULL || (i_eight = PyLong_FromLong(8)) == NULL)
         return NULL;
@@ -5583,6 +5823,7 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0
         || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
         || PyType_Ready(&FastAllocGradType) < 0 || PyType_Ready(&FastInitFromPtrType) < 0
+        || PyType_Ready(&FastRecordFuncType) < 0
         || PyType_Ready(&FastBackwardType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
@@ -5621,6 +5862,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastInitFromPtrType);
     if (PyModule_AddObject(m, "FastInitFromPtr", (PyObject *)&FastInitFromPtrType) < 0) {
         Py_DECREF(&FastInitFromPtrType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastRecordFuncType);
+    if (PyModule_AddObject(m, "FastRecordFunc", (PyObject *)&FastRecordFuncType) < 0) {
+        Py_DECREF(&FastRecordFuncType);
         Py_DECREF(m);
         return NULL;
     }

@@ -4,8 +4,8 @@ It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
 (``FastCopy``), ``array.zero_`` (``FastZero``), ``array.fill_`` (``FastFill``),
 ``array.numpy()``/``list()`` (``FastRead``), ``array._init_new`` (``FastInitNew``),
 ``array._init_from_ptr`` (``FastInitFromPtr``), ``array._alloc_grad`` (``FastAllocGrad``),
-``Tape.__init__`` (``FastTapeInit``), ``Tape.__enter__``/``__exit__`` (``FastTapeEvent``) and
-``Tape.backward`` (``FastBackward``), the
+``Tape.__init__`` (``FastTapeInit``), ``Tape.__enter__``/``__exit__`` (``FastTapeEvent``),
+``Tape.record_func`` (``FastRecordFunc``) and ``Tape.backward`` (``FastBackward``), the
 compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
 loop of ``Tape.zero()`` (``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``),
 the call-site frame walk (``caller_walk``) and the int64 packing of the rows the writer thread
@@ -28,7 +28,7 @@ COMPILED_FOR = ((3, 11),)
 PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
 # The C module's ABI_VERSION this package calls (its arguments, what it reads): an in-tree
 # build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
-COMPILED_ABI = 9
+COMPILED_ABI = 10
 # The compiled wrappers made (uninstall() tells them to let their session go).
 COMPILED_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
 

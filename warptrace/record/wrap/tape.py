@@ -206,11 +206,12 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
 def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
     """``Tape.record_func``: a RECORD_FUNC event (a copy's adjoint names the copy as parent)."""
 
-    def record_func(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
+    def after(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], depth: int = 2) -> None:
+        """The event, once Warp's call returned. ``depth``: frames from here to the caller of
+        ``record_func`` (1 from the compiled wrapper, which has no frame)."""
         rec = state.rec
         if rec is None:
-            return result
+            return
         try:
             ts = rec.local.state
         except AttributeError:
@@ -219,10 +220,10 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
         site = None
         if ts.guard:  # only the entry a wp.copy in progress adds is recorded
             if ctx is None or ctx[0] != ts.guard:
-                return result
+                return
             ctx[4] = True  # the copy in progress is recorded on the tape
             parent = ctx[1]
-            if getframe(1).f_code is state.copy_code:
+            if getframe(depth).f_code is state.copy_code:
                 site = ctx[5]  # recorded by the copy in progress: same user frame
         else:
             parent = ts.parent
@@ -233,7 +234,7 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
             ids = [array_state(rec, a)[1] for a in arrays or () if isinstance(a, WARP_ARRAY)]
             tape_id = tape_id_of(rec, self)
             if site is None:
-                site = call_site(rec)
+                site = call_site(rec, depth + 1)
             quoted = state.json_names.get(name) if name.__class__ is str else None
             if quoted is None:
                 quoted = json.dumps(name)
@@ -245,9 +246,15 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
                     detail, (), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
+
+    def record_func(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        after(self, args, kwargs)
         return result
 
-    return mark(original, record_func)
+    python = mark(original, record_func)
+    return compiled_or(python, original, "FastRecordFunc", original, python, after, vars(state), STATE, TAPE_ATTR,
+                       _RECORD_FUNC_CODE, WARP_ARRAY)  # fmt: skip
 
 
 __all__ = [
