@@ -1201,3 +1201,50 @@ def test_compiled_read_writes_the_rows_of_the_python_wrapper(tracing):
             row, detail = last_read(first)
             assert row[2] == tape._warptrace_tape[1] and detail is None and len(values) == 12
     assert rec.error_count == 0
+
+
+@pytest.mark.skipif(
+    compiled_mod.compiled_piece("pack_rows") is None, reason="the compiled module is not built here"
+)
+def test_packed_table_rows_give_the_columns_of_the_list():
+    """``pack_rows`` (the arrays and allocs rows sent to the trace-writer process) and
+    ``parts_columns`` (their columns there): the columns of the flat lists, also for parts of a
+    table that came packed and as lists in turn; None for a row with a value of another type
+    than its column's (sent as the list it is)."""
+    import pyarrow as pa
+
+    from warptrace.trace import schema
+    from warptrace.trace.rows import PACKED_SPECS, RowParts, parts_columns
+
+    letters = {
+        pa.types.is_integer: "i",
+        pa.types.is_boolean: "b",
+        pa.types.is_string: "s",
+        pa.types.is_list: "T",
+    }
+    for table, spec in PACKED_SPECS.items():  # the specs are the schemas' column types
+        fields = schema.SCHEMAS[table]
+        assert spec == "".join(next(c for test, c in letters.items() if test(f.type)) for f in fields), table
+    pack = compiled_mod.compiled_piece("pack_rows")
+    arrays = [
+        0, 3, 0, (16,), (4,), 4, "float32", "cpu", "owned", True, False, -1, -1, 5, 2, "x",
+        1, -1, 8, [2, 3], [], 4, "float32", "cpu", "opaque", False, False, 0, 0, 6, -1, "",
+        2, 7, 2**40, (), (), 0, "vec3f", "cuda:0", "view", False, True, 2**33, 1, -(2**62), 2**31 - 1, "é",
+    ]  # fmt: skip
+    allocs = [0, 2**47, 64, "cpu", "owned", 4, 2, 1, 5, 0, "cuda:0", "external", -1, -1]
+    for table, rows in (("arrays", arrays), ("allocs", allocs)):
+        fields = schema.SCHEMAS[table]
+        width = len(fields)
+        expected = {f.name: pa.array(rows[i::width], type=f.type) for i, f in enumerate(fields)}
+        packed = pack(rows, PACKED_SPECS[table])
+        assert packed is not None
+        assert parts_columns(table, RowParts([packed])) == expected
+        # rows in three batches: packed, a list, packed
+        split = [rows[:width], rows[width : 2 * width], rows[2 * width :]]
+        parts = RowParts([pack(split[0], PACKED_SPECS[table]), split[1], pack(split[2], PACKED_SPECS[table])])
+        assert parts_columns(table, parts) == expected  # (the allocs' third part is empty)
+    spec = PACKED_SPECS["allocs"]
+    for bad in ([*allocs[:-1], None], [*allocs[:3], b"cpu", *allocs[4:]], [*allocs[:-1], 2**63], allocs[:-1]):
+        assert pack(bad, spec) is None
+    assert pack([*arrays[:3], (1.5,), *arrays[4:16]], PACKED_SPECS["arrays"]) is None
+    assert pack([*arrays[:9], 1, *arrays[10:16]], PACKED_SPECS["arrays"]) is None  # a bool column

@@ -39,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 10
+#define ABI_VERSION 11
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -5674,6 +5674,36 @@ static PyTypeObject FastInitFromPtrType; /* FastInitNewType with fp_new (module 
  * process's pipe gets a byte string to copy instead of a pickle of every int: ~1 ns per int
  * against ~9 under the interpreter lock). None when an item is not an int or does not fit
  * (a recorder bug: the list is sent as it is, and the writer process notes the value). */
+/* item as an int64 in *out: 1, or 0 when it is not an int or does not fit (no error set) */
+static int
+int64_of(PyObject *item, int64_t *out)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    /* CPython 3.11's int layout (the only one this module is built for, compiled.py): a
+     * value of up to two 30-bit digits, most of a row's, is read in place */
+    if (PyLong_CheckExact(item)) {
+        Py_ssize_t size = Py_SIZE(item);
+        const digit *d = ((PyLongObject *)item)->ob_digit;
+        if (size >= -2 && size <= 2) {
+            int64_t magnitude = size == 0 ? 0
+                : (size == 1 || size == -1) ? (int64_t)d[0]
+                : (int64_t)d[0] | ((int64_t)d[1] << PyLong_SHIFT);
+            *out = size < 0 ? -magnitude : magnitude;
+            return 1;
+        }
+    }
+#endif
+    int overflow = 0;
+    long long value;
+    if (!PyLong_Check(item) || ((value = PyLong_AsLongLongAndOverflow(item, &overflow)) == -1
+                                && (overflow || PyErr_Occurred()))) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)value;
+    return 1;
+}
+
 static PyObject *
 pack_int64(PyObject *module, PyObject *list)
 {
@@ -5687,33 +5717,122 @@ pack_int64(PyObject *module, PyObject *list)
     }
     int64_t *dst = (int64_t *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(list, i);
-        int overflow = 0;
-        long long value;
-#if PY_VERSION_HEX < 0x030C0000
-        /* CPython 3.11's int layout (the only one this module is built for, compiled.py):
-         * a value of up to two 30-bit digits, most of a row's, is read in place */
-        if (PyLong_CheckExact(item)) {
-            Py_ssize_t size = Py_SIZE(item);
-            const digit *d = ((PyLongObject *)item)->ob_digit;
-            if (size >= -2 && size <= 2) {
-                int64_t magnitude = size == 0 ? 0
-                    : (size == 1 || size == -1) ? (int64_t)d[0]
-                    : (int64_t)d[0] | ((int64_t)d[1] << PyLong_SHIFT);
-                dst[i] = size < 0 ? -magnitude : magnitude;
-                continue;
-            }
-        }
-#endif
-        if (!PyLong_Check(item) || ((value = PyLong_AsLongLongAndOverflow(item, &overflow)) == -1
-                                    && (overflow || PyErr_Occurred()))) {
-            PyErr_Clear();
+        if (!int64_of(PyList_GET_ITEM(list, i), &dst[i])) {
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
-        dst[i] = (int64_t)value;
     }
     return out;
+}
+
+/* pack_rows(list, spec) -> (ints, texts, lengths, items) or None: a flat list of rows of
+ * mixed values (the arrays and allocs tables) as int64 bytes for the trace-writer process,
+ * column by column as spec says: 'i' an int, 'b' a bool (0/1), 's' a str (its code into
+ * texts, this call's string table), 'T' a tuple or list of ints (its length into lengths,
+ * its items into items, all of the first such column's rows first). ints holds the i/b/s
+ * columns row by row. None when a value is not what spec says (the list is sent as it is). */
+#define PACK_MAX_COLUMNS 32
+static PyObject *
+pack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "pack_rows(list, spec)");
+        return NULL;
+    }
+    PyObject *list = args[0];
+    Py_ssize_t width = PyUnicode_GET_LENGTH(args[1]), n = PyList_GET_SIZE(list);
+    const char *spec = PyUnicode_AsUTF8(args[1]);
+    if (spec == NULL)
+        return NULL;
+    if (width == 0 || width > PACK_MAX_COLUMNS || (Py_ssize_t)strlen(spec) != width || n % width != 0)
+        Py_RETURN_NONE;
+    Py_ssize_t rows = n / width, nint = 0, ntup = 0, total[PACK_MAX_COLUMNS] = {0};
+    for (Py_ssize_t c = 0; c < width; c++) {
+        if (spec[c] == 'T')
+            ntup++;
+        else if (spec[c] == 'i' || spec[c] == 'b' || spec[c] == 's')
+            nint++;
+        else
+            Py_RETURN_NONE;
+    }
+    /* the tuples' sizes first: the items of each 'T' column go together */
+    Py_ssize_t all_items = 0;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        for (Py_ssize_t c = 0, t = 0; c < width; c++) {
+            if (spec[c] != 'T')
+                continue;
+            PyObject *v = PyList_GET_ITEM(list, r * width + c);
+            if (!PyTuple_CheckExact(v) && !PyList_CheckExact(v))
+                Py_RETURN_NONE;
+            total[t++] += Py_SIZE(v);
+            all_items += Py_SIZE(v);
+        }
+    }
+    PyObject *ints = PyBytes_FromStringAndSize(NULL, rows * nint * (Py_ssize_t)sizeof(int64_t));
+    PyObject *lengths = PyBytes_FromStringAndSize(NULL, rows * ntup * (Py_ssize_t)sizeof(int64_t));
+    PyObject *items = PyBytes_FromStringAndSize(NULL, all_items * (Py_ssize_t)sizeof(int64_t));
+    PyObject *texts = PyList_New(0), *codes = PyDict_New(), *result = NULL;
+    if (ints == NULL || lengths == NULL || items == NULL || texts == NULL || codes == NULL)
+        goto done;
+    int64_t *iv = (int64_t *)PyBytes_AS_STRING(ints), *lv = (int64_t *)PyBytes_AS_STRING(lengths);
+    int64_t *tv = (int64_t *)PyBytes_AS_STRING(items);
+    Py_ssize_t start[PACK_MAX_COLUMNS];
+    for (Py_ssize_t t = 0, at = 0; t < ntup; t++) {
+        start[t] = at;
+        at += total[t];
+    }
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        for (Py_ssize_t c = 0, t = 0; c < width; c++) {
+            PyObject *v = PyList_GET_ITEM(list, r * width + c);
+            switch (spec[c]) {
+            case 'i':
+                if (!int64_of(v, iv++))
+                    goto none;
+                break;
+            case 'b':
+                if (v != Py_True && v != Py_False)
+                    goto none;
+                *iv++ = v == Py_True;
+                break;
+            case 's': {
+                if (!PyUnicode_CheckExact(v))
+                    goto none;
+                PyObject *code = PyDict_GetItemWithError(codes, v);
+                if (code == NULL) {
+                    if (PyErr_Occurred() || (code = PyLong_FromSsize_t(PyList_GET_SIZE(texts))) == NULL)
+                        goto done;
+                    int added = PyDict_SetItem(codes, v, code) == 0 && PyList_Append(texts, v) == 0;
+                    Py_DECREF(code); /* the dict holds it */
+                    if (!added)
+                        goto done;
+                }
+                *iv++ = (int64_t)PyLong_AsSsize_t(code);
+                break;
+            }
+            default: { /* 'T' */
+                Py_ssize_t size = Py_SIZE(v);
+                PyObject **item = PyTuple_CheckExact(v) ? ((PyTupleObject *)v)->ob_item : ((PyListObject *)v)->ob_item;
+                *lv++ = size;
+                for (Py_ssize_t k = 0; k < size; k++)
+                    if (!int64_of(item[k], &tv[start[t]++]))
+                        goto none;
+                t++;
+            }
+            }
+        }
+    }
+    result = PyTuple_Pack(4, ints, texts, lengths, items);
+    goto done;
+none:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(ints);
+    Py_XDECREF(lengths);
+    Py_XDECREF(items);
+    Py_XDECREF(texts);
+    Py_XDECREF(codes);
+    return result;
 }
 
 static PyMethodDef module_functions[] = {
@@ -5725,6 +5844,8 @@ static PyMethodDef module_functions[] = {
      "callsite.py Sites.caller / alloc_caller's frame walk; None where Python must decide"},
     {"pack_int64", (PyCFunction)pack_int64, METH_O,
      "a list of ints as native int64 bytes (the trace-writer process's rows); None if one does not fit"},
+    {"pack_rows", (PyCFunction)(void (*)(void))pack_rows, METH_FASTCALL,
+     "rows of ints, bools, strs and int tuples as int64 bytes and a string table; None if one does not fit"},
     {NULL},
 };
 

@@ -9,7 +9,7 @@ It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
 compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
 loop of ``Tape.zero()`` (``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``),
 the call-site frame walk (``caller_walk``) and the int64 packing of the rows the writer thread
-sends to the trace-writer process (``pack_int64``). Every one of them has a pure-Python twin, used when the module is
+sends to the trace-writer process (``pack_int64``, ``pack_rows``). Every one of them has a pure-Python twin, used when the module is
 not built (no compiler, another Python version), is a build of another ABI, or
 ``WARPTRACE_PURE_PYTHON=1`` is set; the choice is made when a session starts.
 """
@@ -28,7 +28,7 @@ COMPILED_FOR = ((3, 11),)
 PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
 # The C module's ABI_VERSION this package calls (its arguments, what it reads): an in-tree
 # build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
-COMPILED_ABI = 10
+COMPILED_ABI = 11
 # The compiled wrappers made (uninstall() tells them to let their session go).
 COMPILED_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
 

@@ -202,7 +202,7 @@ class Recorder:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._writer_loop, name="warptrace-writer", daemon=True)
         self._thread.start()
-        self.pack_int64 = compiled_piece("pack_int64")  # (the rows for the trace-writer process)
+        self.packers = compiled_piece("pack_int64"), compiled_piece("pack_rows")  # (writer process rows)
         # The compiled row (_fastlaunch.FastRow) where it is built: the rows of this class's
         # method without its Python frame (~0.45 µs less per event of the Python wrappers).
         # An instance attribute, as Identity.register is.
@@ -514,8 +514,8 @@ class Recorder:
                 self.sink_failed = True
                 self.writer.meta["writer_fallback"] = str(exc)
         if self.sink is not None:
-            if self.pack_int64 is not None:
-                batch = sink_process.packed(batch, self.pack_int64)
+            if None not in self.packers:
+                batch = sink_process.packed(batch, *self.packers)
             try:
                 self.sink.write(batch, disordered, self.kinds, self.names, self.dim_texts)
                 return

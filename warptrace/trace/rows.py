@@ -59,6 +59,48 @@ Extra = list[tuple[int, "float | None", "str | None"]]
 Batch = tuple[tuple[str, Any], ...]
 WRITE_ORDER = ("sites", "kernels", "kernel_args", "allocs", "arrays", "accesses", "events")
 
+# The row tables the recorder packs for the trace-writer process (the compiled ``pack_rows``),
+# one letter per column of the table's schema: ``i`` int, ``b`` bool, ``s`` str, ``T`` a tuple
+# of ints (checked against the schemas by the tests: pyarrow is not imported here).
+PACKED_SPECS = {"arrays": "iiiTTisssbbiiiis", "allocs": "iiissii"}
+
+
+class RowParts(list[Any]):
+    """The rows of one table that reached the trace-writer process in several batches, in
+    order: flat row lists, and the ``(ints, texts, lengths, items)`` tuples of ``pack_rows``."""
+
+
+def parts_columns(table: str, parts: RowParts) -> dict[str, Any]:
+    """The columns of ``table`` (Arrow arrays of its schema's types) from its row parts."""
+    import pyarrow as pa
+
+    schema = _schema.SCHEMAS[table]
+    spec = PACKED_SPECS[table]
+    width = len(schema)
+    pieces: list[list[Any]] = [[] for _ in range(width)]
+    for part in parts:
+        if isinstance(part, tuple):
+            ints, texts, lengths, items = part
+            matrix = np.frombuffer(ints, dtype=np.int64).reshape(-1, width - spec.count("T"))
+            sizes = np.frombuffer(lengths, dtype=np.int64).reshape(len(matrix), spec.count("T"))
+            values = np.frombuffer(items, dtype=np.int64)
+            k = t = at = 0
+            for i, (kind, field) in enumerate(zip(spec, schema)):
+                if kind == "T":
+                    offsets = np.zeros(len(matrix) + 1, dtype=np.int32)
+                    np.cumsum(sizes[:, t], out=offsets[1:])
+                    pieces[i].append(pa.ListArray.from_arrays(offsets, values[at : at + int(offsets[-1])]))
+                    at += int(offsets[-1])
+                    t += 1
+                    continue
+                column = matrix[:, k]
+                k += 1
+                pieces[i].append(decode(texts, column) if kind == "s" else pa.array(column).cast(field.type))
+        else:
+            for i, field in enumerate(schema):
+                pieces[i].append(pa.array(part[i::width], type=field.type))
+    return {field.name: pa.concat_arrays(pieces[i]) for i, field in enumerate(schema)}
+
 
 def int_rows(
     buf: Sequence[int] | np.ndarray | bytes, width: int, note: Callable[[BaseException], None]
@@ -129,6 +171,8 @@ class PartSink:
             elif table == "accesses":
                 if len(buf):
                     writer.write(table, self.access_columns(int_rows(buf, ACCESS_WIDTH, self.note)))
+            elif isinstance(buf, RowParts):
+                writer.write(table, parts_columns(table, buf))
             elif buf:
                 names = _schema.SCHEMAS[table].names
                 width = len(names)

@@ -54,7 +54,16 @@ from typing import Any, BinaryIO
 import numpy as np
 
 import warptrace
-from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH, WRITE_ORDER, Batch, PartSink, int_rows
+from warptrace.trace.rows import (
+    ACCESS_WIDTH,
+    EVENT_WIDTH,
+    PACKED_SPECS,
+    WRITE_ORDER,
+    Batch,
+    PartSink,
+    RowParts,
+    int_rows,
+)
 from warptrace.trace.writer import TraceWriter
 
 _HEADER = struct.Struct("<Q")
@@ -81,13 +90,16 @@ class _Pieces(list[Any]):
         return n
 
 
-def packed(batch: Batch, pack: Any) -> Batch:
+def packed(batch: Batch, pack: Any, pack_rows: Any) -> Batch:
     """``batch`` with its event and access rows as native int64 bytes (``pack``: the
-    recorder's compiled ``pack_int64``), for this process. Pickling a list costs the
-    writer thread ~9 ns per int under the interpreter lock, the time the program's thread
-    waits for it (about 6% of loop (b)'s step in ``tools/bench_record_steady.py``); the
-    packed bytes go into the pipe as they are (:class:`_Pieces`). A buffer with a value that
-    is not an int64 (a recorder bug) is sent as the list it is, for this process to note."""
+    recorder's compiled ``pack_int64``), and its arrays and allocs rows as int64 bytes with a
+    string table (``pack_rows``, :data:`~warptrace.trace.rows.PACKED_SPECS`), for this
+    process. Pickling a list costs the writer thread ~9 ns per int under the interpreter lock,
+    the time the program's thread waits for it (about 6% of loop (b)'s step in
+    ``tools/bench_record_steady.py``); the packed bytes go into the pipe as they are
+    (:class:`_Pieces`). A buffer with a value that is not an int64 (a recorder bug) is sent as
+    the list it is, for this process to note; rows with a value of another type than their
+    column's, as they are."""
     out: list[tuple[str, Any]] = []
     for table, buf in batch:
         if table == "events":
@@ -96,6 +108,10 @@ def packed(batch: Batch, pack: Any) -> Batch:
                 buf = (packed, buf[1])
         elif table == "accesses":
             packed = pack(buf)
+            if packed is not None:
+                buf = packed
+        elif table in PACKED_SPECS and buf:
+            packed = pack_rows(buf, PACKED_SPECS[table])
             if packed is not None:
                 buf = packed
         out.append((table, buf))
@@ -307,8 +323,17 @@ class _Pending:
                     matrix = int_rows(buf, ACCESS_WIDTH, self.note)
                     self.tables.setdefault(table, []).append(matrix.reshape(-1))
                     self.accesses += len(matrix)
+            elif isinstance(buf, tuple):  # rows packed by pack_rows: parts, in order
+                parts = self.tables.setdefault(table, RowParts())
+                if not isinstance(parts, RowParts):
+                    self.tables[table] = parts = RowParts([parts])
+                parts.append(buf)
             else:
-                self.tables.setdefault(table, []).extend(buf)
+                parts = self.tables.setdefault(table, [])
+                if isinstance(parts, RowParts):
+                    parts.append(buf)
+                else:
+                    parts.extend(buf)
         self.disordered = self.disordered or disordered  # seqs are unique: one sort orders all
         if self.since is None:
             self.since = now
