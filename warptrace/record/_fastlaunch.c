@@ -3361,6 +3361,46 @@ done:
     return rc;
 }
 
+/* Where a FastCopy or FastRecordFunc call stands (ts.guard in *guard_value, a new reference;
+ * the caller's frame in *frame, borrowed): CC_FREE, the guard down; CC_COPY, made by the
+ * wp.copy in progress (FastCopy's ts.copy_ctx, the list [guard, seq, dest, src, recorded,
+ * site], in *ctx, whose ctx[0] is the guard now), with that copy's COPY event in *parent and
+ * its call site in *site where frame is that copy's own (else left NULL), new references;
+ * CC_OTHER, under the guard of something else; CC_PYTHON where the Python wrapper decides (a
+ * guard not an int, no Python caller, a copy_ctx not such a list); CC_ERROR */
+enum { CC_ERROR = -1, CC_PYTHON, CC_FREE, CC_OTHER, CC_COPY };
+
+static int
+copy_context(FastMethod *self, PyObject *ts, PyObject **guard_value, PyFrameObject **frame, PyObject **ctx,
+             PyObject **parent, PyObject **site)
+{
+    if ((*guard_value = TS_SLOT(self, ts, O_GUARD)) == NULL)
+        return CC_ERROR;
+    if (!PyLong_CheckExact(*guard_value) || (*frame = PyEval_GetFrame()) == NULL)
+        return CC_PYTHON;
+    int guard = PyObject_IsTrue(*guard_value);
+    if (guard <= 0)
+        return guard < 0 ? CC_ERROR : CC_FREE;
+    if ((*ctx = PyObject_GetAttr(ts, s_copy_ctx)) == NULL)
+        return CC_ERROR;
+    if (*ctx == Py_None)
+        return CC_OTHER;
+    if (!PyList_CheckExact(*ctx) || PyList_GET_SIZE(*ctx) != 6)
+        return CC_PYTHON;
+    int same = PyObject_RichCompareBool(PyList_GET_ITEM(*ctx, 0), *guard_value, Py_EQ);
+    if (same <= 0)
+        return same < 0 ? CC_ERROR : CC_OTHER;
+    PyObject *copy_code = PyDict_GetItemWithError(self->state_dict, s_copy_code);
+    if (copy_code == NULL && PyErr_Occurred())
+        return CC_ERROR;
+    *parent = Py_NewRef(PyList_GET_ITEM(*ctx, 1));
+    PyCodeObject *code = PyFrame_GetCode(*frame);
+    if (copy_code != NULL && (PyObject *)code == copy_code)
+        *site = Py_NewRef(PyList_GET_ITEM(*ctx, 5)); /* called by the copy in progress: same user frame */
+    Py_DECREF(code);
+    return CC_COPY;
+}
+
 static PyObject *
 fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -3382,28 +3422,15 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     PyObject *dest = a[0], *src = a[1];
     if (!method_enter(self, 1, args, nargsf, kwnames, &rec, &ss, &ts, &result))
         return result;
-    if ((guard_value = TS_SLOT(self, ts, O_GUARD)) == NULL)
+    PyFrameObject *frame = NULL; /* borrowed: the caller of copy */
+    int where = copy_context(self, ts, &guard_value, &frame, &ctx, &parent, &site);
+    if (where == CC_ERROR)
         goto error;
-    if (!PyLong_CheckExact(guard_value))
+    if (where == CC_PYTHON)
         goto python;
-    int guard = PyObject_IsTrue(guard_value);
-    if (guard < 0)
-        goto error;
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of copy */
-    if (frame == NULL)
-        goto python;
-    if (guard) {
+    if (where != CC_FREE) {
         /* only the copy of the gradients by the copy in progress is an event of its own */
-        if ((ctx = PyObject_GetAttr(ts, s_copy_ctx)) == NULL)
-            goto error;
-        if (ctx == Py_None)
-            goto original;
-        if (!PyList_CheckExact(ctx) || PyList_GET_SIZE(ctx) != 6)
-            goto python;
-        int same = PyObject_RichCompareBool(PyList_GET_ITEM(ctx, 0), guard_value, Py_EQ);
-        if (same < 0)
-            goto error;
-        if (!same || dest == Py_None)
+        if (where == CC_OTHER || dest == Py_None)
             goto original;
         PyObject *dgrad = getattr_or_none(PyList_GET_ITEM(ctx, 2), s_grad_attr);
         if (dgrad == NULL)
@@ -3417,17 +3444,6 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         Py_DECREF(sgrad);
         if (src != sgrad)
             goto original;
-        parent = PyList_GET_ITEM(ctx, 1);
-        Py_INCREF(parent);
-        PyObject *copy_code = PyDict_GetItemWithError(self->state_dict, s_copy_code);
-        if (copy_code == NULL && PyErr_Occurred())
-            goto error;
-        PyCodeObject *code = PyFrame_GetCode(frame);
-        if (copy_code != NULL && (PyObject *)code == copy_code) {
-            site = PyList_GET_ITEM(ctx, 5); /* called by the copy in progress: same user frame */
-            Py_INCREF(site);
-        }
-        Py_DECREF(code);
     }
     if (PyDict_GET_SIZE(ss->captures) > 0)
         goto python;
@@ -3700,40 +3716,17 @@ frf_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObjec
             goto error;
         goto python;
     }
-    if ((guard_value = TS_SLOT(self, ts, O_GUARD)) == NULL)
+    PyFrameObject *frame = NULL; /* borrowed: the caller of record_func */
+    int where = copy_context(self, ts, &guard_value, &frame, &ctx, &parent, &site);
+    if (where == CC_ERROR)
         goto error;
-    if (!PyLong_CheckExact(guard_value))
+    if (where == CC_PYTHON)
         goto python;
-    int guard = PyObject_IsTrue(guard_value);
-    if (guard < 0)
-        goto error;
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of record_func */
-    if (frame == NULL)
-        goto python;
-    if (guard) {
-        /* only the entry a wp.copy in progress adds is recorded */
-        if ((ctx = PyObject_GetAttr(ts, s_copy_ctx)) == NULL)
-            goto error;
-        if (ctx == Py_None)
-            goto done;
-        if (!PyList_CheckExact(ctx) || PyList_GET_SIZE(ctx) != 6)
-            goto python;
-        int same = PyObject_RichCompareBool(PyList_GET_ITEM(ctx, 0), guard_value, Py_EQ);
-        if (same <= 0) {
-            if (same < 0)
-                goto error;
-            goto done;
-        }
+    if (where == CC_OTHER) /* only the entry a wp.copy in progress adds is recorded */
+        goto done;
+    if (where == CC_COPY) {
         if (PyList_SetItem(ctx, 4, Py_NewRef(Py_True)) < 0) /* the copy is recorded on the tape */
             goto error;
-        parent = Py_NewRef(PyList_GET_ITEM(ctx, 1));
-        PyObject *copy_code = PyDict_GetItemWithError(self->state_dict, s_copy_code);
-        if (copy_code == NULL && PyErr_Occurred())
-            goto error;
-        PyCodeObject *code = PyFrame_GetCode(frame);
-        if (copy_code != NULL && (PyObject *)code == copy_code)
-            site = Py_NewRef(PyList_GET_ITEM(ctx, 5)); /* recorded by the copy in progress: its frame */
-        Py_DECREF(code);
     } else if ((parent = TS_SLOT(self, ts, O_PARENT)) == NULL) {
         goto error;
     }
