@@ -432,6 +432,15 @@ class Model:
             outside[start:stop] = False
         return outside
 
+    @cached_property
+    def decided_rows(self) -> np.ndarray | slice:
+        """The access rows where a per-row answer that an event's own rows decide has to be
+        worked out: those outside :attr:`row_copies` (ascending), whose answers the copies then
+        take (:meth:`fill_row_copies`); ``slice(None)`` (every row) where no replay is a copy."""
+        if not self.row_copies:
+            return slice(None)
+        return np.nonzero(self.outside_row_copies())[0]
+
     def fill_row_copies(self, values: np.ndarray) -> None:
         """Per-row ``values`` of the rows in replays of :attr:`row_copies` set to their template's."""
         for start, stop, template in self.row_copies:
