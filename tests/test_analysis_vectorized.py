@@ -597,7 +597,34 @@ def test_clearing_store_of_replays_copied_from_the_template(zoo_traces):
     copied = dataflow_of(model).clearing_store
     every_row = build_model(read_trace(path))
     every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row decided
+    every_row.__dict__["decided_rows"] = slice(None)
     assert np.array_equal(copied, dataflow_of(every_row).clearing_store) and copied.any()
+
+
+def test_access_columns_of_replays_copied_from_the_template(zoo_traces):
+    """The model's access columns of a graph replay that copies an earlier one are copied from the
+    template's rows (columns.take_rows), and equal the rows gathered one by one."""
+    import pyarrow as pa
+
+    from tests.zoo import discover
+    from warptrace.analysis.columns import table_column
+    from warptrace.analysis.replay import expand_replays
+
+    programs = {program.name: program for program in discover()}
+    trace, accesses = expand_replays(read_trace(zoo_traces(programs["ok_flow_capture_replay"])))
+    model = Model(trace, accesses)
+    assert accesses is not None and model.row_copies
+    rows = accesses.table()
+    for ours, name, fill in (
+        (model.acc_array, "array_id", -1),
+        (model.acc_alloc, "alloc_id", -1),
+        (model.acc_role, "role", 0),
+        (model.acc_flags, "flags", 0),
+    ):
+        assert np.array_equal(ours, table_column(rows, name, fill, ours.dtype)), name
+    for strings, name in ((model.acc_arg, "arg"), (model.acc_field, "field")):
+        column = rows.column(name).cast(pa.string()).fill_null("").to_pylist()
+        assert list(strings[np.arange(len(column))]) == column, name
 
 
 @pytest.mark.parametrize("name", ["wt101_capture_replay", "ok_flow_capture_replay"])
@@ -616,6 +643,7 @@ def test_reads_at_risk_of_replays_copied_from_the_template(name, zoo_traces):
     copied = _reads_at_risk(model)
     every_row = build_model(read_trace(path))
     every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every read looked at
+    every_row.__dict__["decided_rows"] = slice(None)
     for ours, theirs in zip(copied, _reads_at_risk(every_row)):
         assert np.array_equal(ours, theirs)
     if name.startswith("wt101"):

@@ -5,7 +5,7 @@ gathered from the recorded rows (:class:`AccessCopies`) instead of an Arrow tabl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 import pyarrow as pa
@@ -79,14 +79,37 @@ class CodedStrings:
         return len(self.codes)
 
 
+# Ranges of an index of rows that repeat an earlier range of it (the graph replays that copy an
+# earlier one, ``Model.row_copies``): the positions outside them (``Model.decided_rows``) and the
+# (start, stop, earlier start) of each range, in order.
+RowRepeats = tuple[Union[np.ndarray, slice], list[tuple[int, int, int]]]
+
+
+def take_rows(values: np.ndarray, rows: np.ndarray, repeats: RowRepeats | None = None) -> np.ndarray:
+    """``values[rows]``: gathered at the positions outside ``repeats``, copied range by range
+    (a memory copy each) into the ranges that repeat an earlier one."""
+    if repeats is None:
+        return values[rows]
+    decided, copies = repeats
+    out = np.empty(len(rows), dtype=values.dtype)
+    out[decided] = values[rows[decided]]
+    for start, stop, earlier in copies:
+        out[start:stop] = out[earlier : earlier + stop - start]
+    return out
+
+
 def object_strings(
-    column: pa.ChunkedArray, rows: np.ndarray | None = None, used: np.ndarray | None = None
+    column: pa.ChunkedArray,
+    rows: np.ndarray | None = None,
+    used: np.ndarray | None = None,
+    repeats: RowRepeats | None = None,
 ) -> tuple[CodedStrings, np.ndarray]:
     """The column's strings (null -> ""; repeated values share one str object), and the code of
     each value in the smallest int type (equal codes <=> equal strings); of the column's rows
-    ``rows`` in turn when given (``used``: the rows that occur in ``rows``, if known)."""
+    ``rows`` in turn when given (``used``: the rows that occur in ``rows``, if known; ``repeats``:
+    ranges of ``rows`` that repeat earlier ones, see :func:`take_rows`)."""
     if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
-        return dictionary_strings(column.chunk(0), rows, used)
+        return dictionary_strings(column.chunk(0), rows, used, repeats)
     if rows is not None:
         column = column.take(pa.array(rows))
     if pa.types.is_dictionary(column.type):
@@ -103,7 +126,10 @@ def object_strings(
 
 
 def dictionary_strings(
-    array: pa.DictionaryArray, rows: np.ndarray | None = None, used: np.ndarray | None = None
+    array: pa.DictionaryArray,
+    rows: np.ndarray | None = None,
+    used: np.ndarray | None = None,
+    repeats: RowRepeats | None = None,
 ) -> tuple[CodedStrings, np.ndarray]:
     """:func:`object_strings` of a dictionary-encoded column (the capture expansion's copies),
     the same values and codes: the distinct strings in the order of their first row, from the
@@ -148,5 +174,5 @@ def dictionary_strings(
             break
     codes = np.take(code_of_slot.astype(dtype), slots)
     if rows is not None:
-        codes = np.take(codes, rows)
+        codes = take_rows(codes, rows, repeats)
     return CodedStrings(np.array(values, dtype=object), codes), codes

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warptrace.analysis.columns import AccessCopies, object_strings, sorted_by, table_column
+from warptrace.analysis.columns import AccessCopies, object_strings, sorted_by, table_column, take_rows
 from warptrace.analysis.findings import Location
 from warptrace.kernel_source import KERNEL, FunctionSource, KernelSource
 from warptrace.kernel_source import build as build_source_model
@@ -242,23 +242,26 @@ class Model:
         else:  # a replay's copies: gathered from the recorded rows, in numpy
             acc, rows, self.acc_seq, used = accesses.recorded, accesses.rows, accesses.seq, accesses.used
 
-        def column(name: str, fill: Any, dtype: Any) -> np.ndarray:
-            values = table_column(acc, name, fill, dtype)
-            return values if rows is None else values[rows]
-
-        self.acc_array = column("array_id", -1, np.int64)
-        self.acc_alloc = column("alloc_id", -1, np.int64)
-        self.acc_role = column("role", 0, np.int8)
-        self.acc_flags = column("flags", 0, np.int16)
-        # acc_arg_code / acc_field_code: small non-negative ints, equal codes <=> equal strings
-        self.acc_arg, self.acc_arg_code = object_strings(acc.column("arg"), rows, used)
-        self.acc_field, self.acc_field_code = object_strings(acc.column("field"), rows, used)
         # accesses of event ev are rows acc_start[ev]:acc_stop[ev]
         if accesses is not None and len(accesses.event_stop) == self.n_events:
             self.acc_start, self.acc_stop = accesses.event_start, accesses.event_stop  # the same, counted
         else:
             self.acc_start = np.searchsorted(self.acc_seq, self.seq, side="left")
             self.acc_stop = np.searchsorted(self.acc_seq, self.seq, side="right")
+        # a graph replay copying an earlier one has its template's rows: copied, not gathered
+        repeats = (self.decided_rows, self.row_copies) if rows is not None and self.row_copies else None
+
+        def column(name: str, fill: Any, dtype: Any) -> np.ndarray:
+            values = table_column(acc, name, fill, dtype)
+            return values if rows is None else take_rows(values, rows, repeats)
+
+        self.acc_array = column("array_id", -1, np.int64)
+        self.acc_alloc = column("alloc_id", -1, np.int64)
+        self.acc_role = column("role", 0, np.int8)
+        self.acc_flags = column("flags", 0, np.int16)
+        # acc_arg_code / acc_field_code: small non-negative ints, equal codes <=> equal strings
+        self.acc_arg, self.acc_arg_code = object_strings(acc.column("arg"), rows, used, repeats)
+        self.acc_field, self.acc_field_code = object_strings(acc.column("field"), rows, used, repeats)
 
         self.arrays: dict[int, ArrayInfo] = {}
         for row in trace.tables["arrays"].to_pylist():
@@ -431,6 +434,15 @@ class Model:
         for start, stop, _ in self.row_copies:
             outside[start:stop] = False
         return outside
+
+    @cached_property
+    def decided_rows(self) -> np.ndarray | slice:
+        """The access rows where a per-row answer that an event's own rows decide has to be
+        worked out: those outside :attr:`row_copies` (ascending), whose answers the copies then
+        take (:meth:`fill_row_copies`); ``slice(None)`` (every row) where no replay is a copy."""
+        if not self.row_copies:
+            return slice(None)
+        return np.nonzero(self.outside_row_copies())[0]
 
     def fill_row_copies(self, values: np.ndarray) -> None:
         """Per-row ``values`` of the rows in replays of :attr:`row_copies` set to their template's."""

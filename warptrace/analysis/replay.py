@@ -68,7 +68,11 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     if np.any(order != np.arange(len(order))):
         events = events.take(order)
     seq = events.column("seq").to_numpy().astype(np.int64)
-    kind = np.array(events.column("kind").to_pylist(), dtype=object)
+    kind = events.column("kind")
+
+    def of_kind(name: str) -> np.ndarray:
+        return pc.equal(kind, name).fill_null(False).to_numpy(zero_copy_only=False)
+
     thread = events.column("thread").fill_null(0).to_numpy()
     graph = events.column("ref_id").fill_null(-1).to_numpy()
     n = len(seq)
@@ -76,8 +80,8 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     # capture windows: graph id -> event indices captured into it (same thread only)
     in_window = np.zeros(n, dtype=bool)
     windows: dict[int, np.ndarray] = {}
-    begins = np.nonzero(kind == S.CAPTURE_BEGIN)[0]
-    ends = np.nonzero(kind == S.CAPTURE_END)[0]
+    begins = np.nonzero(of_kind(S.CAPTURE_BEGIN))[0]
+    ends = np.nonzero(of_kind(S.CAPTURE_END))[0]
     for begin in begins:
         after = ends[(ends > begin) & (thread[ends] == thread[begin])]
         stop = int(after[0]) if len(after) else n
@@ -95,7 +99,7 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     launch_of: list[np.ndarray] = []  # per copied event: the new position of its capture_launch
     taken = 0
     kept = np.nonzero(~in_window)[0]
-    launches = kept[kind[kept] == S.CAPTURE_LAUNCH]
+    launches = kept[of_kind(S.CAPTURE_LAUNCH)[kept]]
     # per graph: its body's tapes, which of them are set, and the rank of each set one among the
     # body's distinct tapes (each replay numbers them next_tape, next_tape + 1, ... in id order)
     renumber: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
@@ -220,7 +224,7 @@ def _latest_copies(origin_seq: np.ndarray, parent: np.ndarray) -> np.ndarray:
     width = n + 1  # key = origin seq * width + position: sorted by seq, then position
     low = min(int(origin_seq.min()), int(parent[asks].min()))
     keys = (origin_seq - low) * width + np.arange(n, dtype=np.int64)
-    order = np.argsort(keys)
+    order = np.argsort(keys, kind="stable")  # keys are distinct; a merge of the copies' ascending runs
     keys = keys[order]
     wanted = parent[asks] - low
     at = np.searchsorted(keys, wanted * width + asks, side="right") - 1

@@ -128,11 +128,18 @@ class GradState(Tapes):
     def grad_row_mask(self) -> np.ndarray:
         """Access rows touching a gradient buffer."""
         m = self.model
-        mask = (m.acc_flags & S.FLAG_GRAD) != 0
+        # worked out where a graph replay does not copy an earlier one (a row's own array decides)
+        decided = m.decided_rows
+        mask = (m.acc_flags[decided] & S.FLAG_GRAD) != 0
         grad_ids = np.union1d(m.grad_array_ids, np.fromiter(self.grad_owner, dtype=np.int64))
         if len(grad_ids):
-            mask |= isin_ids(m.acc_array, grad_ids)
-        return mask
+            mask |= isin_ids(m.acc_array[decided], grad_ids)
+        if isinstance(decided, slice):
+            return mask
+        full = np.zeros(len(m.acc_seq), dtype=bool)
+        full[decided] = mask
+        m.fill_row_copies(full)
+        return full
 
     @cached_property
     def _grad_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

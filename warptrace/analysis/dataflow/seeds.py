@@ -46,11 +46,16 @@ class Seeds(GradState):
         m = self.model
         K = self._K
         backward_launch = (m.phase == S.BACKWARD) & (m.kind == K[S.LAUNCH])  # per event
-        candidates = self.grad_row_mask & self.is_write & backward_launch[self.acc_ev] & (m.acc_alloc >= 0)
-        accumulating = candidates & self.is_accumulate
+        # worked out where a graph replay does not copy an earlier one: an event's own rows decide
+        decided = m.decided_rows
+        candidates = self.grad_row_mask[decided] & self.is_write[decided] & (m.acc_alloc[decided] >= 0)
+        candidates &= backward_launch[self.acc_ev[decided]]
+        accumulating = candidates & self.is_accumulate[decided]
         # plain stores: accumulating when a read row of the same launch overlaps them
-        rows = np.nonzero(candidates & ~self.is_accumulate)[0]
-        rows = rows[~m.adjoint[self.acc_ev[rows]]]
+        plain = np.nonzero(candidates & ~self.is_accumulate[decided])[0]  # positions in `decided`
+        rows = plain if isinstance(decided, slice) else decided[plain]
+        own = ~m.adjoint[self.acc_ev[rows]]
+        rows, plain = rows[own], plain[own]
         if len(rows):
             evs = self.acc_ev[rows]
             others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
@@ -62,8 +67,13 @@ class Seeds(GradState):
                 & (other_lo < mine_hi)
                 & (mine_lo < other_hi)
             )
-            accumulating[mine[hit]] = True
-        return np.nonzero(accumulating)[0]
+            accumulating[plain[owner[hit]]] = True
+        if isinstance(decided, slice):
+            return np.nonzero(accumulating)[0]
+        mask = np.zeros(len(m.acc_seq), dtype=bool)
+        mask[decided[accumulating]] = True
+        m.fill_row_copies(mask)
+        return np.nonzero(mask)[0]
 
     @cached_property
     def fill_groups(self) -> FillGroups:
@@ -148,32 +158,37 @@ class Seeds(GradState):
         stores (``g.grad -= P @ g.grad``, a clip or scale in place) transforms the values
         instead, and is not one."""
         m = self.model
-        mask = self.is_store & (m.phase[self.acc_ev] == S.FORWARD)
-        mask &= ~self.is_read  # a read-and-store row (x[i] = f(x[i])) rereads what it stores
         # rows of a graph replay copying an earlier one: the template's answer (an event's own rows
         # decide), set at the end
-        computed = m.outside_row_copies() if m.row_copies else np.ones(len(mask), dtype=bool)
-        rows = np.nonzero(mask & computed)[0]
-        if not len(rows):
-            return mask
-        # pairs (store row, read row of the same event and allocation), then the exact overlap
-        big = int(m.acc_alloc.max(initial=0)) + 2
-        reads = np.nonzero(self.is_read & (m.acc_alloc >= 0) & computed)[0]
-        read_keys = self.acc_ev[reads] * big + m.acc_alloc[reads]
-        order = np.argsort(read_keys, kind="stable")
-        read_keys, reads = read_keys[order], reads[order]
-        keys = self.acc_ev[rows] * big + m.acc_alloc[rows]
-        first = np.searchsorted(read_keys, keys, side="left")
-        counts = np.searchsorted(read_keys, keys, side="right") - first
-        has = counts > 0
-        rows, first, counts = rows[has], first[has], counts[has]
-        owner = np.repeat(np.arange(len(rows)), counts)
-        offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        pair_reads = reads[np.repeat(first, counts) + offsets]
-        pair_rows = rows[owner]
-        (read_lo, read_hi), (row_lo, row_hi) = self.hulls(pair_reads), self.hulls(pair_rows)
-        overlap = (read_lo < row_hi) & (row_lo < read_hi)
-        mask[rows[np.bincount(owner[overlap], minlength=len(rows)) > 0]] = False
+        decided = m.decided_rows
+        store = self.is_store[decided] & (m.phase[self.acc_ev[decided]] == S.FORWARD)
+        store &= ~self.is_read[decided]  # a read-and-store row (x[i] = f(x[i])) rereads what it stores
+        positions = np.nonzero(store)[0]  # in `decided`
+        rows = positions if isinstance(decided, slice) else decided[positions]
+        if len(rows):
+            # pairs (store row, read row of the same event and allocation), then the exact overlap
+            big = int(m.acc_alloc.max(initial=0)) + 2
+            reads = np.nonzero(self.is_read[decided] & (m.acc_alloc[decided] >= 0))[0]
+            reads = reads if isinstance(decided, slice) else decided[reads]
+            read_keys = self.acc_ev[reads] * big + m.acc_alloc[reads]
+            order = np.argsort(read_keys, kind="stable")
+            read_keys, reads = read_keys[order], reads[order]
+            keys = self.acc_ev[rows] * big + m.acc_alloc[rows]
+            first = np.searchsorted(read_keys, keys, side="left")
+            counts = np.searchsorted(read_keys, keys, side="right") - first
+            has = counts > 0
+            rows, first, counts, positions = rows[has], first[has], counts[has], positions[has]
+            owner = np.repeat(np.arange(len(rows)), counts)
+            offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            pair_reads = reads[np.repeat(first, counts) + offsets]
+            pair_rows = rows[owner]
+            (read_lo, read_hi), (row_lo, row_hi) = self.hulls(pair_reads), self.hulls(pair_rows)
+            overlap = (read_lo < row_hi) & (row_lo < read_hi)
+            store[positions[np.bincount(owner[overlap], minlength=len(rows)) > 0]] = False
+        if isinstance(decided, slice):
+            return store
+        mask = np.zeros(len(m.acc_seq), dtype=bool)
+        mask[decided[store]] = True
         m.fill_row_copies(mask)
         return mask
 

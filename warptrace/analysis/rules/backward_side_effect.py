@@ -22,6 +22,7 @@ from collections import defaultdict
 import numpy as np
 
 from warptrace.analysis.dataflow import BackwardCall, Dataflow, combine_codes, dataflow_of
+from warptrace.analysis.dataflow.base import expand_ranges, unique_inverse
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, KernelInfo, Model
 from warptrace.analysis.rules.common import (
@@ -50,33 +51,29 @@ def check(model: Model) -> list[Finding]:
     adjoints = np.nonzero((model.kind == K[S.LAUNCH]) & model.adjoint)[0]
     findings = []
     pending: dict[int, dict[tuple, list[int]]] = {}
-    candidates, side_rows, modes = _replaying_adjoints(model, df, adjoints)
-    calls = df.ev_backward[candidates].tolist()
-    kernels = model.kernel[candidates].tolist()
-    # the later-read test of every side row that needs it, at once
-    asks = [
-        (row, ev, calls[i])
-        for i, ev in enumerate(candidates.tolist())
-        if calls[i] >= 0 and model.kernels.get(kernels[i]) is not None
-        for row, mode in zip(side_rows[i], modes[i])
-        if mode == RESULT_DISCARDED
-    ]
-    read_later = _read_by_later_adjoint_many(model, df, asks)
-    for i, ev in enumerate(candidates.tolist()):
-        kernel = model.kernels.get(kernels[i])
-        if kernel is None:
-            continue
-        call_index = calls[i]
-        if call_index < 0:
-            continue
-        call = df.backward_calls[call_index]
-        side = [
-            row
-            for row, mode in zip(side_rows[i], modes[i])
-            if mode == RESULT_USED or (mode == RESULT_DISCARDED and read_later[(row, ev)])
-        ]
-        if not side:
-            continue
+    candidates, rows, owner, modes = _replaying_adjoints(model, df, adjoints)
+    calls = df.ev_backward[candidates]
+    kernel_ids = model.kernel[candidates]
+    known_ids = np.array(
+        [k for k in np.unique(kernel_ids).tolist() if model.kernels.get(k) is not None], dtype=np.int64
+    )
+    checked = (calls >= 0) & np.isin(kernel_ids, known_ids)
+    # a replayed write whose result the kernel discards matters where a later adjoint reads it:
+    # that test for every such row at once
+    asked = checked[owner] & (modes == RESULT_DISCARDED)
+    read_later = np.zeros(len(rows), dtype=bool)
+    read_later[asked] = _read_by_later_adjoint_many(
+        model, df, rows[asked], candidates[owner[asked]], calls[owner[asked]]
+    )
+    side_of = (modes == RESULT_USED) | read_later
+    # the candidates with a side row (rows come grouped by candidate, in row order)
+    with_side = np.unique(owner[side_of & checked[owner]])
+    starts, stops = np.searchsorted(owner, with_side), np.searchsorted(owner, with_side + 1)
+    for i, start, stop in zip(with_side.tolist(), starts.tolist(), stops.tolist()):
+        ev = int(candidates[i])
+        kernel = model.kernels[int(kernel_ids[i])]
+        call = df.backward_calls[int(calls[i])]
+        side = rows[start:stop][side_of[start:stop]].tolist()
         forward = _match_forward(model, df, ev, call, pending)
         if forward < 0:
             continue
@@ -109,15 +106,23 @@ def check(model: Model) -> list[Finding]:
 
 def _replaying_adjoints(
     model: Model, df: Dataflow, adjoints: np.ndarray
-) -> tuple[np.ndarray, list[list[int]], list[list[int]]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The adjoint launches among ``adjoints`` with a certain write to forward memory that the
     adjoint replays (:func:`_replayed_write`; a known kernel), in order: the only ones WT308 checks.
-    With them, for each, its certain writes to forward memory (access rows in row order) and
-    the :func:`_replayed_write` mode of each."""
-    rows, index = df.rows_of_events(adjoints)
+    With them, their certain writes to forward memory (access rows, grouped by adjoint in row
+    order), for each row the position of its adjoint among those returned, and the
+    :func:`_replayed_write` mode of each row.
+
+    Found once per recorded event: the copies of one (graph replays, :attr:`Model.orig_seq`)
+    have its kernel and access rows, at their own row numbers (drone: 217,200 adjoint launches,
+    copies of 181)."""
+    recorded, copy_index = unique_inverse(model.orig_seq[adjoints])
+    one_copy = np.empty(len(recorded), dtype=np.int64)
+    one_copy[copy_index] = adjoints  # any copy: they are the same
+    rows, index = df.rows_of_events(one_copy)
     side = df.is_write[rows] & ~df.grad_row_mask[rows] & ~df.is_uncertain[rows]
     rows, index = rows[side], index[side]
-    kernels = model.kernel[adjoints[index]]
+    kernels = model.kernel[one_copy[index]]
     _, kernel_codes = np.unique(kernels, return_inverse=True)
     codes = combine_codes([kernel_codes.reshape(-1), model.acc_arg_code[rows], model.acc_field_code[rows]])
     unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
@@ -127,15 +132,19 @@ def _replaying_adjoints(
         if kernel is not None:
             mode_of[i] = _replayed_write(kernel, model.acc_arg[row], model.acc_field[row])
     modes = mode_of[inverse.reshape(-1)]
-    chosen = np.unique(index[modes != 0])
-    # the side rows of each chosen adjoint: rows are grouped by adjoint, in row order
-    keep = np.isin(index, chosen)
+    chosen = np.zeros(len(recorded), dtype=bool)
+    chosen[index[modes != 0]] = True
+    keep = chosen[index]
     rows, index, modes = rows[keep], index[keep], modes[keep]
-    cuts = [*np.searchsorted(index, chosen, side="left").tolist(), len(rows)]
-    row_list, mode_list = rows.tolist(), modes.tolist()
-    side_rows = [row_list[cuts[i] : cuts[i + 1]] for i in range(len(chosen))]
-    side_modes = [mode_list[cuts[i] : cuts[i + 1]] for i in range(len(chosen))]
-    return adjoints[chosen], side_rows, side_modes
+    # each chosen adjoint takes the side rows of its recorded event (rows come grouped by it)
+    offsets = rows - model.acc_start[one_copy[index]]
+    counts = np.bincount(index, minlength=len(recorded))
+    firsts = np.cumsum(counts) - counts
+    picked = np.nonzero(chosen[copy_index])[0]
+    of = copy_index[picked]
+    taken, owner = expand_ranges(firsts[of], firsts[of] + counts[of])
+    events = adjoints[picked]
+    return events, model.acc_start[events][owner] + offsets[taken], owner, modes[taken]
 
 
 def _match_forward(
@@ -173,39 +182,34 @@ def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> int:
 
 
 def _read_by_later_adjoint_many(
-    model: Model, df: Dataflow, asks: list[tuple[int, int, int]]
-) -> dict[tuple[int, int], bool]:
-    """For each (access ``row`` of adjoint ``ev``, index of its backward call): whether a later
-    adjoint launch of the same backward reads the forward memory the replayed accumulation at
-    that row changed (only then does it alter a gradient); keyed by (row, ev).
+    model: Model, df: Dataflow, rows: np.ndarray, evs: np.ndarray, call_indexes: np.ndarray
+) -> np.ndarray:
+    """For each access row of ``rows``, of the adjoint launch of ``evs`` in the backward call of
+    ``call_indexes``: whether a later adjoint launch of the same backward reads the forward
+    memory the replayed accumulation at that row changed (only then does it alter a gradient).
 
     Queries of one array share its read rows (:meth:`DefUse.reads_between`'s window, in seq
     order): a running count of the rows that overlap the array and belong to an adjoint
     launch answers each query by two searches."""
-    out: dict[tuple[int, int], bool] = {}
-    by_array: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
-    for row, ev, call_index in asks:
-        by_array[int(model.acc_array[row])].append((row, ev, call_index))
-    infos = {array_id: model.arrays.get(array_id) for array_id in by_array}
-    index = df.read_rows_of_allocs(
-        sorted({i.alloc_id for i in infos.values() if i is not None and i.alloc_id >= 0})
-    )
-    for array_id, queries in by_array.items():
-        info = infos[array_id]
+    out = np.zeros(len(rows), dtype=bool)
+    array_ids, by_array = unique_inverse(model.acc_array[rows])
+    infos = [model.arrays.get(array_id) for array_id in array_ids.tolist()]
+    index = df.read_rows_of_allocs(sorted({i.alloc_id for i in infos if i is not None and i.alloc_id >= 0}))
+    order = np.argsort(by_array, kind="stable")
+    cuts = np.searchsorted(by_array[order], np.arange(len(array_ids) + 1)).tolist()
+    end_seq = np.array([call.end_seq for call in df.backward_calls], dtype=np.int64)
+    for info, first, last in zip(infos, cuts[:-1], cuts[1:]):
         entry = None if info is None or info.alloc_id < 0 else index.get(info.alloc_id)
         if info is None or entry is None:
-            out.update(((row, ev), False) for row, ev, _ in queries)
             continue
-        rows, seqs, lows, highs = entry
+        queries = order[first:last]
+        read_rows, seqs, lows, highs = entry
         lo, hi = info.hull
-        hits = (lows < hi) & (lo < highs) & model.adjoint[df.acc_ev[rows]]
+        hits = (lows < hi) & (lo < highs) & model.adjoint[df.acc_ev[read_rows]]
         running = np.concatenate(([0], np.cumsum(hits)))
-        after = model.seq[np.array([ev for _, ev, _ in queries], dtype=np.int64)]
-        before = np.array([df.backward_calls[c].end_seq for _, _, c in queries], dtype=np.int64)
-        start = np.searchsorted(seqs, after, side="right")
-        stop = np.maximum(np.searchsorted(seqs, before, side="left"), start)
-        found = (running[stop] - running[start] > 0).tolist()
-        out.update(((row, ev), hit) for (row, ev, _), hit in zip(queries, found))
+        start = np.searchsorted(seqs, model.seq[evs[queries]], side="right")
+        stop = np.maximum(np.searchsorted(seqs, end_seq[call_indexes[queries]], side="left"), start)
+        out[queries] = running[stop] - running[start] > 0
     return out
 
 

@@ -75,9 +75,9 @@ from warptrace.analysis.rules.overwrite_evidence import (
     buffer_name,
     closed_row_copies,
     grad_args_many,
-    grad_mask,
     grouped_finding,
     in_place_rows,
+    read_write_masks,
     recorded_forward_launch,
     site_line,
 )
@@ -358,24 +358,32 @@ def _reads_at_risk(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ev_rows = model.acc_ev
     valid = ev_rows >= 0
     ev_safe = ev_rows if valid.all() else np.where(valid, ev_rows, 0)
-    role, flags, alloc = model.acc_role, model.acc_flags, model.acc_alloc
-    not_grad = ~grad_mask(model, model.acc_array, flags)
+    write_kind = isin_ids(model.kind, [K[k] for k in _WRITE_KINDS])  # per event
     empty = np.zeros(0, dtype=np.int64)
-
-    read_mask = valid & ((role & S.ROLE_READ) != 0) & not_grad & (alloc >= 0)
-    read_mask[in_place_rows(model, ev_rows)] = False  # the launch destroyed what it read: WT102 owns it
+    in_place = in_place_rows(model, ev_rows)  # the launch destroyed what it read: WT102 owns it
     copies = model.row_copies
-    if copies:
-        read_mask_all = read_mask
-        read_mask = read_mask & model.outside_row_copies()
-    read_rows = np.nonzero(read_mask)[0]
+    # worked out outside the graph replays that copy an earlier one: their reads are looked at
+    # only where their template's are not closed (below), their writes are their template's
+    decided = model.decided_rows
+    read_mask, write_mask = read_write_masks(model, decided, write_kind)
+    if isinstance(decided, slice):
+        read_mask[in_place] = False
+        read_rows = np.nonzero(read_mask)[0]
+    else:
+        read_mask[np.isin(decided, in_place)] = False
+        read_rows = decided[read_mask]
+        write_mask_all = np.zeros(len(model.acc_seq), dtype=bool)
+        write_mask_all[decided] = write_mask
+        model.fill_row_copies(write_mask_all)
+        write_mask = write_mask_all
     read_rows = read_rows[recorded_forward_launch(model, ev_safe[read_rows])]
     read_bwd = model.backward_after_many(model.tape[ev_safe[read_rows]], model.acc_seq[read_rows])
     if copies:
         copies, own = closed_row_copies(model, copies, read_rows, read_bwd)
         if len(own):  # the copies of an open template: their reads looked at one by one
-            rows = np.nonzero(read_mask_all[own])[0]
-            rows = own[rows[recorded_forward_launch(model, ev_safe[own[rows]])]]
+            own_reads = read_write_masks(model, own, write_kind)[0] & ~np.isin(own, in_place)
+            rows = own[own_reads]
+            rows = rows[recorded_forward_launch(model, ev_safe[rows])]
             bwd = model.backward_after_many(model.tape[ev_safe[rows]], model.acc_seq[rows])
             read_rows = np.concatenate((read_rows, rows))
             read_bwd = np.concatenate((read_bwd, bwd))
@@ -384,8 +392,6 @@ def _reads_at_risk(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     keep = read_bwd >= 0
     read_rows, read_bwd = read_rows[keep], read_bwd[keep]
 
-    write_kinds = isin_ids(model.kind, [K[k] for k in _WRITE_KINDS])[ev_safe]
-    write_mask = valid & ((role & S.ROLE_WRITE) != 0) & not_grad & (alloc >= 0) & write_kinds
     write_rows = np.nonzero(write_mask)[0]
     if not len(read_rows) or not len(write_rows):
         return empty, empty, empty

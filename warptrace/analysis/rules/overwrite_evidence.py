@@ -5,6 +5,7 @@ source says about a store after a read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,17 @@ def grad_mask(model: Model, array_ids: np.ndarray, flags: np.ndarray) -> np.ndar
     return is_grad | ((flags & S.FLAG_GRAD) != 0)
 
 
+def read_write_masks(model: Model, rows: Any, write_kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per access row of ``rows`` (an index array or a slice): whether it is a read, and a write by
+    an event of a ``write_kind`` (a mask per event), that WT101/WT103/WT104 follow: the row of an
+    event, not of a gradient buffer, of known memory. An event's own rows decide."""
+    ev, role = model.acc_ev[rows], model.acc_role[rows]
+    ok = (ev >= 0) & ~grad_mask(model, model.acc_array[rows], model.acc_flags[rows])
+    ok &= model.acc_alloc[rows] >= 0
+    write = ok & ((role & S.ROLE_WRITE) != 0) & write_kind[np.maximum(ev, 0)]
+    return ok & ((role & S.ROLE_READ) != 0), write
+
+
 def kernel_arg_fact(model: Model, kernel_id: int, arg: str, field_path: str, attr: str) -> bool | None:
     kernel = model.kernels.get(int(kernel_id))
     if kernel is None:
@@ -48,14 +60,21 @@ def read_store_rows(model: Model, ev_rows: np.ndarray, uncertain: bool) -> np.nd
     """Access rows of recorded forward launches that read and store the same array (not a
     gradient buffer): proven accesses, or with ``uncertain`` the recorder's guesses
     (FLAG_UNCERTAIN: what native code may do)."""
-    flags = model.acc_flags
-    mask = (model.acc_role == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0)
+    decided = model.decided_rows  # a row's own columns decide: the copies of a replay take its template's
+    flags = model.acc_flags[decided]
+    mask = (model.acc_role[decided] == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0)
     mask &= ((flags & S.FLAG_UNCERTAIN) != 0) == uncertain
-    mask &= ev_rows >= 0
-    rows = np.nonzero(mask)[0]
+    mask &= ev_rows[decided] >= 0
+    if isinstance(decided, slice) or not mask.any():
+        rows = np.nonzero(mask)[0]
+    else:
+        every_row = np.zeros(len(ev_rows), dtype=bool)
+        every_row[decided] = mask
+        model.fill_row_copies(every_row)
+        rows = np.nonzero(every_row)[0]
     rows = rows[recorded_forward_launch(model, ev_rows[rows])]
     if len(rows):
-        rows = rows[~grad_mask(model, model.acc_array[rows], flags[rows])]
+        rows = rows[~grad_mask(model, model.acc_array[rows], model.acc_flags[rows])]
     return rows
 
 

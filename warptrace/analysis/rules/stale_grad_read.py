@@ -45,14 +45,14 @@ def check(model: Model) -> list[Finding]:
     df = dataflow_of(model)
     findings = []
     grad_rows = np.nonzero(df.grad_row_mask & df.is_read & (model.phase[df.acc_ev] == S.FORWARD))[0]
-    reads = [
-        row
-        for row in grad_rows.tolist()
-        if model.kind[df.acc_ev[row]] in (K[S.VALUE_READ], K[S.COPY])
-        and int(df.ev_backward[df.acc_ev[row]]) < 0
-        and model.parent[df.acc_ev[row]] < 0
+    evs = df.acc_ev[grad_rows]
+    kinds = model.kind[evs]
+    reads = grad_rows[
+        ((kinds == K[S.VALUE_READ]) | (kinds == K[S.COPY]))
+        & (df.ev_backward[evs] < 0)
+        & (model.parent[evs] < 0)
     ]
-    for row in reads:
+    for row in reads.tolist():
         ev = int(df.acc_ev[row])
         seq = int(model.seq[ev])
         grad_id = int(model.acc_array[row])

@@ -194,7 +194,7 @@ def _exposed(model: Model, df: Dataflow, epoch_b: Epoch, call_b: BackwardCall) -
     objective membership of B's events: the replays of a captured graph share it."""
     objective_b = df.objective_events(call_b)
     evs_b = np.asarray(epoch_b.events, dtype=np.int64)
-    in_objective = np.fromiter((ev in objective_b for ev in epoch_b.events), dtype=bool, count=len(evs_b))
+    in_objective = np.fromiter(map(objective_b.__contains__, epoch_b.events), dtype=bool, count=len(evs_b))
     cache: dict[tuple[bytes, bytes], dict[int, int]] = shared(model, "wt303_exposed", lambda m: {})
     key = (_content_key(model, evs_b), in_objective.tobytes())
     found = cache.get(key)
@@ -248,13 +248,18 @@ def _may_pair_seeded(
     if candidates is None:
         candidates = cache[key] = _pair_candidates(model, df, evs_a, exposed)
     # only an array whose .grad was ever seeded memory can be seeded at call_a: that set test
-    # first, the exact test (the gradient at call_a) for those that pass
-    grad_keys = _grad_keys_ever(model, df)
+    # first (once per candidates and seeded memory: the replays share them), the exact test (the
+    # gradient at call_a) for those that pass
+    passing_of: dict[tuple, list[int]] = shared(model, "wt303_seedable", lambda m: {})
     seeded_keys = seeded.keys()
-    return any(
-        not seeded_keys.isdisjoint(grad_keys(a)) and _seeded_grad(model, df, a, call_a, seeded)
-        for a in candidates
-    )
+    passing_key = (key, frozenset(seeded_keys))
+    passing = passing_of.get(passing_key)
+    if passing is None:
+        grad_keys = _grad_keys_ever(model, df)
+        passing = passing_of[passing_key] = [
+            a for a in candidates if not seeded_keys.isdisjoint(grad_keys(a))
+        ]
+    return any(_seeded_grad(model, df, a, call_a, seeded) for a in passing)
 
 
 def _pair_candidates(model: Model, df: Dataflow, evs_a: np.ndarray, exposed: dict[int, int]) -> list[int]:

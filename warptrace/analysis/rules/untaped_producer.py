@@ -84,6 +84,7 @@ def check(model: Model) -> list[Finding]:
     findings = []
     written_by: dict[int, set[int]] = {}  # per producer event: the arrays it writes
     updates: dict[int, bool] = {}  # per producer event: whether it is an update step
+    dtype_ok: dict[int, bool] = {}  # per array: known, of a floating-point (differentiable) dtype
     for (epoch, call), events in zip(pairs, slices):
         if not events:
             continue
@@ -99,12 +100,19 @@ def check(model: Model) -> list[Finding]:
         hit_producers, first = np.unique(producers[hit], return_index=True)
         reported: set[int] = set()
         copied = _copied_from_many(model, df, hit_producers, when, epoch.uid)
-        for producer, k in zip(hit_producers.tolist(), owner[hit][first].tolist()):
-            read_row = int(rows[k])
-            array_id = int(model.acc_array[read_row])
-            info = model.arrays.get(array_id)
-            site = int(model.site[producer])
-            if site in reported or info is None or not differentiable_dtype(info.dtype):
+        firsts = owner[hit][first]
+        for producer, k, array_id, site, is_copy in zip(
+            hit_producers.tolist(),
+            firsts.tolist(),
+            model.acc_array[rows[firsts]].tolist(),
+            model.site[hit_producers].tolist(),
+            (model.kind[hit_producers] == K[S.COPY]).tolist(),
+        ):
+            differentiable = dtype_ok.get(array_id)
+            if differentiable is None:
+                info = model.arrays.get(array_id)
+                differentiable = dtype_ok[array_id] = info is not None and differentiable_dtype(info.dtype)
+            if site in reported or not differentiable:
                 continue
             written = written_by.get(producer)
             if written is None:
@@ -116,7 +124,7 @@ def check(model: Model) -> list[Finding]:
             if read_back is not None:  # the array whose values left through numpy() and came back
                 origin = int(model.array_id[read_back])
                 sources = [origin] if df.has_grad(origin, when) and origin not in written else []
-            elif model.kind[producer] == K[S.COPY]:
+            elif is_copy:
                 sources = [s for s in copied.get(producer, ()) if s not in written]
             else:
                 sources = [s for s in differentiable_reads(model, df, producer, when) if s not in written]
@@ -146,8 +154,24 @@ def _last_host_side_read(model: Model) -> np.ndarray:
     n = int(model.acc_alloc.max(initial=-1)) + 1
     last = np.full(n + 1, -1, dtype=np.int64)
     ev = dataflow_of(model).acc_ev
-    rows = np.nonzero(((model.acc_role & S.ROLE_READ) != 0) & (model.acc_alloc >= 0) & ~model.adjoint[ev])[0]
+    # outside the graph replays that copy an earlier one (Model.decided_rows); such a copy reads
+    # what its template read, at seqs shifted by the same offset: the latest copy's decide
+    decided = model.decided_rows
+    rows = np.nonzero(
+        ((model.acc_role[decided] & S.ROLE_READ) != 0)
+        & (model.acc_alloc[decided] >= 0)
+        & ~model.adjoint[ev[decided]]
+    )[0]
+    rows = rows if isinstance(decided, slice) else decided[rows]
     np.maximum.at(last, model.acc_alloc[rows], model.acc_seq[rows])
+    latest: dict[tuple[int, int], int] = {}  # template rows -> the largest seq offset of a copy
+    for start, stop, template in model.row_copies:
+        offset = int(model.acc_seq[start] - model.acc_seq[template])
+        key = (template, template + stop - start)
+        latest[key] = max(latest.get(key, offset), offset)
+    for (first, end), offset in latest.items():
+        copied = rows[np.searchsorted(rows, first) : np.searchsorted(rows, end)]
+        np.maximum.at(last, model.acc_alloc[copied], model.acc_seq[copied] + offset)
     return last
 
 
