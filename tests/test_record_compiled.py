@@ -379,6 +379,7 @@ for _ in range(3):
     a.numpy()
     m[:, 1].numpy()
     b.list()
+    np.asarray(c)  # the program hands the memory out itself: its bridge event (the interface getter)
     c.fill_(2.5)  # fill_ (FastFill): a float, an int, others (the Python wrapper's)
     c.fill_(3)
     c.fill_(np.float32(1.5))
@@ -435,6 +436,11 @@ def test_compiled_copies_reads_and_fills_record_the_rows_of_the_python_wrappers(
     copies, reads, fills = _both_ways(tmp_path, _COPIES_AND_READS, argv)
     # the known sites' copies and their gradients, the reads, the fills (and fresh ones)
     assert copies >= 20 and reads >= 6 and fills >= 6
+    from warptrace.trace.reader import read_trace
+    from warptrace.trace.schema import BRIDGE
+
+    events = read_trace(tmp_path / "compiled.wtrace").tables["events"].to_pylist()
+    assert sum(e["kind"] == BRIDGE for e in events) == 3  # np.asarray(c); not numpy()'s own
 
 
 # Tapes in the forms the compiled FastTapeInit and FastTapeEvent take, and the ones they

@@ -39,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 11
+#define ABI_VERSION 12
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -3817,6 +3817,49 @@ FAST_METHOD_TYPE(FastRecordFuncType, "FastRecordFunc",
                  "Tape.record_func, recorded without a Python frame (see warptrace/record/wrap/tape.py)",
                  ft_getset, frf_new, Py_TPFLAGS_METHOD_DESCRIPTOR);
 
+/* ================================================================== array interfaces */
+
+/* The compiled __array_interface__ / __cuda_array_interface__ getter (warptrace/record/wrap/
+ * bridge.py, wrap_interface): Warp's getter where the Python wrapper records nothing (no
+ * recorder; the guard up: numpy(), a copy, warptrace's own reads), without its frame; the
+ * Python wrapper where the program itself hands the memory out (a BRIDGE_EXPORT event) or
+ * the thread has no state yet. */
+static PyObject *
+fif_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastMethod *self = (FastMethod *)callable;
+    PyObject *rec, *ts, *result;
+    Session *ss;
+    if (self->original == NULL || self->python == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "warptrace: this array interface wrapper was cleared (garbage collected)");
+        return NULL;
+    }
+    if (self->state_dict == NULL)
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    if (!method_enter(self, 0, args, nargsf, kwnames, &rec, &ss, &ts, &result))
+        return result;
+    Py_DECREF(rec);
+    Py_DECREF(ss);
+    Py_DECREF(ts);
+    return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+}
+
+static PyObject *
+fif_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"original", "python", "state_dict", NULL};
+    static const size_t offsets[3] = {F(original), F(python), F(state_dict)};
+    PyObject *o[3];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!:FastInterface", kwlist, &o[0], &o[1], &PyDict_Type, &o[2]))
+        return NULL;
+    return method_new(type, fif_vectorcall, offsets, o, 3);
+}
+
+FAST_METHOD_TYPE(FastInterfaceType, "FastInterface",
+                 "array.__array_interface__'s getter, unrecorded without a Python frame (see "
+                 "warptrace/record/wrap/bridge.py)",
+                 ft_getset, fif_new, 0);
+
 /* ================================================================== Identity.register */
 
 /* The compiled Identity.register (warptrace/record/identity.py), for the arrays most
@@ -5937,7 +5980,7 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastCopyType) < 0 || PyType_Ready(&FastFillType) < 0
         || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
         || PyType_Ready(&FastAllocGradType) < 0 || PyType_Ready(&FastInitFromPtrType) < 0
-        || PyType_Ready(&FastRecordFuncType) < 0
+        || PyType_Ready(&FastRecordFuncType) < 0 || PyType_Ready(&FastInterfaceType) < 0
         || PyType_Ready(&FastBackwardType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
@@ -5982,6 +6025,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastRecordFuncType);
     if (PyModule_AddObject(m, "FastRecordFunc", (PyObject *)&FastRecordFuncType) < 0) {
         Py_DECREF(&FastRecordFuncType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastInterfaceType);
+    if (PyModule_AddObject(m, "FastInterface", (PyObject *)&FastInterfaceType) < 0) {
+        Py_DECREF(&FastInterfaceType);
         Py_DECREF(m);
         return NULL;
     }

@@ -3,7 +3,8 @@
 It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
 (``FastCopy``), ``array.zero_`` (``FastZero``), ``array.fill_`` (``FastFill``),
 ``array.numpy()``/``list()`` (``FastRead``), ``array._init_new`` (``FastInitNew``),
-``array._init_from_ptr`` (``FastInitFromPtr``), ``array._alloc_grad`` (``FastAllocGrad``),
+``array._init_from_ptr`` (``FastInitFromPtr``), ``array._alloc_grad`` (``FastAllocGrad``), the
+``__array_interface__`` getters (``FastInterface``),
 ``Tape.__init__`` (``FastTapeInit``), ``Tape.__enter__``/``__exit__`` (``FastTapeEvent``),
 ``Tape.record_func`` (``FastRecordFunc``) and ``Tape.backward`` (``FastBackward``), the
 compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
@@ -28,7 +29,7 @@ COMPILED_FOR = ((3, 11),)
 PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
 # The C module's ABI_VERSION this package calls (its arguments, what it reads): an in-tree
 # build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
-COMPILED_ABI = 11
+COMPILED_ABI = 12
 # The compiled wrappers made (uninstall() tells them to let their session go).
 COMPILED_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
 
