@@ -156,7 +156,8 @@ def test_the_process_ending_on_its_own_loses_nothing_it_wrote(trace_path):
     assert rec.sink is not None
     rec.sink.proc.kill()
     rec.sink.proc.wait()
-    _launches(x, x, 40)  # the next batch finds the pipe broken and is written in process
+    y = wp.zeros(8, dtype=float, device=DEVICE)  # its arrays and allocs rows go in that batch
+    _launches(y, y, 40)  # the next batch finds the pipe broken and is written in process
     warptrace.stop()
 
     meta = json.loads((trace_path / "meta.json").read_text())
@@ -166,6 +167,8 @@ def test_the_process_ending_on_its_own_loses_nothing_it_wrote(trace_path):
     loaded = read_trace(trace_path)
     assert not loaded.warnings
     assert loaded.tables["events"].column("seq").to_pylist() == list(range(80))
+    assert loaded.tables["arrays"].column("shape").to_pylist() == [[4], [8]]
+    assert loaded.tables["allocs"].column("nbytes").to_pylist() == [16, 32]
 
 
 def test_the_process_notes_a_value_that_is_not_an_int(trace_path):

@@ -171,8 +171,10 @@ class PartSink:
             elif table == "accesses":
                 if len(buf):
                     writer.write(table, self.access_columns(int_rows(buf, ACCESS_WIDTH, self.note)))
-            elif isinstance(buf, RowParts):
-                writer.write(table, parts_columns(table, buf))
+            elif isinstance(buf, (RowParts, tuple)):  # (a packed batch the writer process never got)
+                writer.write(
+                    table, parts_columns(table, buf if isinstance(buf, RowParts) else RowParts([buf]))
+                )
             elif buf:
                 names = _schema.SCHEMAS[table].names
                 width = len(names)
