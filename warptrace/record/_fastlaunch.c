@@ -3195,7 +3195,7 @@ FAST_METHOD_TYPE(FastReadType, "FastRead",
 
 static PyObject *s_copy_ctx, *s_dest, *s_src, *s_dest_offset, *s_src_offset, *s_count, *s_stream,
     *s_deleter, *s_row, *s_copy_code, *s_src_dest;
-static PyObject *s_json_names, *s_func_head, *s_arrays_head, *s_comma, *s_arrays_tail, *s_empty, *s_no_accesses;
+static PyObject *s_qualname, *s_json_names, *s_func_head, *s_arrays_head, *s_comma, *s_arrays_tail, *s_empty, *s_no_accesses;
 
 /* wp.copy's six arguments from a vectorcall (out: borrowed; the defaults where not
  * given): 1, or 0 for a call in another form (the Python wrapper's) */
@@ -3642,7 +3642,7 @@ record_func_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyO
 static PyObject *
 record_func_detail(FastMethod *self, Session *ss, PyObject *backward, PyObject *arrays)
 {
-    PyObject *name = PyObject_GetAttrString(backward, "__qualname__");
+    PyObject *name = PyObject_GetAttr(backward, s_qualname);
     if (name == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
             return NULL;
@@ -3768,9 +3768,11 @@ python: {
     Py_XDECREF(pos);
     Py_XDECREF(kw);
     Py_XDECREF(depth);
+    if (r == NULL && !ok)
+        goto error; /* the recorder's own error, not reported yet */
     if (r == NULL)
-        goto error;
-    Py_DECREF(r);
+        Py_CLEAR(result); /* rec.fail raised in after (WARPTRACE_STRICT) */
+    Py_XDECREF(r);
     goto done;
 }
 error:
@@ -5948,7 +5950,7 @@ PyInit__fastlaunch(void)
         || intern(&s_stream, "stream") < 0 || intern(&s_deleter, "deleter") < 0 || intern(&s_row, "row") < 0
         || intern(&s_external, "external") < 0 || intern(&s_copy_code, "copy_code") < 0
         || intern(&s_src_dest, "src_dest") < 0 || intern(&s_skip_code, "skip_code") < 0
-        || intern(&s_json_names, "json_names") < 0 || intern(&s_func_head, "{\"func\": ") < 0
+        || intern(&s_qualname, "__qualname__") < 0 || intern(&s_json_names, "json_names") < 0 || intern(&s_func_head, "{\"func\": ") < 0
         || intern(&s_arrays_head, ", \"arrays\": [") < 0 || intern(&s_comma, ", ") < 0
         || intern(&s_arrays_tail, "]}") < 0 || intern(&s_empty, "") < 0 || (s_no_accesses = PyTuple_New(0)) == NULL)
         return NULL;
