@@ -323,17 +323,10 @@ class _Pending:
                     matrix = int_rows(buf, ACCESS_WIDTH, self.note)
                     self.tables.setdefault(table, []).append(matrix.reshape(-1))
                     self.accesses += len(matrix)
-            elif isinstance(buf, tuple):  # rows packed by pack_rows: parts, in order
-                parts = self.tables.setdefault(table, RowParts())
-                if not isinstance(parts, RowParts):
-                    self.tables[table] = parts = RowParts([parts])
-                parts.append(buf)
+            elif table in PACKED_SPECS:  # row lists and pack_rows' tuples: parts, in order
+                self.tables.setdefault(table, RowParts()).append(buf)
             else:
-                parts = self.tables.setdefault(table, [])
-                if isinstance(parts, RowParts):
-                    parts.append(buf)
-                else:
-                    parts.extend(buf)
+                self.tables.setdefault(table, []).extend(buf)
         self.disordered = self.disordered or disordered  # seqs are unique: one sort orders all
         if self.since is None:
             self.since = now
