@@ -1254,3 +1254,63 @@ def test_packed_table_rows_give_the_columns_of_the_list():
         assert pack(bad, spec) is None
     assert pack([*arrays[:3], (1.5,), *arrays[4:16]], PACKED_SPECS["arrays"]) is None
     assert pack([*arrays[:9], 1, *arrays[10:16]], PACKED_SPECS["arrays"]) is None  # a bool column
+
+
+@pytest.mark.skipif(
+    compiled_mod.compiled_piece("Rows") is None, reason="the compiled module is not built here"
+)
+def test_row_buffers_hold_the_list_and_pack_it():
+    """The session's compiled row buffers (``Rows``): filled row by row, value by value or in
+    any split, they hold what the list would (length, items, slices, iteration), and
+    ``packed()`` is what ``pack_int64``/``pack_rows`` make of that list. A value its column
+    cannot hold, or an item assignment, turns the buffer into that list (``plain`` gives it
+    to the writer as a list); a partial row is not packed; a buffer pickles as its values."""
+    import pickle
+
+    from warptrace.record.compiled import ROW_BUFFERS, row_buffer_maker
+    from warptrace.trace.rows import plain
+
+    make = row_buffer_maker()
+    pack_int64, pack_rows = (compiled_mod.compiled_piece(name) for name in ("pack_int64", "pack_rows"))
+    arrays = [
+        0, 3, 0, (16,), (4,), 4, "float32", "cpu", "owned", True, False, -1, -1, 5, 2, "x",
+        1, -1, 8, [2, 3], [], 4, "float32", "cpu", "opaque", False, False, 0, 0, 6, -1, "",
+        2, 7, 2**40, (), (), 0, "vec3f", "cuda:0", "view", False, True, 2**33, 1, -(2**62), 2**31 - 1, "é",
+    ]  # fmt: skip
+    allocs = [0, 2**47, 64, "cpu", "owned", 4, 2, 1, 5, 0, "cuda:0", "external", -1, -1]
+    ev = [*range(14), 2**62, 5, 1, -1, True, False, True, 2**31, -(2**40), 3, 2**60, 0, -1, -1, 7, 8]
+    acc = [0, 1, 2, 3, 4, 5, 6, 1, -1, 2**35, 0, True, 3, 0]
+    for name, rows in (("array_rows", arrays), ("alloc_rows", allocs), ("ev", ev), ("acc", acc)):
+        spec = ROW_BUFFERS[name]
+        width = len(spec)
+        expected = pack_int64(rows) if set(spec) == {"i"} else pack_rows(rows, spec)
+        assert expected is not None
+        values = [tuple(v) if isinstance(v, list) else v for v in rows]
+        by_row, by_value, split = make(name), make(name), make(name)
+        for i in range(0, len(rows), width):
+            by_row.extend(tuple(rows[i : i + width]))
+        for v in rows:
+            by_value.append(v)
+        split.extend(rows[:5])
+        split.extend(iter(rows[5:]))
+        for buf in (by_row, by_value, split):
+            assert buf.packed() == expected
+            assert plain(buf) == expected
+            assert len(buf) == len(rows) and list(buf) == buf.tolist() == values
+            assert buf[3] == values[3] and buf[-2:] == values[-2:]
+            assert pickle.loads(pickle.dumps(buf)).packed() == expected
+    buf = make("alloc_rows")
+    buf.extend(tuple(allocs[:7]))
+    buf.append(None)
+    buf.extend(allocs[8:])
+    assert buf.packed() is None and plain(buf) == [*allocs[:7], None, *allocs[8:]]
+    buf = make("acc")
+    buf.extend(tuple(acc[:7]))
+    buf[-1] = "not an int"
+    assert buf.packed() is None and plain(buf) == [*acc[:6], "not an int"]
+    buf.append(1)  # (a list from then on)
+    assert len(buf) == 8
+    buf = make("ev")
+    buf.extend(ev[:3])
+    assert buf.packed() is None and len(buf) == 3
+    assert not make("ev") and len(make("ev")) == 0

@@ -39,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 12
+#define ABI_VERSION 13
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -252,10 +252,512 @@ unpack(PyObject *row, Py_ssize_t n, PyObject **out, PyObject **holder)
     return 0;
 }
 
+#define PACK_MAX_COLUMNS 32
+static int int64_of(PyObject *item, int64_t *out);
+
+/* ------------------------------------------------------------------ row buffers */
+
+/* Rows(spec): one of the session's row buffers (events, accesses, arrays, allocs: session.py),
+ * a flat sequence of values that packs each value as it is appended, column by column as
+ * spec says (pack_rows' letters: 'i' an int, 'b' a bool, 's' a str, 'T' a tuple or list of
+ * ints). A flush hands the buffer to the writer thread, whose packed() is then a copy of
+ * int64 buffers: no list of Python objects to pack, pickle or free under the interpreter
+ * lock (loop (e) of tools/bench_record_steady.py: that was ~90% of the writer thread's work).
+ * A value its column cannot hold (a recorder bug, or a test that plants one) turns the
+ * buffer into the list it would have been, and from then on it is that list: the writer
+ * notes the value as it does for a list. len, iteration, indexing and item assignment
+ * behave as the list's. */
+#define ROWS_MAX_T 4
+#define ROWS_RECENT 4
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t width, ntup, count, col; /* count: the values appended; col: the next one's column */
+    int ints_only;                       /* every column 'i' */
+    char spec[PACK_MAX_COLUMNS + 1];
+    int slot[PACK_MAX_COLUMNS]; /* a 'T' column's index among the T columns */
+    int64_t *ints, *lengths, *items[ROWS_MAX_T];
+    Py_ssize_t n_ints, cap_ints, n_lengths, cap_lengths, n_items[ROWS_MAX_T], cap_items[ROWS_MAX_T];
+    PyObject *texts, *codes;        /* the 's' columns' string table: list, and str -> code */
+    /* a 's' column's last ROWS_RECENT values (strong) and their codes: most rows repeat the
+     * objects of rows before them (a dtype's name, a device's, a site's label, by turns for
+     * an array and its grad), found by identity without hashing */
+    PyObject *last[PACK_MAX_COLUMNS][ROWS_RECENT];
+    int64_t last_code[PACK_MAX_COLUMNS][ROWS_RECENT];
+    unsigned char last_at[PACK_MAX_COLUMNS];
+    PyObject *list; /* not NULL: the buffer is this list (a value did not fit) */
+} Rows;
+
+static PyTypeObject RowsType;
+
+static int
+grow64_to(int64_t **buf, Py_ssize_t *cap, Py_ssize_t need)
+{
+    Py_ssize_t cap2 = *cap * 2;
+    if (cap2 < need)
+        cap2 = need + 256;
+    if (cap2 > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int64_t *p = PyMem_Realloc(*buf, (size_t)cap2 * sizeof(int64_t));
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = p;
+    *cap = cap2;
+    return 0;
+}
+
+static inline int
+grow64(int64_t **buf, Py_ssize_t *cap, Py_ssize_t need)
+{
+    return need <= *cap ? 0 : grow64_to(buf, cap, need);
+}
+
+/* int64_of, with a row's most common values (one-digit ints, bools) inline */
+static inline int
+int64_quick(PyObject *v, int64_t *out)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(v)) {
+        Py_ssize_t size = Py_SIZE(v);
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        if (size == 1 || size == -1) {
+            *out = size * (int64_t)d[0];
+            return 1;
+        }
+        if (size == 0) {
+            *out = 0;
+            return 1;
+        }
+        if (size == 2 || size == -2) {
+            *out = (size / 2) * ((int64_t)d[0] | ((int64_t)d[1] << PyLong_SHIFT));
+            return 1;
+        }
+    }
+#endif
+    if (v == Py_True || v == Py_False) {
+        *out = v == Py_True;
+        return 1;
+    }
+    return int64_of(v, out);
+}
+
+static inline void
+rows_next(Rows *r)
+{
+    r->count++;
+    if (++r->col == r->width)
+        r->col = 0;
+}
+
+/* v packed as the next value: 1, or 0 when its column cannot hold it (nothing appended), -1 */
+static int
+rows_pack(Rows *r, PyObject *v)
+{
+    Py_ssize_t c = r->col;
+    int64_t x;
+    switch (r->spec[c]) {
+    case 'i':
+        if (!int64_quick(v, &x))
+            return 0;
+        break;
+    case 'b':
+        if (v != Py_True && v != Py_False)
+            return 0;
+        x = v == Py_True;
+        break;
+    case 's': {
+        PyObject **last = r->last[c];
+        int k = 0;
+        while (k < ROWS_RECENT && last[k] != v)
+            k++;
+        if (k < ROWS_RECENT) {
+            x = r->last_code[c][k];
+            break;
+        }
+        if (!PyUnicode_CheckExact(v))
+            return 0;
+        PyObject *code = PyDict_GetItemWithError(r->codes, v);
+        if (code == NULL) {
+            if (PyErr_Occurred() || (code = PyLong_FromSsize_t(PyList_GET_SIZE(r->texts))) == NULL)
+                return -1;
+            int added = PyDict_SetItem(r->codes, v, code) == 0 && PyList_Append(r->texts, v) == 0;
+            Py_DECREF(code); /* the dict holds it */
+            if (!added)
+                return -1;
+        }
+        x = (int64_t)PyLong_AsSsize_t(code);
+        k = r->last_at[c];
+        r->last_at[c] = (unsigned char)((k + 1) % ROWS_RECENT);
+        Py_INCREF(v);
+        Py_XSETREF(last[k], v);
+        r->last_code[c][k] = x;
+        break;
+    }
+    default: { /* 'T' */
+        if (!PyTuple_CheckExact(v) && !PyList_CheckExact(v))
+            return 0;
+        int t = r->slot[c];
+        Py_ssize_t size = Py_SIZE(v), at = r->n_items[t];
+        PyObject **item = PyTuple_CheckExact(v) ? ((PyTupleObject *)v)->ob_item : ((PyListObject *)v)->ob_item;
+        if (grow64(&r->items[t], &r->cap_items[t], at + size) < 0
+            || grow64(&r->lengths, &r->cap_lengths, r->n_lengths + 1) < 0)
+            return -1;
+        for (Py_ssize_t k = 0; k < size; k++)
+            if (!int64_quick(item[k], &r->items[t][at + k]))
+                return 0;
+        r->n_items[t] = at + size;
+        r->lengths[r->n_lengths++] = size;
+        rows_next(r);
+        return 1;
+    }
+    }
+    if (grow64(&r->ints, &r->cap_ints, r->n_ints + 1) < 0)
+        return -1;
+    r->ints[r->n_ints++] = x;
+    rows_next(r);
+    return 1;
+}
+
+/* the values appended, as the Python objects a list would hold (new list) */
+static PyObject *
+rows_tolist(Rows *r)
+{
+    if (r->list != NULL)
+        return PyList_GetSlice(r->list, 0, PyList_GET_SIZE(r->list));
+    PyObject *out = PyList_New(r->count);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t ii = 0, li = 0, at[ROWS_MAX_T] = {0};
+    for (Py_ssize_t i = 0; i < r->count; i++) {
+        Py_ssize_t c = i % r->width;
+        PyObject *v;
+        switch (r->spec[c]) {
+        case 'i':
+            v = PyLong_FromLongLong(r->ints[ii++]);
+            break;
+        case 'b':
+            v = PyBool_FromLong((long)r->ints[ii++]);
+            break;
+        case 's':
+            v = PyList_GET_ITEM(r->texts, r->ints[ii++]);
+            Py_INCREF(v);
+            break;
+        default: {
+            int t = r->slot[c];
+            Py_ssize_t size = r->lengths[li++];
+            v = PyTuple_New(size);
+            for (Py_ssize_t k = 0; v != NULL && k < size; k++) {
+                PyObject *n = PyLong_FromLongLong(r->items[t][at[t] + k]);
+                if (n == NULL)
+                    Py_CLEAR(v);
+                else
+                    PyTuple_SET_ITEM(v, k, n);
+            }
+            at[t] += size;
+        }
+        }
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+/* from now on the buffer is the list of its values */
+static int
+rows_to_list(Rows *r)
+{
+    if (r->list != NULL)
+        return 0;
+    PyObject *list = rows_tolist(r);
+    if (list == NULL)
+        return -1;
+    r->list = list;
+    return 0;
+}
+
+static int
+rows_push(Rows *r, PyObject *v)
+{
+    if (r->list == NULL) {
+        int k = rows_pack(r, v);
+        if (k != 0)
+            return k < 0 ? -1 : 0;
+        if (rows_to_list(r) < 0)
+            return -1;
+    }
+    return PyList_Append(r->list, v);
+}
+
+/* a row of n borrowed values: a whole row of a spec of ints in one pass, else value by value */
+static int
+rows_push_row(Rows *r, PyObject **row, Py_ssize_t n)
+{
+    if (r->list == NULL && r->ints_only && r->col == 0 && n == r->width) {
+        if (grow64(&r->ints, &r->cap_ints, r->n_ints + n) < 0)
+            return -1;
+        int64_t *dst = r->ints + r->n_ints;
+        Py_ssize_t i = 0;
+        while (i < n && int64_quick(row[i], &dst[i]))
+            i++;
+        if (i == n) {
+            r->n_ints += n;
+            r->count += n;
+            return 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (rows_push(r, row[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static int
+rows_push_all(Rows *r, PyObject *values)
+{
+    if (PyTuple_CheckExact(values))
+        return rows_push_row(r, ((PyTupleObject *)values)->ob_item, PyTuple_GET_SIZE(values));
+    if (PyList_CheckExact(values)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++)
+            if (rows_push(r, PyList_GET_ITEM(values, i)) < 0)
+                return -1;
+        return 0;
+    }
+    PyObject *it = PyObject_GetIter(values), *v;
+    if (it == NULL)
+        return -1;
+    while ((v = PyIter_Next(it)) != NULL) {
+        int rc = rows_push(r, v);
+        Py_DECREF(v);
+        if (rc < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+rows_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    const char *spec;
+    Py_ssize_t size = 0; /* the values expected (the last buffer's: room for them now) */
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Rows(spec, size=0)");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "s|n:Rows", &spec, &size))
+        return NULL;
+    size_t width = strlen(spec);
+    if (width == 0 || width > PACK_MAX_COLUMNS) {
+        PyErr_SetString(PyExc_ValueError, "Rows: a spec of 1 to 32 columns");
+        return NULL;
+    }
+    Rows *r = (Rows *)type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    r->width = (Py_ssize_t)width;
+    memcpy(r->spec, spec, width + 1);
+    r->ints_only = strspn(spec, "i") == width;
+    for (size_t c = 0; c < width; c++) {
+        if (spec[c] == 'T') {
+            if (r->ntup == ROWS_MAX_T) {
+                Py_DECREF(r);
+                PyErr_SetString(PyExc_ValueError, "Rows: at most 4 'T' columns");
+                return NULL;
+            }
+            r->slot[c] = (int)r->ntup++;
+        } else if (spec[c] != 'i' && spec[c] != 'b' && spec[c] != 's') {
+            Py_DECREF(r);
+            PyErr_SetString(PyExc_ValueError, "Rows: spec letters are i, b, s and T");
+            return NULL;
+        }
+    }
+    if ((r->texts = PyList_New(0)) == NULL || (r->codes = PyDict_New()) == NULL
+        || (size > 0 && grow64_to(&r->ints, &r->cap_ints, size) < 0)) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
+static void
+rows_dealloc(Rows *r)
+{
+    PyMem_Free(r->ints);
+    PyMem_Free(r->lengths);
+    for (int t = 0; t < ROWS_MAX_T; t++)
+        PyMem_Free(r->items[t]);
+    for (int c = 0; c < PACK_MAX_COLUMNS; c++)
+        for (int k = 0; k < ROWS_RECENT; k++)
+            Py_XDECREF(r->last[c][k]);
+    Py_XDECREF(r->texts);
+    Py_XDECREF(r->codes);
+    Py_XDECREF(r->list);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *
+rows_append(Rows *r, PyObject *v)
+{
+    if (rows_push(r, v) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rows_extend(Rows *r, PyObject *values)
+{
+    if (rows_push_all(r, values) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bytes_of(const int64_t *values, Py_ssize_t n)
+{
+    return PyBytes_FromStringAndSize((const char *)values, n * (Py_ssize_t)sizeof(int64_t));
+}
+
+/* packed() -> what pack_int64 (a spec of ints only) or pack_rows would make of the list, or None */
+static PyObject *
+rows_packed(Rows *r, PyObject *unused)
+{
+    if (r->list != NULL || r->col != 0)
+        Py_RETURN_NONE;
+    if (r->ntup == 0 && strchr(r->spec, 's') == NULL)
+        return bytes_of(r->ints, r->n_ints);
+    Py_ssize_t all = 0;
+    for (int t = 0; t < r->ntup; t++)
+        all += r->n_items[t];
+    PyObject *ints = bytes_of(r->ints, r->n_ints), *lengths = bytes_of(r->lengths, r->n_lengths);
+    PyObject *items = PyBytes_FromStringAndSize(NULL, all * (Py_ssize_t)sizeof(int64_t));
+    PyObject *texts = PyList_GetSlice(r->texts, 0, PyList_GET_SIZE(r->texts)), *result = NULL;
+    if (ints != NULL && lengths != NULL && items != NULL && texts != NULL) {
+        char *dst = PyBytes_AS_STRING(items);
+        for (int t = 0; t < r->ntup; t++) {
+            if (r->n_items[t] > 0)
+                memcpy(dst, r->items[t], (size_t)r->n_items[t] * sizeof(int64_t));
+            dst += r->n_items[t] * (Py_ssize_t)sizeof(int64_t);
+        }
+        result = PyTuple_Pack(4, ints, texts, lengths, items);
+    }
+    Py_XDECREF(ints);
+    Py_XDECREF(lengths);
+    Py_XDECREF(items);
+    Py_XDECREF(texts);
+    return result;
+}
+
+static PyObject *
+rows_tolist_method(Rows *r, PyObject *unused)
+{
+    return rows_tolist(r);
+}
+
+static Py_ssize_t
+rows_len(Rows *r)
+{
+    return r->list != NULL ? PyList_GET_SIZE(r->list) : r->count;
+}
+
+static PyObject *
+rows_subscript(Rows *r, PyObject *key)
+{
+    PyObject *list = rows_tolist(r);
+    if (list == NULL)
+        return NULL;
+    PyObject *v = PyObject_GetItem(list, key);
+    Py_DECREF(list);
+    return v;
+}
+
+static int
+rows_ass_subscript(Rows *r, PyObject *key, PyObject *v)
+{
+    if (rows_to_list(r) < 0)
+        return -1;
+    return v == NULL ? PyObject_DelItem(r->list, key) : PyObject_SetItem(r->list, key, v);
+}
+
+static PyObject *
+rows_iter(Rows *r)
+{
+    PyObject *list = rows_tolist(r);
+    if (list == NULL)
+        return NULL;
+    PyObject *it = PyObject_GetIter(list);
+    Py_DECREF(list);
+    return it;
+}
+
+static PyObject *
+rows_reduce(Rows *r, PyObject *unused)
+{
+    PyObject *list = rows_tolist(r);
+    if (list == NULL)
+        return NULL;
+    PyObject *result = Py_BuildValue("O(s)N", (PyObject *)Py_TYPE(r), r->spec, Py_BuildValue("(N)", list));
+    return result;
+}
+
+static PyObject *
+rows_setstate(Rows *r, PyObject *state)
+{
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 1) {
+        PyErr_SetString(PyExc_TypeError, "Rows.__setstate__((values,))");
+        return NULL;
+    }
+    return rows_extend(r, PyTuple_GET_ITEM(state, 0));
+}
+
+static PyMethodDef rows_methods[] = {
+    {"append", (PyCFunction)rows_append, METH_O, "append one value"},
+    {"extend", (PyCFunction)rows_extend, METH_O, "append the values"},
+    {"packed", (PyCFunction)rows_packed, METH_NOARGS,
+     "int64 bytes (a spec of ints), or (ints, texts, lengths, items) as pack_rows; None if not packed"},
+    {"tolist", (PyCFunction)rows_tolist_method, METH_NOARGS, "the values as a list"},
+    {"__reduce__", (PyCFunction)rows_reduce, METH_NOARGS, NULL},
+    {"__setstate__", (PyCFunction)rows_setstate, METH_O, NULL},
+    {NULL},
+};
+
+static PyMappingMethods rows_mapping = {
+    .mp_length = (lenfunc)rows_len,
+    .mp_subscript = (binaryfunc)rows_subscript,
+    .mp_ass_subscript = (objobjargproc)rows_ass_subscript,
+};
+
+static PySequenceMethods rows_sequence = {
+    .sq_length = (lenfunc)rows_len,
+};
+
+static PyTypeObject RowsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.Rows",
+    .tp_basicsize = sizeof(Rows),
+    .tp_dealloc = (destructor)rows_dealloc,
+    .tp_as_sequence = &rows_sequence,
+    .tp_as_mapping = &rows_mapping,
+    .tp_iter = (getiterfunc)rows_iter,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Rows(spec): a row buffer that packs its values as they come (see session.py)",
+    .tp_methods = rows_methods,
+    .tp_new = rows_new,
+};
+
 /* list.extend(values) through the method (a buffer that is not a list) */
 static int
 extend_call(PyObject *list, PyObject *values)
 {
+    if (Py_IS_TYPE(list, &RowsType))
+        return rows_push_all((Rows *)list, values);
     PyObject *r = PyObject_CallMethodOneArg(list, s_extend, values);
     if (r == NULL)
         return -1;
@@ -288,6 +790,8 @@ append_item(PyObject *list, PyObject *item)
 {
     if (PyList_CheckExact(list))
         return PyList_Append(list, item);
+    if (Py_IS_TYPE(list, &RowsType))
+        return rows_push((Rows *)list, item);
     PyObject *r = PyObject_CallMethodOneArg(list, s_append, item);
     if (r == NULL)
         return -1;
@@ -338,6 +842,8 @@ extend_row(PyObject *list, PyObject **row, Py_ssize_t n)
         Py_SET_SIZE(l, size + n);
         return 0;
     }
+    if (Py_IS_TYPE(list, &RowsType))
+        return rows_push_row((Rows *)list, row, n);
     PyObject *tuple = PyTuple_New(n);
     if (tuple == NULL)
         return -1;
@@ -3882,6 +4388,8 @@ typedef struct {
     PyObject *state_attr, *new_attr, *owner_attr;
     PyObject *dtype_cache, *device_cache, *info; /* ident._dtype_cache, ._device_cache, sites.info */
     PyObject *kind_owned, *kind_grad, *kind_view, *flag_grad, *grad_suffix, *empty;
+    PyObject *owner_seen, *grad_label; /* the last owner label and its grad's label (one object
+                                        * per site label: the row buffer finds it by identity) */
     unsigned long long calls; /* arrays registered by the compiled path (tests) */
 } FastRegister;
 
@@ -4030,7 +4538,18 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
         int has_owner = PyObject_IsTrue(owner_label);
         if (has_owner < 0)
             goto done;
-        label = has_owner ? PyUnicode_Concat(owner_label, self->grad_suffix) : (Py_INCREF(self->empty), self->empty);
+        if (!has_owner) {
+            label = self->empty;
+        } else if (owner_label != self->owner_seen || self->grad_label == NULL) {
+            if ((label = PyUnicode_Concat(owner_label, self->grad_suffix)) == NULL)
+                goto done;
+            Py_INCREF(owner_label);
+            Py_XSETREF(self->owner_seen, owner_label);
+            Py_XSETREF(self->grad_label, label);
+        } else {
+            label = self->grad_label;
+        }
+        Py_INCREF(label);
     } else {
         int named = PyObject_IsTrue(labelled);
         if (named < 0)
@@ -4231,6 +4750,8 @@ fr_clear(FastRegister *self)
     Py_CLEAR(self->flag_grad);
     Py_CLEAR(self->grad_suffix);
     Py_CLEAR(self->empty);
+    Py_CLEAR(self->owner_seen);
+    Py_CLEAR(self->grad_label);
     return 0;
 }
 
@@ -5769,7 +6290,6 @@ pack_int64(PyObject *module, PyObject *list)
  * texts, this call's string table), 'T' a tuple or list of ints (its length into lengths,
  * its items into items, all of the first such column's rows first). ints holds the i/b/s
  * columns row by row. None when a value is not what spec says (the list is sent as it is). */
-#define PACK_MAX_COLUMNS 32
 static PyObject *
 pack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -5983,7 +6503,7 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
         || PyType_Ready(&FastAllocGradType) < 0 || PyType_Ready(&FastInitFromPtrType) < 0
         || PyType_Ready(&FastRecordFuncType) < 0 || PyType_Ready(&FastInterfaceType) < 0
-        || PyType_Ready(&FastBackwardType) < 0)
+        || PyType_Ready(&FastBackwardType) < 0 || PyType_Ready(&RowsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -6075,6 +6595,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastBackwardType);
     if (PyModule_AddObject(m, "FastBackward", (PyObject *)&FastBackwardType) < 0) {
         Py_DECREF(&FastBackwardType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&RowsType);
+    if (PyModule_AddObject(m, "Rows", (PyObject *)&RowsType) < 0) {
+        Py_DECREF(&RowsType);
         Py_DECREF(m);
         return NULL;
     }

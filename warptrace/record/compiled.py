@@ -10,7 +10,8 @@ It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
 compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
 loop of ``Tape.zero()`` (``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``),
 the call-site frame walk (``caller_walk``) and the int64 packing of the rows the writer thread
-sends to the trace-writer process (``pack_int64``, ``pack_rows``). Every one of them has a pure-Python twin, used when the module is
+sends to the trace-writer process (``pack_int64``, ``pack_rows``), and the session's row
+buffers that pack their values as they are appended (``Rows``). Every one of them has a pure-Python twin, used when the module is
 not built (no compiler, another Python version), is a build of another ABI, or
 ``WARPTRACE_PURE_PYTHON=1`` is set; the choice is made when a session starts.
 """
@@ -21,7 +22,10 @@ import importlib
 import os
 import sys
 import weakref
+from collections.abc import Callable
 from typing import Any
+
+from warptrace.trace.rows import ACCESS_WIDTH, EVENT_WIDTH, PACKED_SPECS
 
 # The Python versions the compiled module is built and tested for (setup.py builds it for
 # these only).
@@ -29,7 +33,7 @@ COMPILED_FOR = ((3, 11),)
 PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
 # The C module's ABI_VERSION this package calls (its arguments, what it reads): an in-tree
 # build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
-COMPILED_ABI = 12
+COMPILED_ABI = 13
 # The compiled wrappers made (uninstall() tells them to let their session go).
 COMPILED_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -56,6 +60,24 @@ def compiled_piece(name: str) -> Any:
     return getattr(module, name, None) if module is not None else None
 
 
+# The session's row buffers (its attribute -> the pack_rows spec of its table's rows).
+ROW_BUFFERS = {
+    "ev": "i" * EVENT_WIDTH, "acc": "i" * ACCESS_WIDTH,
+    "array_rows": PACKED_SPECS["arrays"], "alloc_rows": PACKED_SPECS["allocs"],
+}  # fmt: skip
+
+
+def row_buffer_maker() -> Callable[..., Any]:
+    """A maker of the session's row buffers by attribute name (:data:`ROW_BUFFERS`) and the
+    number of values expected (room made for them at once): the compiled ``Rows``, which packs
+    each value as it is appended, else a list."""
+    rows = compiled_piece("Rows")
+    if rows is None:
+        return lambda name, size=0: []
+    return lambda name, size=0: rows(ROW_BUFFERS[name], size)
+
+
 __all__ = [
-    "COMPILED_ABI", "COMPILED_FOR", "COMPILED_WRAPPERS", "PURE_PYTHON_ENV", "compiled_module", "compiled_piece",
+    "COMPILED_ABI", "COMPILED_FOR", "COMPILED_WRAPPERS", "PURE_PYTHON_ENV", "ROW_BUFFERS", "compiled_module",
+    "compiled_piece", "row_buffer_maker",
 ]  # fmt: skip

@@ -45,7 +45,7 @@ import numpy as np
 import warp
 
 from warptrace.record.callsite import Sites
-from warptrace.record.compiled import compiled_piece
+from warptrace.record.compiled import compiled_piece, row_buffer_maker
 from warptrace.record.identity import Identity
 from warptrace.trace import sink as sink_process
 from warptrace.trace.rows import (
@@ -145,9 +145,10 @@ class Recorder:
         self.held_below = -1  # the open seq a flush last found nothing below (see flush)
         self.disordered = False  # a reserved seq was appended after later ones
 
-        self.ev: list[int] = []  # EVENT_ROW rows
+        self.new_rows = row_buffer_maker()  # (compiled.ROW_BUFFERS: a list, or one that packs)
+        self.ev: list[int] = self.new_rows("ev")  # EVENT_ROW rows
         self.ev_extra: list[tuple[int, float | None, str | None]] = []  # (seq, value, detail)
-        self.acc: list[int] = []  # ACCESS_ROW rows
+        self.acc: list[int] = self.new_rows("acc")  # ACCESS_ROW rows
         # code tables of the int rows (append-only: the writer thread reads them)
         self.kinds: list[str] = list(EVENT_KINDS)
         self.kind_codes: dict[str, int] = dict(EVENT_KIND_CODES)
@@ -155,8 +156,8 @@ class Recorder:
         self.name_codes: dict[str, int] = {"": 0}
         self.dim_texts: list[str] = []
         self.dim_codes: dict[str, int] = {}
-        self.array_rows: list[Any] = []
-        self.alloc_rows: list[Any] = []
+        self.array_rows: list[Any] = self.new_rows("array_rows")
+        self.alloc_rows: list[Any] = self.new_rows("alloc_rows")
         self.kernel_rows: list[Any] = []
         self.karg_rows: list[Any] = []
         self.site_rows: list[Any] = []
@@ -455,11 +456,11 @@ class Recorder:
             self.site_rows = []
             self.kernel_rows = []
             self.karg_rows = []
-            self.alloc_rows = []
-            self.array_rows = []
+            self.alloc_rows = self.new_rows("alloc_rows")
+            self.array_rows = self.new_rows("array_rows")
             if ev is self.ev:  # all of it (after a split, the rest stays, disordered or not)
-                self.acc = []
-                self.ev = []
+                self.acc = self.new_rows("acc", len(acc))  # (room for as many as the last)
+                self.ev = self.new_rows("ev", len(ev))
                 self.ev_extra = []
                 self.disordered = False
             self.sites.rebind(self.site_rows.extend)
@@ -490,9 +491,9 @@ class Recorder:
         of the buffers (in their order) and return them; the rest stays buffered."""
         taken: list[list[Any]] = []
         for name, width in (("ev", EVENT_WIDTH), ("acc", ACCESS_WIDTH)):
-            buf = getattr(self, name)
+            buf = list(getattr(self, name))
             out: list[int] = []
-            kept: list[int] = []
+            kept: list[int] = self.new_rows(name)
             for i in range(0, len(buf), width):
                 (out if buf[i] < first else kept).extend(buf[i : i + width])
             setattr(self, name, kept)

@@ -70,6 +70,17 @@ class RowParts(list[Any]):
     order: flat row lists, and the ``(ints, texts, lengths, items)`` tuples of ``pack_rows``."""
 
 
+def plain(buf: Any) -> Any:
+    """A session row buffer as :class:`PartSink` and the trace-writer process take it: the
+    compiled ``Rows`` (:mod:`warptrace.record.compiled`) as its packed form (``pack_int64``'s
+    bytes, or ``pack_rows``' tuple), or as its list where a value did not fit; a list as it is."""
+    packed = getattr(buf, "packed", None)
+    if packed is None:
+        return buf
+    out = packed()
+    return out if out is not None else buf.tolist()
+
+
 def parts_columns(table: str, parts: RowParts) -> dict[str, Any]:
     """The columns of ``table`` (Arrow arrays of its schema's types) from its row parts."""
     import pyarrow as pa
@@ -162,6 +173,7 @@ class PartSink:
         # dimension tables first: a reader never sees an event whose site/array is missing
         writer = self.writer
         for table, buf in batch:
+            buf = plain(buf) if table != "events" else (plain(buf[0]), buf[1])
             if table == "events":
                 rows, extra = buf
                 if len(rows):

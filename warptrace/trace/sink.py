@@ -63,6 +63,7 @@ from warptrace.trace.rows import (
     PartSink,
     RowParts,
     int_rows,
+    plain,
 )
 from warptrace.trace.writer import TraceWriter
 
@@ -102,16 +103,19 @@ def packed(batch: Batch, pack: Any, pack_rows: Any) -> Batch:
     column's, as they are."""
     out: list[tuple[str, Any]] = []
     for table, buf in batch:
+        # (the compiled row buffers come packed already: plain() only copies their bytes)
         if table == "events":
-            packed = pack(buf[0])
-            if packed is not None:
-                buf = (packed, buf[1])
+            rows = plain(buf[0])
+            packed = pack(rows) if isinstance(rows, list) else None
+            buf = (packed if packed is not None else rows, buf[1])
         elif table == "accesses":
-            packed = pack(buf)
+            buf = plain(buf)
+            packed = pack(buf) if isinstance(buf, list) else None
             if packed is not None:
                 buf = packed
         elif table in PACKED_SPECS and buf:
-            packed = pack_rows(buf, PACKED_SPECS[table])
+            buf = plain(buf)
+            packed = pack_rows(buf, PACKED_SPECS[table]) if isinstance(buf, list) else None
             if packed is not None:
                 buf = packed
         out.append((table, buf))
