@@ -43,6 +43,7 @@
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
+#define CODE_SLOTS 256
 enum {
     P_KERNEL, P_DIM, P_INPUTS, P_OUTPUTS, P_ADJ_INPUTS, P_ADJ_OUTPUTS, P_DEVICE, P_STREAM,
     P_ADJOINT, P_RECORD_TAPE, P_RECORD_CMD, P_MAX_BLOCKS, P_BLOCK_DIM
@@ -76,6 +77,9 @@ typedef struct {
     PyObject *skip; /* Sites.skip_code (callsite._skip_code) for the frame walk; NULL: none */
     PyObject *external; /* Identity.external: alloc ids of host memory Warp did not allocate */
     int ts_by_thread; /* rec.local is a _thread._local: its .state is per thread */
+    /* by_pos's answers for the frame walk of allocations, by code object and offset (by_pos
+     * keeps its codes alive, and a site once interned stays) */
+    struct { void *code; int lasti; PyObject *site; } pos_cache[SITE_SLOTS];
 } Session;
 
 static int
@@ -113,6 +117,10 @@ session_clear(Session *ss)
     Py_CLEAR(ss->captures);
     Py_CLEAR(ss->skip);
     Py_CLEAR(ss->external);
+    for (int i = 0; i < SITE_SLOTS; i++) {
+        ss->pos_cache[i].code = NULL;
+        Py_CLEAR(ss->pos_cache[i].site);
+    }
     return 0;
 }
 
@@ -1062,6 +1070,7 @@ session_new(PyObject *rec)
         return NULL;
     ss->rec = ss->dict = ss->local = ss->sites = ss->by_pos = ss->caller_dicts = ss->acquire = NULL;
     ss->release = ss->tok = ss->register_ = ss->captures = ss->skip = ss->external = NULL;
+    memset(ss->pos_cache, 0, sizeof(ss->pos_cache));
     PyObject_GC_Track(ss);
     PyObject *lock = NULL, *ident = NULL;
     int rc = -1;
@@ -1121,7 +1130,7 @@ done:
 }
 
 static PyObject *walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObject *skip,
-                             PyObject *by_pos, PyObject *constructor, PyObject *makers);
+                             PyObject *by_pos, PyObject *constructor, PyObject *makers, Session *ss);
 
 /* Sites.caller(0) for the caller of a compiled wrapper (from C there is no wrapper frame in
  * between): the compiled walk called directly, without the method's Python frame; the
@@ -1132,7 +1141,7 @@ walk_caller(Session *ss)
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
     if (ss->skip != NULL && frame != NULL) {
         Py_INCREF(frame); /* walk_frames takes a reference over */
-        PyObject *site = walk_frames(frame, NULL, 0, ss->skip, ss->by_pos, Py_None, Py_None);
+        PyObject *site = walk_frames(frame, NULL, 0, ss->skip, ss->by_pos, Py_None, Py_None, ss);
         if (site == NULL || site != Py_None)
             return site;
         Py_DECREF(site);
@@ -5198,6 +5207,13 @@ frame_at(Py_ssize_t depth)
 static int
 is_internal(PyObject *skip, PyCodeObject *code)
 {
+    /* the answers of callsite._skip_code (which keeps its codes alive and never changes one),
+     * by code object: a frame walk asks about the same few codes again and again */
+    static PyObject *cached_skip;
+    static struct { void *code; int internal; } known[CODE_SLOTS];
+    size_t slot = ((uintptr_t)code >> 4) % CODE_SLOTS;
+    if (skip == cached_skip && known[slot].code == (void *)code)
+        return known[slot].internal;
     PyObject *id = PyLong_FromVoidPtr(code);
     if (id == NULL)
         return -1;
@@ -5205,7 +5221,16 @@ is_internal(PyObject *skip, PyCodeObject *code)
     Py_DECREF(id);
     if (internal == NULL)
         return PyErr_Occurred() ? -1 : -2;
-    return PyObject_IsTrue(internal);
+    int answer = PyObject_IsTrue(internal);
+    if (answer >= 0 && PyBool_Check(internal)) {
+        if (skip != cached_skip) { /* (another dict: a test's; the module's own from then on) */
+            memset(known, 0, sizeof(known));
+            cached_skip = skip;
+        }
+        known[slot].code = (void *)code;
+        known[slot].internal = answer;
+    }
+    return answer;
 }
 
 /* by_pos[(id(code), lasti)] (new reference), or NULL: an error, or none (no error set) */
@@ -5238,7 +5263,7 @@ position_site(PyObject *by_pos, PyCodeObject *code, int lasti)
  * called_direct 1, a callee that counts as an array maker (the compiled _init_new). */
 static PyObject *
 walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObject *skip, PyObject *by_pos,
-            PyObject *constructor, PyObject *makers)
+            PyObject *constructor, PyObject *makers, Session *ss)
 {
     int alloc = constructor != Py_None;
     Py_ssize_t constructors = 0;
@@ -5255,7 +5280,18 @@ walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObj
             goto done;
         }
         if (!internal) {
-            PyObject *site = position_site(by_pos, code, PyFrame_GetLasti(frame));
+            int lasti = PyFrame_GetLasti(frame);
+            size_t slot = (((uintptr_t)code >> 4) ^ ((uintptr_t)lasti * 40503u)) % SITE_SLOTS;
+            PyObject *site;
+            if (ss != NULL && ss->pos_cache[slot].code == (void *)code && ss->pos_cache[slot].lasti == lasti) {
+                site = ss->pos_cache[slot].site;
+                Py_INCREF(site);
+            } else if ((site = position_site(by_pos, code, lasti)) != NULL && ss != NULL) {
+                Py_INCREF(site);
+                Py_XSETREF(ss->pos_cache[slot].site, site);
+                ss->pos_cache[slot].code = (void *)code;
+                ss->pos_cache[slot].lasti = lasti;
+            }
             Py_DECREF(code);
             if (site == NULL) {
                 if (!PyErr_Occurred())
@@ -5277,7 +5313,8 @@ walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObj
                     }
                 }
             }
-            result = Py_BuildValue("(NO)", site, constructors <= 1 && direct ? Py_True : Py_False);
+            result = PyTuple_Pack(2, site, constructors <= 1 && direct ? Py_True : Py_False);
+            Py_DECREF(site);
             goto done;
         }
         Py_XSETREF(called, code);
@@ -5330,7 +5367,7 @@ caller_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(called);
         Py_RETURN_NONE;
     }
-    return walk_frames(frame, called, 0, skip, by_pos, constructor, makers);
+    return walk_frames(frame, called, 0, skip, by_pos, constructor, makers, NULL);
 }
 
 /* ================================================================== AllocIndex._reap */
@@ -5891,7 +5928,7 @@ init_site(FastInitNew *self, Session *ss, PyObject *ts, PyObject **site, int *la
     if (frame == NULL)
         return 0;
     Py_INCREF(frame);
-    PyObject *found = walk_frames(frame, NULL, 1, self->skip_code, ss->by_pos, self->init_code, self->makers);
+    PyObject *found = walk_frames(frame, NULL, 1, self->skip_code, ss->by_pos, self->init_code, self->makers, ss);
     if (found == NULL)
         return -1;
     if (found == Py_None) {
