@@ -360,30 +360,26 @@ rows_next(Rows *r)
         r->col = 0;
 }
 
-/* v packed as the next value: 1, or 0 when its column cannot hold it (nothing appended), -1 */
-static int
-rows_pack(Rows *r, PyObject *v)
+/* v as column c's int64 (an 'i', 'b' or 's' column: a string's code, added to the table if
+ * new): 1, or 0 when the column cannot hold it, -1 on an error */
+static inline int
+rows_value(Rows *r, Py_ssize_t c, PyObject *v, int64_t *x)
 {
-    Py_ssize_t c = r->col;
-    int64_t x;
     switch (r->spec[c]) {
     case 'i':
-        if (!int64_quick(v, &x))
-            return 0;
-        break;
+        return int64_quick(v, x);
     case 'b':
         if (v != Py_True && v != Py_False)
             return 0;
-        x = v == Py_True;
-        break;
-    case 's': {
+        *x = v == Py_True;
+        return 1;
+    default: { /* 's' */
         PyObject **last = r->last[c];
-        int k = 0;
-        while (k < ROWS_RECENT && last[k] != v)
-            k++;
-        if (k < ROWS_RECENT) {
-            x = r->last_code[c][k];
-            break;
+        for (int k = 0; k < ROWS_RECENT; k++) {
+            if (last[k] == v) {
+                *x = r->last_code[c][k];
+                return 1;
+            }
         }
         if (!PyUnicode_CheckExact(v))
             return 0;
@@ -396,36 +392,93 @@ rows_pack(Rows *r, PyObject *v)
             if (!added)
                 return -1;
         }
-        x = (int64_t)PyLong_AsSsize_t(code);
-        k = r->last_at[c];
+        *x = (int64_t)PyLong_AsSsize_t(code);
+        int k = r->last_at[c];
         r->last_at[c] = (unsigned char)((k + 1) % ROWS_RECENT);
         Py_INCREF(v);
         Py_XSETREF(last[k], v);
-        r->last_code[c][k] = x;
-        break;
-    }
-    default: { /* 'T' */
-        if (!PyTuple_CheckExact(v) && !PyList_CheckExact(v))
-            return 0;
-        int t = r->slot[c];
-        Py_ssize_t size = Py_SIZE(v), at = r->n_items[t];
-        PyObject **item = PyTuple_CheckExact(v) ? ((PyTupleObject *)v)->ob_item : ((PyListObject *)v)->ob_item;
-        if (grow64(&r->items[t], &r->cap_items[t], at + size) < 0
-            || grow64(&r->lengths, &r->cap_lengths, r->n_lengths + 1) < 0)
-            return -1;
-        for (Py_ssize_t k = 0; k < size; k++)
-            if (!int64_quick(item[k], &r->items[t][at + k]))
-                return 0;
-        r->n_items[t] = at + size;
-        r->lengths[r->n_lengths++] = size;
-        rows_next(r);
+        r->last_code[c][k] = *x;
         return 1;
     }
     }
-    if (grow64(&r->ints, &r->cap_ints, r->n_ints + 1) < 0)
+}
+
+/* the ints of v (a 'T' column's tuple or list) written at items[t][at...]: their number, or -1
+ * when the column cannot hold v (-2 on an error); nothing is counted as appended */
+static inline Py_ssize_t
+rows_items(Rows *r, int t, PyObject *v, Py_ssize_t at)
+{
+    if (!PyTuple_CheckExact(v) && !PyList_CheckExact(v))
         return -1;
-    r->ints[r->n_ints++] = x;
+    Py_ssize_t size = Py_SIZE(v);
+    PyObject **item = PyTuple_CheckExact(v) ? ((PyTupleObject *)v)->ob_item : ((PyListObject *)v)->ob_item;
+    if (grow64(&r->items[t], &r->cap_items[t], at + size) < 0)
+        return -2;
+    int64_t *dst = r->items[t] + at;
+    for (Py_ssize_t k = 0; k < size; k++)
+        if (!int64_quick(item[k], &dst[k]))
+            return -1;
+    return size;
+}
+
+/* v packed as the next value: 1, or 0 when its column cannot hold it (nothing appended), -1 */
+static int
+rows_pack(Rows *r, PyObject *v)
+{
+    Py_ssize_t c = r->col;
+    if (r->spec[c] == 'T') {
+        int t = r->slot[c];
+        if (grow64(&r->lengths, &r->cap_lengths, r->n_lengths + 1) < 0)
+            return -1;
+        Py_ssize_t size = rows_items(r, t, v, r->n_items[t]);
+        if (size < 0)
+            return size == -1 ? 0 : -1;
+        r->n_items[t] += size;
+        r->lengths[r->n_lengths++] = size;
+    } else {
+        int64_t x;
+        int k = rows_value(r, c, v, &x);
+        if (k <= 0)
+            return k;
+        if (grow64(&r->ints, &r->cap_ints, r->n_ints + 1) < 0)
+            return -1;
+        r->ints[r->n_ints++] = x;
+    }
     rows_next(r);
+    return 1;
+}
+
+/* a whole row (at a row's start, not a list): 1, or 0 when a value does not fit its column
+ * (nothing appended), -1 */
+static int
+rows_pack_row(Rows *r, PyObject **row)
+{
+    Py_ssize_t width = r->width, n_ints = r->n_ints, n_lengths = r->n_lengths, at[ROWS_MAX_T];
+    if (grow64(&r->ints, &r->cap_ints, n_ints + width) < 0
+        || (r->ntup > 0 && grow64(&r->lengths, &r->cap_lengths, n_lengths + r->ntup) < 0))
+        return -1;
+    for (int t = 0; t < r->ntup; t++)
+        at[t] = r->n_items[t];
+    int64_t *dst = r->ints + n_ints, *lengths = r->lengths + n_lengths;
+    for (Py_ssize_t c = 0; c < width; c++) {
+        if (r->spec[c] == 'T') {
+            int t = r->slot[c];
+            Py_ssize_t size = rows_items(r, t, row[c], at[t]);
+            if (size < 0)
+                return size == -1 ? 0 : -1;
+            at[t] += size;
+            *lengths++ = size;
+        } else {
+            int k = rows_value(r, c, row[c], dst++);
+            if (k <= 0)
+                return k;
+        }
+    }
+    for (int t = 0; t < r->ntup; t++)
+        r->n_items[t] = at[t];
+    r->n_ints = dst - r->ints;
+    r->n_lengths = lengths - r->lengths;
+    r->count += width;
     return 1;
 }
 
@@ -506,17 +559,23 @@ rows_push(Rows *r, PyObject *v)
 static int
 rows_push_row(Rows *r, PyObject **row, Py_ssize_t n)
 {
-    if (r->list == NULL && r->ints_only && r->col == 0 && n == r->width) {
-        if (grow64(&r->ints, &r->cap_ints, r->n_ints + n) < 0)
-            return -1;
-        int64_t *dst = r->ints + r->n_ints;
-        Py_ssize_t i = 0;
-        while (i < n && int64_quick(row[i], &dst[i]))
-            i++;
-        if (i == n) {
-            r->n_ints += n;
-            r->count += n;
-            return 0;
+    if (r->list == NULL && r->col == 0 && n == r->width) {
+        if (r->ints_only) {
+            if (grow64(&r->ints, &r->cap_ints, r->n_ints + n) < 0)
+                return -1;
+            int64_t *dst = r->ints + r->n_ints;
+            Py_ssize_t i = 0;
+            while (i < n && int64_quick(row[i], &dst[i]))
+                i++;
+            if (i == n) {
+                r->n_ints += n;
+                r->count += n;
+                return 0;
+            }
+        } else {
+            int k = rows_pack_row(r, row);
+            if (k != 0)
+                return k < 0 ? -1 : 0;
         }
     }
     for (Py_ssize_t i = 0; i < n; i++)
