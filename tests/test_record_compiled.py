@@ -1314,3 +1314,64 @@ def test_row_buffers_hold_the_list_and_pack_it():
     buf.extend(ev[:3])
     assert buf.packed() is None and len(buf) == 3
     assert not make("ev") and len(make("ev")) == 0
+
+
+@pytest.mark.skipif(
+    compiled_mod.compiled_piece("Lock") is None, reason="the compiled module is not built here"
+)
+def test_session_lock_behaves_as_an_rlock():
+    """The compiled session lock (``Lock``) against ``threading.RLock``: reentrant, released by
+    its owner only, ``acquire(blocking=False)`` and ``acquire(timeout=...)`` from another thread
+    False while held and True once released, the context manager, ``_is_owned()``; a thread
+    waiting on it does not hold the interpreter lock (the owner runs Python meanwhile)."""
+    import threading
+    import time
+
+    from warptrace.record.compiled import session_lock
+
+    for lock in (session_lock(), threading.RLock()):
+        assert type(lock).__name__ in ("Lock", "RLock")
+        assert lock.acquire() is True and lock.acquire(timeout=0.5) is True
+        assert lock._is_owned()
+        seen: list[object] = []
+
+        def other(lock: object = lock, seen: list[object] = seen) -> None:
+            seen.append(lock.acquire(blocking=False))  # type: ignore[attr-defined]
+            seen.append(lock.acquire(timeout=0.05))  # type: ignore[attr-defined]
+            try:
+                lock.release()  # type: ignore[attr-defined]
+            except RuntimeError:
+                seen.append("not the owner")
+            seen.append(lock._is_owned())  # type: ignore[attr-defined]
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert seen == [False, False, "not the owner", False]
+        lock.release()
+        assert lock._is_owned()  # (taken twice, released once)
+        lock.release()
+        assert not lock._is_owned()
+        with pytest.raises(RuntimeError):
+            lock.release()
+        with pytest.raises(ValueError):
+            lock.acquire(False, 1.0)
+        with lock, lock:  # (reentrant)
+            assert lock._is_owned()
+        assert not lock._is_owned()
+        # a waiter blocks without the interpreter lock: the owner keeps running Python code
+        waited: list[float] = []
+        lock.acquire()
+
+        def waiter(lock: object = lock, waited: list[float] = waited) -> None:
+            start = time.perf_counter()
+            with lock:  # type: ignore[attr-defined]
+                waited.append(time.perf_counter() - start)
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        total = sum(range(200_000))  # Python code while the other thread waits
+        time.sleep(0.05)
+        lock.release()
+        thread.join(5)
+        assert total and len(waited) == 1 and waited[0] >= 0.04

@@ -66,6 +66,167 @@ static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code, *s_external;
 static PyObject *s_ndim, *s_cls_attr, *s_dtype_key, *s_next_tape, *s_bw_frame;
 static PyTypeObject *local_type; /* _thread._local */
 
+/* ------------------------------------------------------------------ the session lock */
+
+/* Lock(): a reentrant lock, threading.RLock's interface (acquire(blocking, timeout),
+ * release(), the context manager, _is_owned()), for the session (session.py). The compiled
+ * wrappers take and release it without a method call: an RLock's acquire() through
+ * PyObject_CallNoArgs parses its (empty) keyword arguments each time, ~0.5k instructions of
+ * every recorded event. A blocking wait releases the interpreter lock, as RLock's does. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    unsigned long owner, count;
+} LockObject;
+
+static PyTypeObject LockType;
+
+/* the lock taken by this thread (waiting without the interpreter lock if need be): 1, or 0
+ * when `timeout_us` (-1: none; 0: do not wait) passed first; -1 (an error set) */
+static int
+lock_take(LockObject *l, PY_TIMEOUT_T timeout_us)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    if (l->count > 0 && l->owner == me) {
+        if (l->count == ULONG_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "Internal lock count overflowed");
+            return -1;
+        }
+        l->count++;
+        return 1;
+    }
+    PyLockStatus got = PyThread_acquire_lock_timed(l->lock, 0, 0);
+    if (got != PY_LOCK_ACQUIRED && timeout_us != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        got = PyThread_acquire_lock_timed(l->lock, timeout_us, 0);
+        Py_END_ALLOW_THREADS
+    }
+    if (got != PY_LOCK_ACQUIRED)
+        return 0;
+    l->owner = me;
+    l->count = 1;
+    return 1;
+}
+
+static int
+lock_give(LockObject *l)
+{
+    if (l->count == 0 || l->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return -1;
+    }
+    if (--l->count == 0) {
+        l->owner = 0;
+        PyThread_release_lock(l->lock);
+    }
+    return 0;
+}
+
+static PyObject *
+lock_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Lock() takes no arguments");
+        return NULL;
+    }
+    LockObject *l = (LockObject *)type->tp_alloc(type, 0);
+    if (l == NULL)
+        return NULL;
+    if ((l->lock = PyThread_allocate_lock()) == NULL) {
+        Py_DECREF(l);
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate lock");
+        return NULL;
+    }
+    return (PyObject *)l;
+}
+
+static void
+lock_dealloc(LockObject *l)
+{
+    if (l->lock != NULL) {
+        if (l->count > 0)
+            PyThread_release_lock(l->lock);
+        PyThread_free_lock(l->lock);
+    }
+    Py_TYPE(l)->tp_free((PyObject *)l);
+}
+
+static PyObject *
+lock_acquire(LockObject *l, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"blocking", "timeout", NULL};
+    int blocking = 1;
+    double timeout = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pd:acquire", names, &blocking, &timeout))
+        return NULL;
+    if (!blocking && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout < 0 && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+        return NULL;
+    }
+    PY_TIMEOUT_T us = !blocking ? 0 : timeout < 0 ? -1 : (PY_TIMEOUT_T)(timeout * 1e6);
+    if (blocking && timeout >= 0 && (double)PY_TIMEOUT_MAX < timeout * 1e6) {
+        PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+        return NULL;
+    }
+    int got = lock_take(l, us);
+    if (got < 0)
+        return NULL;
+    return PyBool_FromLong(got);
+}
+
+static PyObject *
+lock_enter(LockObject *l, PyObject *unused)
+{
+    if (lock_take(l, -1) < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+lock_release(LockObject *l, PyObject *unused)
+{
+    if (lock_give(l) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+lock_exit(LockObject *l, PyObject *args)
+{
+    return lock_release(l, NULL);
+}
+
+static PyObject *
+lock_is_owned(LockObject *l, PyObject *unused)
+{
+    return PyBool_FromLong(l->count > 0 && l->owner == PyThread_get_thread_ident());
+}
+
+static PyMethodDef lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))lock_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1) -> bool (as threading.RLock's)"},
+    {"release", (PyCFunction)lock_release, METH_NOARGS, "release once (as threading.RLock's)"},
+    {"__enter__", (PyCFunction)lock_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)lock_exit, METH_VARARGS, NULL},
+    {"_is_owned", (PyCFunction)lock_is_owned, METH_NOARGS, "whether this thread holds it"},
+    {NULL},
+};
+
+static PyTypeObject LockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.Lock",
+    .tp_basicsize = sizeof(LockObject),
+    .tp_dealloc = (destructor)lock_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Lock(): the session's reentrant lock (threading.RLock's interface; see session.py)",
+    .tp_methods = lock_methods,
+    .tp_new = lock_new,
+};
+
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
  * per session instead of once per launch. A launch holds a reference to the Session it
  * started with: another thread may start a new session meanwhile (the rec reference
@@ -77,6 +238,7 @@ typedef struct {
     PyObject *skip; /* Sites.skip_code (callsite._skip_code) for the frame walk; NULL: none */
     PyObject *external; /* Identity.external: alloc ids of host memory Warp did not allocate */
     int ts_by_thread; /* rec.local is a _thread._local: its .state is per thread */
+    LockObject *clock; /* rec.lock when it is a Lock (taken without a call), else NULL */
     /* by_pos's answers for the frame walk of allocations, by code object and offset (by_pos
      * keeps its codes alive, and a site once interned stays) */
     struct { void *code; int lasti; PyObject *site; } pos_cache[SITE_SLOTS];
@@ -91,6 +253,7 @@ session_traverse(Session *ss, visitproc visit, void *arg)
     Py_VISIT(ss->sites);
     Py_VISIT(ss->by_pos);
     Py_VISIT(ss->caller_dicts);
+    Py_VISIT(ss->clock);
     Py_VISIT(ss->acquire);
     Py_VISIT(ss->release);
     Py_VISIT(ss->tok);
@@ -110,6 +273,7 @@ session_clear(Session *ss)
     Py_CLEAR(ss->sites);
     Py_CLEAR(ss->by_pos);
     Py_CLEAR(ss->caller_dicts);
+    Py_CLEAR(ss->clock);
     Py_CLEAR(ss->acquire);
     Py_CLEAR(ss->release);
     Py_CLEAR(ss->tok);
@@ -1130,6 +1294,7 @@ session_new(PyObject *rec)
     ss->rec = ss->dict = ss->local = ss->sites = ss->by_pos = ss->caller_dicts = ss->acquire = NULL;
     ss->release = ss->tok = ss->register_ = ss->captures = ss->skip = ss->external = NULL;
     memset(ss->pos_cache, 0, sizeof(ss->pos_cache));
+    ss->clock = NULL;
     PyObject_GC_Track(ss);
     PyObject *lock = NULL, *ident = NULL;
     int rc = -1;
@@ -1148,6 +1313,10 @@ session_new(PyObject *rec)
         || (ss->external = PyObject_GetAttr(ident, s_external)) == NULL
         || (ss->captures = PyObject_GetAttr(rec, s_captures)) == NULL)
         goto done;
+    if (Py_IS_TYPE(lock, &LockType)) {
+        Py_INCREF(lock);
+        ss->clock = (LockObject *)lock;
+    }
     /* the walk's table of internal code objects: optional (without it, Sites.caller) */
     if ((ss->skip = PyObject_GetAttr(ss->sites, s_skip_code)) == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
@@ -1261,7 +1430,8 @@ unlock(Session *ss, int rc)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    PyObject *r = PyObject_CallNoArgs(ss->release);
+    PyObject *r = ss->clock == NULL ? PyObject_CallNoArgs(ss->release)
+        : lock_give(ss->clock) < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
     if (r == NULL) {
         if (type != NULL) {
             PyErr_Clear();
@@ -1275,6 +1445,19 @@ unlock(Session *ss, int rc)
             PyErr_Restore(type, value, tb);
     }
     return rc;
+}
+
+/* rec.lock taken (its acquire() called where it is not a Lock): 0, or -1 */
+static int
+session_acquire(Session *ss)
+{
+    if (ss->clock != NULL)
+        return lock_take(ss->clock, -1) < 0 ? -1 : 0;
+    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
+    if (acquired == NULL)
+        return -1;
+    Py_DECREF(acquired);
+    return 0;
 }
 
 /* a perf_counter_ns() timestamp (new reference) */
@@ -1742,10 +1925,8 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
     }
     if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
+    if (session_acquire(ss) < 0)
         goto done;
-    Py_DECREF(acquired);
     locked = 1;
 
     if ((seq = rec_attr(ss, s_seq)) == NULL)
@@ -2648,10 +2829,8 @@ array_state_locked(FastMethod *self, Session *ss, PyObject *arr)
     PyObject *st = known_state(self, ss, arr);
     if (st != NULL || PyErr_Occurred())
         return st;
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
+    if (session_acquire(ss) < 0)
         return NULL;
-    Py_DECREF(acquired);
     st = PyObject_CallOneArg(ss->register_, arr);
     if (unlock(ss, st == NULL ? -1 : 0) < 0)
         Py_CLEAR(st);
@@ -2749,10 +2928,8 @@ event_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *kind, PyObject 
     }
     if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
+    if (session_acquire(ss) < 0)
         goto done;
-    Py_DECREF(acquired);
     locked = 1;
     if ((seq = rec_attr(ss, s_seq)) == NULL || (next_seq = PyNumber_Add(seq, i_one)) == NULL)
         goto done;
@@ -3160,10 +3337,8 @@ FAST_METHOD_TYPE(FastFillType, "FastFill",
 static PyObject *
 number_tape(FastMethod *self, Session *ss, PyObject *tape)
 {
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
+    if (session_acquire(ss) < 0)
         return NULL;
-    Py_DECREF(acquired);
     PyObject *tape_id = rec_attr(ss, s_next_tape), *next = NULL;
     int rc = -1;
     if (tape_id != NULL && (next = PyNumber_Add(tape_id, i_one)) != NULL)
@@ -3833,10 +4008,8 @@ static PyObject *
 reserve_seq(Session *ss)
 {
     PyObject *seq = NULL, *next_seq = NULL, *open = NULL;
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
+    if (session_acquire(ss) < 0)
         return NULL;
-    Py_DECREF(acquired);
     int rc = -1;
     if ((seq = rec_attr(ss, s_seq)) != NULL && (next_seq = PyNumber_Add(seq, i_one)) != NULL
         && PyDict_SetItem(ss->dict, s_seq, next_seq) == 0 && (open = rec_attr(ss, s_open_seqs)) != NULL)
@@ -4962,10 +5135,8 @@ frow_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
     PyObject *extra_row = NULL, *current = NULL, *open = NULL;
     if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
+    if (session_acquire(ss) < 0)
         goto done;
-    Py_DECREF(acquired);
     locked = 1;
     int fresh = PyObject_RichCompareBool(given, i_zero, Py_LT);
     if (fresh < 0 || (current = rec_attr(ss, s_seq)) == NULL)
@@ -6058,10 +6229,8 @@ fi_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         if (how == 0)
             goto python;
     }
-    PyObject *acquired = PyObject_CallNoArgs(ss->acquire);
-    if (acquired == NULL)
+    if (session_acquire(ss) < 0)
         goto fail;
-    Py_DECREF(acquired);
     locked = 1;
     int rc = on_new(self, ss, arr, site, owner, labelled);
     if (unlock(ss, rc) < 0)
@@ -6599,7 +6768,7 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
         || PyType_Ready(&FastAllocGradType) < 0 || PyType_Ready(&FastInitFromPtrType) < 0
         || PyType_Ready(&FastRecordFuncType) < 0 || PyType_Ready(&FastInterfaceType) < 0
-        || PyType_Ready(&FastBackwardType) < 0 || PyType_Ready(&RowsType) < 0)
+        || PyType_Ready(&FastBackwardType) < 0 || PyType_Ready(&RowsType) < 0 || PyType_Ready(&LockType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -6691,6 +6860,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&FastBackwardType);
     if (PyModule_AddObject(m, "FastBackward", (PyObject *)&FastBackwardType) < 0) {
         Py_DECREF(&FastBackwardType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&LockType);
+    if (PyModule_AddObject(m, "Lock", (PyObject *)&LockType) < 0) {
+        Py_DECREF(&LockType);
         Py_DECREF(m);
         return NULL;
     }

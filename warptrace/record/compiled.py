@@ -11,7 +11,7 @@ compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRo
 loop of ``Tape.zero()`` (``zeroed_rows``), ``AllocIndex._reap``'s loops (``reap_index``),
 the call-site frame walk (``caller_walk``) and the int64 packing of the rows the writer thread
 sends to the trace-writer process (``pack_int64``, ``pack_rows``), and the session's row
-buffers that pack their values as they are appended (``Rows``). Every one of them has a pure-Python twin, used when the module is
+buffers that pack their values as they are appended (``Rows``) and its lock (``Lock``). Every one of them has a pure-Python twin, used when the module is
 not built (no compiler, another Python version), is a build of another ABI, or
 ``WARPTRACE_PURE_PYTHON=1`` is set; the choice is made when a session starts.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -77,7 +78,14 @@ def row_buffer_maker() -> Callable[..., Any]:
     return lambda name, size=0: rows(ROW_BUFFERS[name], size)
 
 
+def session_lock() -> Any:
+    """The session's reentrant lock: the compiled ``Lock``, which the compiled wrappers take
+    without a method call, else a ``threading.RLock`` (the same interface)."""
+    lock = compiled_piece("Lock")
+    return lock() if lock is not None else threading.RLock()
+
+
 __all__ = [
     "COMPILED_ABI", "COMPILED_FOR", "COMPILED_WRAPPERS", "PURE_PYTHON_ENV", "ROW_BUFFERS", "compiled_module",
-    "compiled_piece", "row_buffer_maker",
+    "compiled_piece", "row_buffer_maker", "session_lock",
 ]  # fmt: skip

@@ -45,7 +45,7 @@ import numpy as np
 import warp
 
 from warptrace.record.callsite import Sites
-from warptrace.record.compiled import compiled_piece, row_buffer_maker
+from warptrace.record.compiled import compiled_piece, row_buffer_maker, session_lock
 from warptrace.record.identity import Identity
 from warptrace.trace import sink as sink_process
 from warptrace.trace.rows import (
@@ -138,7 +138,7 @@ class Recorder:
         # directory does not scatter its trace (the trace-writer process starts later)
         self.dir = self.path.absolute()
         self.tok = object()  # session token stored with every per-object id
-        self.lock = threading.RLock()
+        self.lock = session_lock()  # (threading.RLock's interface)
         self.local = threading.local()  # .state: this thread's ThreadState
         self.seq = 0  # next event sequence number
         self.open_seqs: set[int] = set()  # reserved seqs whose rows are not appended yet
