@@ -1209,6 +1209,15 @@ def test_compiled_read_writes_the_rows_of_the_python_wrapper(tracing):
     assert rec.error_count == 0
 
 
+# three arrays rows and two allocs rows (flat), every kind of value their columns hold
+_ARRAY_ROWS = (
+    0, 3, 0, (16,), (4,), 4, "float32", "cpu", "owned", True, False, -1, -1, 5, 2, "x",
+    1, -1, 8, [2, 3], [], 4, "float32", "cpu", "opaque", False, False, 0, 0, 6, -1, "",
+    2, 7, 2**40, (), (), 0, "vec3f", "cuda:0", "view", False, True, 2**33, 1, -(2**62), 2**31 - 1, "é",
+)  # fmt: skip
+_ALLOC_ROWS = (0, 2**47, 64, "cpu", "owned", 4, 2, 1, 5, 0, "cuda:0", "external", -1, -1)
+
+
 @pytest.mark.skipif(
     compiled_mod.compiled_piece("pack_rows") is None, reason="the compiled module is not built here"
 )
@@ -1232,12 +1241,7 @@ def test_packed_table_rows_give_the_columns_of_the_list():
         fields = schema.SCHEMAS[table]
         assert spec == "".join(next(c for test, c in letters.items() if test(f.type)) for f in fields), table
     pack = compiled_mod.compiled_piece("pack_rows")
-    arrays = [
-        0, 3, 0, (16,), (4,), 4, "float32", "cpu", "owned", True, False, -1, -1, 5, 2, "x",
-        1, -1, 8, [2, 3], [], 4, "float32", "cpu", "opaque", False, False, 0, 0, 6, -1, "",
-        2, 7, 2**40, (), (), 0, "vec3f", "cuda:0", "view", False, True, 2**33, 1, -(2**62), 2**31 - 1, "é",
-    ]  # fmt: skip
-    allocs = [0, 2**47, 64, "cpu", "owned", 4, 2, 1, 5, 0, "cuda:0", "external", -1, -1]
+    arrays, allocs = list(_ARRAY_ROWS), list(_ALLOC_ROWS)
     for table, rows in (("arrays", arrays), ("allocs", allocs)):
         fields = schema.SCHEMAS[table]
         width = len(fields)
@@ -1272,12 +1276,7 @@ def test_row_buffers_hold_the_list_and_pack_it():
 
     make = row_buffer_maker()
     pack_int64, pack_rows = (compiled_mod.compiled_piece(name) for name in ("pack_int64", "pack_rows"))
-    arrays = [
-        0, 3, 0, (16,), (4,), 4, "float32", "cpu", "owned", True, False, -1, -1, 5, 2, "x",
-        1, -1, 8, [2, 3], [], 4, "float32", "cpu", "opaque", False, False, 0, 0, 6, -1, "",
-        2, 7, 2**40, (), (), 0, "vec3f", "cuda:0", "view", False, True, 2**33, 1, -(2**62), 2**31 - 1, "é",
-    ]  # fmt: skip
-    allocs = [0, 2**47, 64, "cpu", "owned", 4, 2, 1, 5, 0, "cuda:0", "external", -1, -1]
+    arrays, allocs = list(_ARRAY_ROWS), list(_ALLOC_ROWS)
     ev = [*range(14), 2**62, 5, 1, -1, True, False, True, 2**31, -(2**40), 3, 2**60, 0, -1, -1, 7, 8]
     acc = [0, 1, 2, 3, 4, 5, 6, 1, -1, 2**35, 0, True, 3, 0]
     for name, rows in (("array_rows", arrays), ("alloc_rows", allocs), ("ev", ev), ("acc", acc)):
