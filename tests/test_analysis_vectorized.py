@@ -159,6 +159,76 @@ def test_def_use_edges_match_a_stable_sort_by_reader(tmp_path, seed):
         assert np.array_equal(got_writers[got], writers[order])
 
 
+def _random_replay_trace(seed: int) -> TraceBuilder:
+    """Two graphs of random launches, copies and memsets (views that overlap partly or not at
+    all, stores and accumulations), replayed in random order with random work between replays."""
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    bases = [tb.array(f"a{i}", shape=(16,), requires_grad=bool(i % 2)) for i in range(2)]
+    arrays = list(bases)
+    for base in bases:
+        arrays += [tb.view(base, offset=offset, shape=(2,)) for offset in range(0, 16, 2)]
+        arrays += [tb.view(base, offset=offset, shape=(8,)) for offset in (0, 4)]
+    kernels = [
+        tb.kernel("store", a="r", b="w"),
+        tb.kernel("accumulate", a="r", b="a"),
+        tb.kernel("update", a="rw", b="r"),
+    ]
+
+    def work(count: int) -> None:
+        for _ in range(count):
+            a, b = (int(v) for v in rng.choice(arrays, 2, replace=False))
+            choice = int(rng.integers(0, 6))
+            if choice < 3:
+                tb.launch(kernels[choice], a=a, b=b)
+            elif choice == 3:
+                tb.copy(b, a)
+            elif choice == 4:
+                tb.launch(kernels[1], a=a, b=b)  # more accumulations: walks up to the producer limit
+            else:
+                tb.memset(b)
+
+    tb.launch(kernels[0], a=bases[0], b=bases[1])
+    for graph, size in ((7, 120), (8, 15)):
+        tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+        first = len(tb.rows["events"]["kind"])
+        work(size)
+        for i in range(first, len(tb.rows["events"]["kind"])):
+            tb.rows["events"]["executed"][i] = False  # captured, not run
+        tb.event(S.CAPTURE_END, ref_id=graph)
+    for _ in range(14):
+        tb.event(S.CAPTURE_LAUNCH, ref_id=int(rng.choice([7, 8])))
+        work(int(rng.integers(0, 4)))
+    return tb
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("limits", [(24, 4096), (3, 5)])
+def test_def_use_edges_of_replays_copied_from_the_template(tmp_path, monkeypatch, seed, limits):
+    """The def-use edges of graph replays that copy a template, worked out once per template
+    (analysis.dataflow.replayed), are the edges of searching every replay's reads: with the
+    step and scan limits as they are, and small enough that walks inside a template pass the
+    step limit and exact scans are cut."""
+    from warptrace.analysis.dataflow import replayed
+    from warptrace.analysis.report import build_model
+
+    for module in (defuse_module, replayed):
+        monkeypatch.setattr(module, "_STEP_LIMIT", limits[0])
+    monkeypatch.setattr(defuse_module, "_SCAN_LIMIT", limits[1])
+    path = _random_replay_trace(seed).write(tmp_path / "replays.wtrace")
+    copied = build_model(read_trace(path))
+    assert len({template for _, _, template in copied.row_copies}) == 2 and len(copied.row_copies) >= 10
+    every_row = build_model(read_trace(path))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every read searched
+    every_row.__dict__["decided_rows"] = slice(None)
+    ours, theirs = replayed.ReplayedDefUse(copied), replayed.ReplayedDefUse(every_row)
+    ours._build_edges()
+    theirs._build_edges()
+    assert len(theirs.edge_reader) > 1000
+    for name in ("_edge_start", "edge_reader", "edge_writer", "edge_reader_ev", "edge_writer_ev"):
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+
+
 def test_replay_seqs_match_backward_of_event(tmp_path):
     tb = TraceBuilder()
     x = tb.array("x", requires_grad=True)
