@@ -229,6 +229,38 @@ def test_def_use_edges_of_replays_copied_from_the_template(tmp_path, monkeypatch
         assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
 
 
+def test_memory_codes_of_replays_copied_from_the_template(tmp_path, zoo_traces):
+    """The memory codes of access rows in graph replays that copy a template are the template
+    rows' (Seeds._memory_codes): the codes of working out every row, also where a subset of the
+    rows breaks the copy pattern; fill_groups built on them is the one of every row."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow.base import combine_codes
+    from warptrace.analysis.report import build_model
+
+    model = build_model(read_trace(_random_replay_trace(0).write(tmp_path / "replays.wtrace")))
+    df = dataflow_of(model)
+    assert model.row_copies
+    rows = np.nonzero(df.is_read)[0]  # the copies' rows are the template's, moved
+    start, stop, _ = model.row_copies[3]
+    dropped = rows[np.searchsorted(rows, start)]
+    assert dropped < stop
+    uneven = rows[rows != dropped]  # that copy's rows no longer match its template's
+    for subset in (rows, uneven):
+        expected = unique_inverse(combine_codes([model.acc_alloc[subset], *df.hulls(subset)]))[1]
+        assert np.array_equal(df._memory_codes(subset), expected)
+    programs = {program.name: program for program in discover()}
+    for name in ("ok_flow_capture_replay", "wt101_capture_replay"):
+        path = zoo_traces(programs[name])
+        copied = dataflow_of(build_model(read_trace(path))).fill_groups
+        every_row = build_model(read_trace(path))
+        every_row.__dict__["row_copies"] = []
+        every_row.__dict__["decided_rows"] = slice(None)
+        walked = dataflow_of(every_row).fill_groups
+        assert len(walked.calls) > 1
+        for field in ("alloc", "lo", "hi", "first_row", "adjoint_row", "cuts", "calls"):
+            assert np.array_equal(getattr(copied, field), getattr(walked, field)), field
+
+
 def test_replay_seqs_match_backward_of_event(tmp_path):
     tb = TraceBuilder()
     x = tb.array("x", requires_grad=True)
