@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warptrace.analysis.columns import AccessCopies
-from warptrace.analysis.dataflow.base import expand_ranges
+from warptrace.analysis.dataflow.base import expand_ranges, isin_ids
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
 
@@ -221,16 +221,20 @@ def _latest_copies(origin_seq: np.ndarray, parent: np.ndarray) -> np.ndarray:
     asks = np.nonzero(parent >= 0)[0]
     if n == 0 or len(asks) == 0:
         return out
+    # the positions that can answer: copies of some parent (drone: 37,444 of 878,336)
+    candidates = np.nonzero(isin_ids(origin_seq, parent[asks]))[0]
+    if len(candidates) == 0:
+        return out
     width = n + 1  # key = origin seq * width + position: sorted by seq, then position
-    low = min(int(origin_seq.min()), int(parent[asks].min()))
-    keys = (origin_seq - low) * width + np.arange(n, dtype=np.int64)
+    low = min(int(origin_seq[candidates].min()), int(parent[asks].min()))
+    keys = (origin_seq[candidates] - low) * width + candidates
     order = np.argsort(keys, kind="stable")  # keys are distinct; a merge of the copies' ascending runs
     keys = keys[order]
     wanted = parent[asks] - low
     at = np.searchsorted(keys, wanted * width + asks, side="right") - 1
     hit = at >= 0
     hit[hit] = keys[at[hit]] // width == wanted[hit]
-    out[asks[hit]] = order[at[hit]]
+    out[asks[hit]] = candidates[order[at[hit]]]
     return out
 
 
