@@ -71,6 +71,30 @@ def test_latest_copies_matches_the_loop():
         assert np.array_equal(_latest_copies(origin, parent), _latest_copies_loop(origin, parent))
 
 
+def test_copied_rows_expand_each_graph_body_once():
+    """The capture expansion's access rows and their events' positions, each graph body expanded
+    once and placed at every replay: the expansion of every piece's event ranges."""
+    from warptrace.analysis.dataflow.base import expand_ranges
+    from warptrace.analysis.replay import _copied_rows
+
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 4, 60)
+    event_stops = np.cumsum(counts)
+    event_starts = event_stops - counts
+    bodies = {7: np.arange(10, 18), 8: np.arange(30, 31), 9: np.zeros(0, dtype=np.int64)}
+    pieces, body_of = [], []
+    for _ in range(12):
+        between = np.sort(rng.choice(np.arange(40, 60), int(rng.integers(0, 4)), replace=False))
+        gid = int(rng.choice(list(bodies)))
+        pieces += [between, bodies[gid]]
+        body_of += [-1, gid]
+    index = np.concatenate(pieces)
+    total = int((event_stops[index] - event_starts[index]).sum())
+    rows, copy = _copied_rows(pieces, body_of, event_starts, event_stops, total)
+    expected_rows, expected_copy = expand_ranges(event_starts[index], event_stops[index])
+    assert np.array_equal(rows, expected_rows) and np.array_equal(copy, expected_copy)
+
+
 def _capture_trace(tmp_path) -> TraceBuilder:
     """A graph captured once (a launch, a tape.zero with its memset inside it) and replayed
     three times, with a launch between the replays."""
