@@ -230,7 +230,8 @@ def _random_replay_trace(seed: int) -> TraceBuilder:
 @pytest.mark.parametrize("limits", [(24, 4096), (3, 5)])
 def test_def_use_edges_of_replays_copied_from_the_template(tmp_path, monkeypatch, seed, limits):
     """The def-use edges of graph replays that copy a template, worked out once per template
-    (analysis.dataflow.replayed), are the edges of searching every replay's reads: with the
+    (analysis.dataflow.replayed), are the edges of searching every replay's reads, and the write
+    index placed per copy is the one sorted from every write: with the
     step and scan limits as they are, and small enough that walks inside a template pass the
     step limit and exact scans are cut."""
     from warptrace.analysis.dataflow import replayed
@@ -249,7 +250,17 @@ def test_def_use_edges_of_replays_copied_from_the_template(tmp_path, monkeypatch
     ours._build_edges()
     theirs._build_edges()
     assert len(theirs.edge_reader) > 1000
-    for name in ("_edge_start", "edge_reader", "edge_writer", "edge_reader_ev", "edge_writer_ev"):
+    for name in (
+        "_edge_start",
+        "edge_reader",
+        "edge_writer",
+        "edge_reader_ev",
+        "edge_writer_ev",
+        "w_rows",
+        "w_alloc",
+    ):
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+    for name in ("w_key", "w_lo", "w_hi", "w_store", "s_key", "s_rows", "s_lo", "s_hi"):  # the write index
         assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
 
 

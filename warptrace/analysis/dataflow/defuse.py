@@ -58,25 +58,41 @@ class DefUse(DataflowBase):
     def _build_edges(self) -> None:
         m = self.model
         valid = (m.acc_alloc >= 0) & self._exec
-        writes = np.nonzero(self.is_write & valid)[0]
         big = int(m.seq.max()) + 2 if m.n_events else 2
         self._big = big
-        w_alloc, w_seq = m.acc_alloc[writes], m.acc_seq[writes]
-        order = _key_order(w_alloc, w_seq)  # = np.argsort(w_alloc * big + w_seq, kind="stable")
-        self.w_rows = writes[order]  # write rows sorted by (alloc, seq)
-        self.w_alloc = w_alloc[order]
-        self.w_key = self.w_alloc * big + w_seq[order]
-        self.w_lo, self.w_hi = self.hulls(self.w_rows)
+        copies = self._copied_runs(valid)
+        # write rows sorted by (alloc, seq): = np.argsort(w_alloc * big + w_seq, kind="stable")
+        self.w_rows, self.w_alloc, w_seq, self.w_lo, self.w_hi = self._sorted_writes(
+            self.is_write & valid, copies
+        )
+        self.w_key = self.w_alloc * big + w_seq
         self.w_store = self.is_store[self.w_rows]
         stores = np.nonzero(self.w_store)[0]  # plain-store writes only, same order
         self.s_key = self.w_key[stores]
         self.s_rows, self.s_lo, self.s_hi = self.w_rows[stores], self.w_lo[stores], self.w_hi[stores]
 
-        self._answer_reads(self.is_read & valid, valid)
+        self._answer_reads(self.is_read & valid, copies)
 
-    def _answer_reads(self, queried: np.ndarray, valid: np.ndarray) -> None:
-        """The def-use edges of the access rows where ``queried`` holds (``valid``: the rows of
-        known memory that ran)."""
+    def _copied_runs(self, valid: np.ndarray) -> list[tuple[int, int, int]]:
+        """The graph replays whose access rows repeat a template's (first row, stop row, the
+        template's first row): none here (see :mod:`.replayed`)."""
+        return []
+
+    def _sorted_writes(
+        self, writes: np.ndarray, copies: list[tuple[int, int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The access rows where ``writes`` holds in (allocation, seq) order (stable), and their
+        allocation, seq and byte hull (``copies``: see :meth:`_copied_runs`)."""
+        m = self.model
+        rows = np.nonzero(writes)[0]
+        w_alloc, w_seq = m.acc_alloc[rows], m.acc_seq[rows]
+        order = _key_order(w_alloc, w_seq)
+        rows = rows[order]
+        return rows, w_alloc[order], w_seq[order], *self.hulls(rows)
+
+    def _answer_reads(self, queried: np.ndarray, copies: list[tuple[int, int, int]]) -> None:
+        """The def-use edges of the access rows where ``queried`` holds (``copies``: see
+        :meth:`_copied_runs`)."""
         n_rows = len(queried)
         # The reads are answered a block of rows at a time: the temporaries stay block-sized
         # (the whole trace's would add hundreds of MiB to the peak, each page a fault) and the

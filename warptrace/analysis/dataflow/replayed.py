@@ -12,7 +12,9 @@ and such key (drone: 194 keys for the 2,825 of its 3,636 reads per replay that g
 inside). A read with more writes before it inside the template than the step limit (its exact
 scan could reach across the template's start) walks in each copy from its own place. The copies
 whose walks found as many producers per key share one layout of their edges, built once for all
-of them; the reads outside copies are answered as everywhere else.
+of them; the reads outside copies are answered as everywhere else. The write index the walks
+go through (writes sorted by allocation, then seq) is put together the same way: per copy and
+allocation, its template's writes there, moved, placed among the other writes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from warptrace.analysis.dataflow.base import combine_codes, expand_ranges, unique_inverse
-from warptrace.analysis.dataflow.defuse import _PRODUCER_LIMIT, _STEP_LIMIT, DefUse, Edges, joined_edges
+from warptrace.analysis.dataflow.defuse import (
+    _PRODUCER_LIMIT,
+    _STEP_LIMIT,
+    DefUse,
+    Edges,
+    _stable_order,
+    joined_edges,
+)
 
 
 @dataclass
@@ -44,27 +53,65 @@ class _Layout:
 class ReplayedDefUse(DefUse):
     """:class:`DefUse` with the reads of graph replays that copy a template answered per template."""
 
-    def _answer_reads(self, queried: np.ndarray, valid: np.ndarray) -> None:
-        copies = [  # the replays whose rows ran where their template's did (a replay's all do)
+    def _copied_runs(self, valid: np.ndarray) -> list[tuple[int, int, int]]:
+        return [  # the replays whose rows ran where their template's did (a replay's all do)
             (start, stop, template)
             for start, stop, template in self.model.row_copies
             if stop > start and np.array_equal(valid[start:stop], valid[template : template + stop - start])
         ]
+
+    def _sorted_writes(
+        self, writes: np.ndarray, copies: list[tuple[int, int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`DefUse._sorted_writes` where copies repeat their template's writes: the writes
+        outside the copies, and per copy and allocation the template's writes to it, moved, are
+        units sorted by (allocation, first row), expanded into the rows (no sort of every write)."""
         if not copies:
-            super()._answer_reads(queried, valid)
+            return super()._sorted_writes(writes, copies)
+        m = self.model
+        outside, by_template = _outside_copies(copies, len(writes))
+        own = np.nonzero(writes & outside)[0]  # row order, the templates' writes among them
+        own_alloc = m.acc_alloc[own]
+        own_lo, own_hi = self.hulls(own)
+        # the units' rows are taken from `source`: the own writes, then each template's writes by
+        # allocation; a unit is one own write, or one copy's writes to one allocation
+        source, source_lo, source_hi = [own], [own_lo], [own_hi]
+        unit_alloc, unit_row, unit_first = [own_alloc], [own], [np.arange(len(own))]
+        unit_size, unit_shift = [np.ones(len(own), dtype=np.int64)], [np.zeros(len(own), dtype=np.int64)]
+        at = len(own)
+        for (template, size), starts in by_template.items():
+            a, b = (int(x) for x in np.searchsorted(own, [template, template + size]))
+            # positions in `own`: the template's writes by allocation
+            by_alloc = a + _stable_order(own_alloc[a:b])
+            allocs, first, count = np.unique(own_alloc[by_alloc], return_index=True, return_counts=True)
+            source += [own[by_alloc]]
+            source_lo += [own_lo[by_alloc]]
+            source_hi += [own_hi[by_alloc]]
+            n_copies, n_allocs = len(starts), len(allocs)
+            unit_alloc.append(np.tile(allocs, n_copies))
+            unit_row.append(np.repeat(starts, n_allocs))
+            unit_first.append(np.tile(at + first, n_copies))
+            unit_size.append(np.tile(count, n_copies))
+            unit_shift.append(np.repeat(starts - template, n_allocs))
+            at += b - a
+        alloc, row = np.concatenate(unit_alloc), np.concatenate(unit_row)
+        order = np.lexsort((row, alloc))  # (allocation, first row): no own write lies inside a copy
+        firsts, sizes = np.concatenate(unit_first)[order], np.concatenate(unit_size)[order]
+        taken, owner = expand_ranges(firsts, firsts + sizes)
+        rows = np.concatenate(source)[taken] + np.concatenate(unit_shift)[order][owner]
+        lo, hi = np.concatenate(source_lo)[taken], np.concatenate(source_hi)[taken]
+        return rows, np.repeat(alloc[order], sizes), m.acc_seq[rows], lo, hi
+
+    def _answer_reads(self, queried: np.ndarray, copies: list[tuple[int, int, int]]) -> None:
+        if not copies:
+            super()._answer_reads(queried, copies)
             return
         n_rows = len(queried)
-        outside = np.ones(n_rows, dtype=bool)
-        by_template: dict[tuple[int, int], list[int]] = {}
-        for start, stop, template in copies:
-            outside[start:stop] = False
-            by_template.setdefault((template, stop - start), []).append(start)
+        outside, by_template = _outside_copies(copies, n_rows)
         decided = joined_edges([edges for _, _, edges in self._search_blocks(queried & outside)])
         layouts: list[_Layout] = []
         for (template, size), starts in by_template.items():
-            layouts += self._copy_layouts(
-                decided, template, size, np.asarray(starts, dtype=np.int64), queried
-            )
+            layouts += self._copy_layouts(decided, template, size, starts, queried)
         # edges of reader row r: _edge_start[r]:_edge_start[r + 1], each read's producers by rank
         edge_start = np.zeros(n_rows + 1, dtype=np.int64)
         edge_start[1:] = np.bincount(decided[0], minlength=n_rows)
@@ -187,3 +234,16 @@ class ReplayedDefUse(DefUse):
                 )
             )
         return layouts
+
+
+def _outside_copies(
+    copies: list[tuple[int, int, int]], n_rows: int
+) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
+    """Per access row: outside every copy; and per (template's first row, size) the first rows of
+    its copies, ascending."""
+    outside = np.ones(n_rows, dtype=bool)
+    by_template: dict[tuple[int, int], list[int]] = {}
+    for start, stop, template in copies:
+        outside[start:stop] = False
+        by_template.setdefault((template, stop - start), []).append(start)
+    return outside, {key: np.asarray(starts, dtype=np.int64) for key, starts in by_template.items()}
