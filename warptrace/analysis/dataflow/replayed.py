@@ -139,7 +139,7 @@ class ReplayedDefUse(DefUse):
         self, decided: Edges, template: int, size: int, starts: np.ndarray, queried: np.ndarray
     ) -> list[_Layout]:
         """The edges of the copies, first rows ``starts``, of the ``size`` rows from row ``template``
-        (whose own edges are among ``decided``), one :data:`Layout` per group of copies whose walks
+        (whose own edges are among ``decided``), one :class:`_Layout` per group of copies whose walks
         beyond their template found as many producers per key."""
         m, big = self.model, self._big
         reads = template + np.nonzero(queried[template : template + size])[0]
