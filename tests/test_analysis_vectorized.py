@@ -95,6 +95,33 @@ def test_copied_rows_expand_each_graph_body_once():
     assert np.array_equal(rows, expected_rows) and np.array_equal(copy, expected_copy)
 
 
+def test_tape_table_matches_the_loop_over_tapes():
+    """The model's tapes (analysis.tape_table: grouped in array passes): per tape in order of first
+    appearance, its events, last creation, backward begins and ends, resets and zeros."""
+    from warptrace.analysis.tape_table import tape_table
+
+    rng = np.random.default_rng(7)
+    names = [S.TAPE_CREATE, S.BACKWARD_BEGIN, S.BACKWARD_END, S.TAPE_RESET, S.TAPE_ZERO, S.LAUNCH]
+    for _ in range(50):
+        n = int(rng.integers(0, 300))
+        tape = rng.integers(-1, 12, n) * 7
+        kind = np.array([S.EVENT_KIND_CODES[name] for name in rng.choice(names, n)], dtype=np.int16)
+        seq = np.cumsum(rng.integers(1, 4, n))
+        table = tape_table(tape, kind, seq)
+        firsts = [int(t) for t in dict.fromkeys(tape[tape >= 0].tolist())]
+        assert list(table) == firsts
+        for tape_id, info in table.items():
+            evs = np.nonzero(tape == tape_id)[0]
+            of = {name: evs[kind[evs] == S.EVENT_KIND_CODES[name]] for name in names}
+            assert info.events == evs.tolist()
+            assert info.created_ev == (int(of[S.TAPE_CREATE][-1]) if len(of[S.TAPE_CREATE]) else -1)
+            assert info.backward_begins == seq[of[S.BACKWARD_BEGIN]].tolist()
+            assert info.backward_ends == seq[of[S.BACKWARD_END]].tolist()
+            assert (
+                info.resets == seq[of[S.TAPE_RESET]].tolist() and info.zeros == seq[of[S.TAPE_ZERO]].tolist()
+            )
+
+
 def _capture_trace(tmp_path) -> TraceBuilder:
     """A graph captured once (a launch, a tape.zero with its memset inside it) and replayed
     three times, with a launch between the replays."""
