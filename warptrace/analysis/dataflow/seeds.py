@@ -334,6 +334,9 @@ class Seeds(GradState):
         rows, evs = rows[own], evs[own]
         values = m.value[evs]
         zero_fill = (m.kind[evs] == self._K[S.MEMSET]) & (np.isnan(values) | (values == 0.0))
+        # the first test of _carries_gradient for every candidate at once: it reads a gradient buffer
+        others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
+        reads_grad = set(evs[owner[self.is_read[others] & self.grad_row_mask[others]]].tolist())
         for ev, array_id, alloc, lo, hi, zero in zip(
             evs.tolist(),
             m.acc_array[rows].tolist(),
@@ -349,7 +352,7 @@ class Seeds(GradState):
         by_grad: dict[int, tuple[int, bool]] = {}
         for ev, grad_id, is_seed in latest.values():
             if is_seed:
-                from_grad = self._carries_gradient(ev)
+                from_grad = ev in reads_grad or self._carries_gradient(ev)
                 by_grad[grad_id] = (ev, from_grad)
                 if ev > call.begin_ev and m.phase[ev] == S.BACKWARD:
                     continue  # a grads= assign: reported with its key below
