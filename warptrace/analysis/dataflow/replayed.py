@@ -199,9 +199,10 @@ class ReplayedDefUse(DefUse):
         found_n = found_n.reshape(n_copies, n_keys)
 
         layouts: list[_Layout] = []
-        groups = np.zeros(n_copies, dtype=np.int64)
-        if n_keys:
-            groups = np.unique(found_n, axis=0, return_inverse=True)[1].reshape(-1)
+        group_of: dict[bytes, int] = {}  # copies with the same counts per key share a group
+        groups = np.array(
+            [group_of.setdefault(row.tobytes(), len(group_of)) for row in found_n], dtype=np.int64
+        )
         moved_w = writers[moved]
         for group in range(int(groups.max()) + 1):
             copies = np.nonzero(groups == group)[0]
