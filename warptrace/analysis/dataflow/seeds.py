@@ -489,7 +489,12 @@ class Seeds(GradState):
                 writers = self.edge_writer_ev[edges]
                 origin_epoch = self.ev_epoch[frontier][origin]
                 writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
-                frontier = np.unique(writers)
+                if len(writers) * 8 > len(stamp):  # many: marked per event rather than sorted
+                    fresh = np.zeros(len(stamp), dtype=bool)
+                    fresh[writers] = True
+                    frontier = np.flatnonzero(fresh)
+                else:
+                    frontier = np.unique(writers)
                 stamp[frontier] = mark
                 reached.append(frontier)
             events = np.concatenate(reached)
