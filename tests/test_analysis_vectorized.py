@@ -71,6 +71,57 @@ def test_latest_copies_matches_the_loop():
         assert np.array_equal(_latest_copies(origin, parent), _latest_copies_loop(origin, parent))
 
 
+def test_copied_rows_expand_each_graph_body_once():
+    """The capture expansion's access rows and their events' positions, each graph body expanded
+    once and placed at every replay: the expansion of every piece's event ranges."""
+    from warptrace.analysis.dataflow.base import expand_ranges
+    from warptrace.analysis.replay import _copied_rows
+
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 4, 60)
+    event_stops = np.cumsum(counts)
+    event_starts = event_stops - counts
+    bodies = {7: np.arange(10, 18), 8: np.arange(30, 31), 9: np.zeros(0, dtype=np.int64)}
+    pieces, body_of = [], []
+    for _ in range(12):
+        between = np.sort(rng.choice(np.arange(40, 60), int(rng.integers(0, 4)), replace=False))
+        gid = int(rng.choice(list(bodies)))
+        pieces += [between, bodies[gid]]
+        body_of += [-1, gid]
+    index = np.concatenate(pieces)
+    total = int((event_stops[index] - event_starts[index]).sum())
+    rows, copy = _copied_rows(pieces, body_of, event_starts, event_stops, total)
+    expected_rows, expected_copy = expand_ranges(event_starts[index], event_stops[index])
+    assert np.array_equal(rows, expected_rows) and np.array_equal(copy, expected_copy)
+
+
+def test_tape_table_matches_the_loop_over_tapes():
+    """The model's tapes (analysis.tape_table: grouped in array passes): per tape in order of first
+    appearance, its events, last creation, backward begins and ends, resets and zeros."""
+    from warptrace.analysis.tape_table import tape_table
+
+    rng = np.random.default_rng(7)
+    names = [S.TAPE_CREATE, S.BACKWARD_BEGIN, S.BACKWARD_END, S.TAPE_RESET, S.TAPE_ZERO, S.LAUNCH]
+    for _ in range(50):
+        n = int(rng.integers(0, 300))
+        tape = rng.integers(-1, 12, n) * 7
+        kind = np.array([S.EVENT_KIND_CODES[name] for name in rng.choice(names, n)], dtype=np.int16)
+        seq = np.cumsum(rng.integers(1, 4, n))
+        table = tape_table(tape, kind, seq)
+        firsts = [int(t) for t in dict.fromkeys(tape[tape >= 0].tolist())]
+        assert list(table) == firsts
+        for tape_id, info in table.items():
+            evs = np.nonzero(tape == tape_id)[0]
+            of = {name: evs[kind[evs] == S.EVENT_KIND_CODES[name]] for name in names}
+            assert info.events == evs.tolist()
+            assert info.created_ev == (int(of[S.TAPE_CREATE][-1]) if len(of[S.TAPE_CREATE]) else -1)
+            assert info.backward_begins == seq[of[S.BACKWARD_BEGIN]].tolist()
+            assert info.backward_ends == seq[of[S.BACKWARD_END]].tolist()
+            assert (
+                info.resets == seq[of[S.TAPE_RESET]].tolist() and info.zeros == seq[of[S.TAPE_ZERO]].tolist()
+            )
+
+
 def _capture_trace(tmp_path) -> TraceBuilder:
     """A graph captured once (a launch, a tape.zero with its memset inside it) and replayed
     three times, with a launch between the replays."""
@@ -157,6 +208,119 @@ def test_def_use_edges_match_a_stable_sort_by_reader(tmp_path, seed):
         got = np.argsort(got_readers, kind="stable")
         assert np.array_equal(got_readers[got], readers[order])
         assert np.array_equal(got_writers[got], writers[order])
+
+
+def _random_replay_trace(seed: int) -> TraceBuilder:
+    """Two graphs of random launches, copies and memsets (views that overlap partly or not at
+    all, stores and accumulations), replayed in random order with random work between replays."""
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    bases = [tb.array(f"a{i}", shape=(16,), requires_grad=bool(i % 2)) for i in range(2)]
+    arrays = list(bases)
+    for base in bases:
+        arrays += [tb.view(base, offset=offset, shape=(2,)) for offset in range(0, 16, 2)]
+        arrays += [tb.view(base, offset=offset, shape=(8,)) for offset in (0, 4)]
+    kernels = [
+        tb.kernel("store", a="r", b="w"),
+        tb.kernel("accumulate", a="r", b="a"),
+        tb.kernel("update", a="rw", b="r"),
+    ]
+
+    def work(count: int) -> None:
+        for _ in range(count):
+            a, b = (int(v) for v in rng.choice(arrays, 2, replace=False))
+            choice = int(rng.integers(0, 6))
+            if choice < 3:
+                tb.launch(kernels[choice], a=a, b=b)
+            elif choice == 3:
+                tb.copy(b, a)
+            elif choice == 4:
+                tb.launch(kernels[1], a=a, b=b)  # more accumulations: walks up to the producer limit
+            else:
+                tb.memset(b)
+
+    tb.launch(kernels[0], a=bases[0], b=bases[1])
+    for graph, size in ((7, 120), (8, 15)):
+        tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+        first = len(tb.rows["events"]["kind"])
+        work(size)
+        for i in range(first, len(tb.rows["events"]["kind"])):
+            tb.rows["events"]["executed"][i] = False  # captured, not run
+        tb.event(S.CAPTURE_END, ref_id=graph)
+    for _ in range(14):
+        tb.event(S.CAPTURE_LAUNCH, ref_id=int(rng.choice([7, 8])))
+        work(int(rng.integers(0, 4)))
+    return tb
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("limits", [(24, 4096), (3, 5)])
+def test_def_use_edges_of_replays_copied_from_the_template(tmp_path, monkeypatch, seed, limits):
+    """The def-use edges of graph replays that copy a template, worked out once per template
+    (analysis.dataflow.replayed), are the edges of searching every replay's reads, and the write
+    index placed per copy is the one sorted from every write: with the
+    step and scan limits as they are, and small enough that walks inside a template pass the
+    step limit and exact scans are cut."""
+    from warptrace.analysis.dataflow import replayed
+    from warptrace.analysis.report import build_model
+
+    for module in (defuse_module, replayed):
+        monkeypatch.setattr(module, "_STEP_LIMIT", limits[0])
+    monkeypatch.setattr(defuse_module, "_SCAN_LIMIT", limits[1])
+    path = _random_replay_trace(seed).write(tmp_path / "replays.wtrace")
+    copied = build_model(read_trace(path))
+    assert len({template for _, _, template in copied.row_copies}) == 2 and len(copied.row_copies) >= 10
+    every_row = build_model(read_trace(path))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every read searched
+    every_row.__dict__["decided_rows"] = slice(None)
+    ours, theirs = replayed.ReplayedDefUse(copied), replayed.ReplayedDefUse(every_row)
+    ours._build_edges()
+    theirs._build_edges()
+    assert len(theirs.edge_reader) > 1000
+    for name in (
+        "_edge_start",
+        "edge_reader",
+        "edge_writer",
+        "edge_reader_ev",
+        "edge_writer_ev",
+        "w_rows",
+        "w_alloc",
+    ):
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+    for name in ("w_key", "w_lo", "w_hi", "w_store", "s_key", "s_rows", "s_lo", "s_hi"):  # the write index
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+
+
+def test_memory_codes_of_replays_copied_from_the_template(tmp_path, zoo_traces):
+    """The memory codes of access rows in graph replays that copy a template are the template
+    rows' (Seeds._memory_codes): the codes of working out every row, also where a subset of the
+    rows breaks the copy pattern; fill_groups built on them is the one of every row."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow.base import combine_codes
+    from warptrace.analysis.report import build_model
+
+    model = build_model(read_trace(_random_replay_trace(0).write(tmp_path / "replays.wtrace")))
+    df = dataflow_of(model)
+    assert model.row_copies
+    rows = np.nonzero(df.is_read)[0]  # the copies' rows are the template's, moved
+    start, stop, _ = model.row_copies[3]
+    dropped = rows[np.searchsorted(rows, start)]
+    assert dropped < stop
+    uneven = rows[rows != dropped]  # that copy's rows no longer match its template's
+    for subset in (rows, uneven):
+        expected = unique_inverse(combine_codes([model.acc_alloc[subset], *df.hulls(subset)]))[1]
+        assert np.array_equal(df._memory_codes(subset), expected)
+    programs = {program.name: program for program in discover()}
+    for name in ("ok_flow_capture_replay", "wt101_capture_replay"):
+        path = zoo_traces(programs[name])
+        copied = dataflow_of(build_model(read_trace(path))).fill_groups
+        every_row = build_model(read_trace(path))
+        every_row.__dict__["row_copies"] = []
+        every_row.__dict__["decided_rows"] = slice(None)
+        walked = dataflow_of(every_row).fill_groups
+        assert len(walked.calls) > 1
+        for field in ("alloc", "lo", "hi", "first_row", "adjoint_row", "cuts", "calls"):
+            assert np.array_equal(getattr(copied, field), getattr(walked, field)), field
 
 
 def test_replay_seqs_match_backward_of_event(tmp_path):

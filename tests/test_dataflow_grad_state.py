@@ -32,3 +32,27 @@ def test_has_grad_many_matches_has_grad_including_queries_outside_the_change_ran
             seqs = rng.integers(-5, 1100, size=count)
             want = [state.has_grad(int(a), int(s)) for a, s in zip(ids, seqs)]
             assert state.has_grad_many(ids, seqs).tolist() == want
+
+
+def test_static_grad_is_grad_array_at_every_seq():
+    """Where ``static_grad`` answers (since, grad), ``grad_array`` is grad from since on and -1
+    before; random change lists, some with several .grad objects or the flag turned off."""
+    rng = np.random.default_rng(2)
+    answered = 0
+    for _ in range(300):
+        state = _state(rng)
+        n_arrays = len(state.model.arrays)
+        state._grad_ids = {}
+        for array_id in rng.choice(n_arrays, size=int(rng.integers(0, n_arrays + 1)), replace=False).tolist():
+            seqs = sorted(set(rng.integers(0, 1000, size=int(rng.integers(1, 3))).tolist()))
+            state._grad_ids[array_id] = [(seq, int(rng.integers(-1, 40))) for seq in seqs]
+        for array_id in range(-1, n_arrays + 1):
+            static = state.static_grad(array_id)
+            if static is None:
+                continue
+            answered += 1
+            since, grad = static
+            for seq in [*rng.integers(-5, 1100, size=40).tolist(), since, since - 1]:
+                if -(2**63) <= seq < 2**63:
+                    assert state.grad_array(array_id, seq) == (grad if seq >= since else -1)
+    assert answered > 1000

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from warptrace.analysis.columns import AccessCopies, object_strings, sorted_by, table_column, take_rows
 from warptrace.analysis.findings import Location
+from warptrace.analysis.tape_table import TapeInfo, tape_table
 from warptrace.kernel_source import KERNEL, FunctionSource, KernelSource
 from warptrace.kernel_source import build as build_source_model
 from warptrace.trace import schema as S
@@ -172,17 +173,6 @@ class KernelInfo:
             if arg.name == name and arg.field == field_path:
                 return arg
         return None
-
-
-@dataclass
-class TapeInfo:
-    tape_id: int
-    created_ev: int = -1
-    events: list[int] = field(default_factory=list)  # every event whose `tape` column is this tape
-    backward_begins: list[int] = field(default_factory=list)  # seqs
-    backward_ends: list[int] = field(default_factory=list)  # seqs
-    resets: list[int] = field(default_factory=list)  # seqs
-    zeros: list[int] = field(default_factory=list)  # seqs
 
 
 class Model:
@@ -328,25 +318,7 @@ class Model:
                     )
                 )
 
-        self.tapes: dict[int, TapeInfo] = {}
-        tape_events = np.nonzero(self.tape >= 0)[0]
-        # group the events of each tape (event order kept), tapes in order of first appearance
-        tape_ids = self.tape[tape_events]
-        by_tape = np.argsort(tape_ids, kind="stable")
-        unique, starts = np.unique(tape_ids[by_tape], return_index=True)
-        stops = np.append(starts[1:], len(by_tape))
-        for u in np.argsort(tape_events[by_tape[starts]], kind="stable").tolist():
-            evs = tape_events[by_tape[starts[u] : stops[u]]]
-            tape = self.tapes[int(unique[u])] = TapeInfo(int(unique[u]))
-            tape.events = evs.tolist()
-            kinds, seqs = self.kind[evs], self.seq[evs]
-            created = evs[kinds == K[S.TAPE_CREATE]]
-            if len(created):
-                tape.created_ev = int(created[-1])
-            tape.backward_begins = seqs[kinds == K[S.BACKWARD_BEGIN]].tolist()
-            tape.backward_ends = seqs[kinds == K[S.BACKWARD_END]].tolist()
-            tape.resets = seqs[kinds == K[S.TAPE_RESET]].tolist()
-            tape.zeros = seqs[kinds == K[S.TAPE_ZERO]].tolist()
+        self.tapes: dict[int, TapeInfo] = tape_table(self.tape, self.kind, self.seq)
 
     # ------------------------------------------------------------ events
     def ev_of_seq(self, seq: int) -> int:

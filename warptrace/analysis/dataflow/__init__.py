@@ -39,7 +39,7 @@ class Dataflow(HostLinks):
     """Def-use edges, backward calls, tape epochs, gradient state and provenance of one model.
 
     The parts are layered classes, each using only the ones below it:
-    :mod:`.base` -> :mod:`.defuse` -> :mod:`.tapes` -> :mod:`.grad_state` -> :mod:`.seeds`
+    :mod:`.base` -> :mod:`.defuse` -> :mod:`.replayed` -> :mod:`.tapes` -> :mod:`.grad_state` -> :mod:`.seeds`
     -> :mod:`.provenance` -> :mod:`.host`."""
 
     def __init__(self, model: Model) -> None:

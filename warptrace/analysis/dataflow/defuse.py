@@ -24,6 +24,9 @@ _SORT_QUERIES = 1 << 14
 # How many access rows _build_edges answers the reads of at a time.
 _BLOCK_ROWS = 1 << 18
 
+# Def-use pairs: (reader access row, write access row, rank among the reader's producers).
+Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
+
 
 def _stable_order(values: np.ndarray) -> np.ndarray:
     """``np.argsort(values, kind="stable")`` of small-range integers (ids): a radix sort on a
@@ -55,37 +58,49 @@ class DefUse(DataflowBase):
     def _build_edges(self) -> None:
         m = self.model
         valid = (m.acc_alloc >= 0) & self._exec
-        writes = np.nonzero(self.is_write & valid)[0]
         big = int(m.seq.max()) + 2 if m.n_events else 2
         self._big = big
-        w_alloc, w_seq = m.acc_alloc[writes], m.acc_seq[writes]
-        order = _key_order(w_alloc, w_seq)  # = np.argsort(w_alloc * big + w_seq, kind="stable")
-        self.w_rows = writes[order]  # write rows sorted by (alloc, seq)
-        self.w_alloc = w_alloc[order]
-        self.w_key = self.w_alloc * big + w_seq[order]
-        self.w_lo, self.w_hi = self.hulls(self.w_rows)
+        copies = self._copied_runs(valid)
+        # write rows sorted by (alloc, seq): = np.argsort(w_alloc * big + w_seq, kind="stable")
+        self.w_rows, self.w_alloc, w_seq, self.w_lo, self.w_hi = self._sorted_writes(
+            self.is_write & valid, copies
+        )
+        self.w_key = self.w_alloc * big + w_seq
         self.w_store = self.is_store[self.w_rows]
         stores = np.nonzero(self.w_store)[0]  # plain-store writes only, same order
         self.s_key = self.w_key[stores]
         self.s_rows, self.s_lo, self.s_hi = self.w_rows[stores], self.w_lo[stores], self.w_hi[stores]
 
+        self._answer_reads(self.is_read & valid, copies)
+
+    def _copied_runs(self, valid: np.ndarray) -> list[tuple[int, int, int]]:
+        """The graph replays whose access rows repeat a template's (first row, stop row, the
+        template's first row): none here (see :mod:`.replayed`)."""
+        return []
+
+    def _sorted_writes(
+        self, writes: np.ndarray, copies: list[tuple[int, int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The access rows where ``writes`` holds in (allocation, seq) order (stable), and their
+        allocation, seq and byte hull (``copies``: see :meth:`_copied_runs`)."""
+        m = self.model
+        rows = np.nonzero(writes)[0]
+        w_alloc, w_seq = m.acc_alloc[rows], m.acc_seq[rows]
+        order = _key_order(w_alloc, w_seq)
+        rows = rows[order]
+        return rows, w_alloc[order], w_seq[order], *self.hulls(rows)
+
+    def _answer_reads(self, queried: np.ndarray, copies: list[tuple[int, int, int]]) -> None:
+        """The def-use edges of the access rows where ``queried`` holds (``copies``: see
+        :meth:`_copied_runs`)."""
+        n_rows = len(queried)
         # The reads are answered a block of rows at a time: the temporaries stay block-sized
         # (the whole trace's would add hundreds of MiB to the peak, each page a fault) and the
         # edges of a block's reads can be placed within the block, rows being in seq order.
-        n_rows = len(m.acc_seq)
-        queried = self.is_read & valid
         self._edge_start = np.zeros(n_rows + 1, dtype=np.int64)
         reader_parts: list[np.ndarray] = []
         writer_parts: list[np.ndarray] = []
-        for first in range(0, n_rows, _BLOCK_ROWS):
-            last = min(n_rows, first + _BLOCK_ROWS)
-            reads = first + np.nonzero(queried[first:last])[0]
-            # the block's reads in (allocation, seq) order (rows come in seq order): see _writers_for
-            reads = reads[_stable_order(m.acc_alloc[reads])]
-            readers, writers, ranks = self._writers_in_order(
-                m.acc_alloc[reads], *self.hulls(reads), m.acc_seq[reads]
-            )
-            reader_rows = reads[readers]  # access row of the read
+        for first, last, (reader_rows, writers, ranks) in self._search_blocks(queried):
             local = reader_rows - first
             counts = np.bincount(local, minlength=last - first)
             self._edge_start[first + 1 : last + 1] = counts
@@ -102,8 +117,26 @@ class DefUse(DataflowBase):
         np.cumsum(self._edge_start, out=self._edge_start)
         self.edge_reader = np.concatenate(reader_parts) if reader_parts else np.zeros(0, dtype=np.int64)
         self.edge_writer = np.concatenate(writer_parts) if writer_parts else np.zeros(0, dtype=np.int64)
+        self._edge_events()
+
+    def _edge_events(self) -> None:
         self.edge_reader_ev = self.acc_ev[self.edge_reader]
         self.edge_writer_ev = self.acc_ev[self.edge_writer]
+
+    def _search_blocks(self, queried: np.ndarray) -> Iterator[tuple[int, int, Edges]]:
+        """Per block of ``_BLOCK_ROWS`` access rows: its first and stop row, and the def-use
+        pairs of its rows where ``queried`` holds, as (reader row, write row, rank)."""
+        m = self.model
+        n_rows = len(queried)
+        for first in range(0, n_rows, _BLOCK_ROWS):
+            last = min(n_rows, first + _BLOCK_ROWS)
+            reads = first + np.nonzero(queried[first:last])[0]
+            # the block's reads in (allocation, seq) order (rows come in seq order): see _writers_for
+            reads = reads[_stable_order(m.acc_alloc[reads])]
+            readers, writers, ranks = self._writers_in_order(
+                m.acc_alloc[reads], *self.hulls(reads), m.acc_seq[reads]
+            )
+            yield first, last, (reads[readers], writers, ranks)
 
     def _writers_for(
         self, alloc: np.ndarray, lo: np.ndarray, hi: np.ndarray, seq: np.ndarray
@@ -176,7 +209,31 @@ class DefUse(DataflowBase):
             keep = ~covers if step + 1 < _PRODUCER_LIMIT else ~covers & (count[active] < _PRODUCER_LIMIT)
             active = active[keep]
             pos[active] = p[keep] - 1
-        for q in active.tolist():  # rare: long runs of writes to other parts of the allocation
+        self._scan_rest(active, pos, count, alloc, lo, hi, (found_q, found_w, found_r))
+        if not found_q:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
+        return (
+            np.concatenate(found_q).astype(np.int64, copy=False),
+            np.concatenate(found_w).astype(np.int64, copy=False),
+            np.concatenate(found_r).astype(np.int16, copy=False),
+        )
+
+    def _scan_rest(
+        self,
+        queries: np.ndarray,
+        pos: np.ndarray,
+        count: np.ndarray,
+        alloc: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        found: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]],
+    ) -> None:
+        """The end of the walks of ``queries`` still going after ``_STEP_LIMIT`` steps: the
+        overlapping writes among the ``_SCAN_LIMIT`` before write-index position ``pos[q]`` + 1
+        (after the last covering store, the nearest ``_PRODUCER_LIMIT - count[q]``), appended to
+        ``found`` (query, write row, rank) oldest first, ranked from ``count[q]``."""
+        found_q, found_w, found_r = found
+        for q in queries.tolist():  # rare: long runs of writes to other parts of the allocation
             start = int(np.searchsorted(self.w_key, int(alloc[q]) * self._big, side="left"))
             stop = int(pos[q]) + 1
             start = max(start, stop - _SCAN_LIMIT)
@@ -195,13 +252,46 @@ class DefUse(DataflowBase):
             found_q.append(np.full(len(idx), q, dtype=np.int64))
             found_w.append(self.w_rows[start + idx])
             found_r.append(int(count[q]) + np.arange(len(idx), dtype=np.int16))
-        if not found_q:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
-        return (
-            np.concatenate(found_q).astype(np.int64, copy=False),
-            np.concatenate(found_w).astype(np.int64, copy=False),
-            np.concatenate(found_r).astype(np.int16, copy=False),
-        )
+
+    def _walks_from(
+        self,
+        pos: np.ndarray,
+        alloc: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        count: np.ndarray,
+        steps: np.ndarray,
+    ) -> Edges:
+        """The rest of :meth:`_writers_in_order`'s walks (the same pairs, ranks and limits) for
+        queries that have taken ``steps`` steps and found ``count`` producers, going on at
+        write-index position ``pos``: (query, write row, rank)."""
+        pos, count, steps = pos.copy(), count.astype(np.int16), steps.astype(np.int64)
+        found_q: list[np.ndarray] = []
+        found_w: list[np.ndarray] = []
+        found_r: list[np.ndarray] = []
+        active = np.nonzero(count < _PRODUCER_LIMIT)[0]
+        while len(active):
+            spent = steps[active] >= _STEP_LIMIT
+            if spent.any():
+                self._scan_rest(active[spent], pos, count, alloc, lo, hi, (found_q, found_w, found_r))
+                active = active[~spent]
+            p = pos[active]
+            ok = (p >= 0) & (self.w_alloc[np.maximum(p, 0)] == alloc[active])
+            active, p = active[ok], p[ok]
+            a_lo, a_hi = lo[active], hi[active]
+            w_lo, w_hi = self.w_lo[p], self.w_hi[p]
+            overlap = (w_lo < a_hi) & (a_lo < w_hi)
+            hit = active[overlap]
+            found_q.append(hit)
+            found_w.append(self.w_rows[p[overlap]])
+            found_r.append(count[hit])
+            count[hit] += 1
+            covers = overlap & self.w_store[p] & (w_lo <= a_lo) & (w_hi >= a_hi)
+            keep = ~covers & (count[active] < _PRODUCER_LIMIT)
+            active = active[keep]
+            pos[active] = p[keep] - 1
+            steps[active] += 1
+        return joined_edges(list(zip(found_q, found_w, found_r)))
 
     def writer_rows(self, row: int) -> np.ndarray:
         """Write rows that produced what access row ``row`` read (empty for writes or fresh memory)."""
@@ -403,3 +493,14 @@ class DefUse(DataflowBase):
                     highs[start:stop],
                 )
         return table
+
+
+def joined_edges(parts: list[Edges]) -> Edges:
+    """The pairs of ``parts`` one after the other."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
+    return (
+        np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False),
+        np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False),
+        np.concatenate([p[2] for p in parts]).astype(np.int16, copy=False),
+    )

@@ -104,6 +104,22 @@ class GradState(Tapes):
             grad = changes[0][1] if changes else -1
         return int(grad)
 
+    def static_grad(self, array_id: int) -> tuple[int, int] | None:
+        """``(since, grad)`` where :meth:`grad_array` of ``array_id`` is ``grad`` at every seq from
+        ``since`` on and -1 before (the array's gradient is switched on at most once and never
+        replaced); None where it changes otherwise (``set_grad``, ``requires_grad`` turned off)."""
+        changes = self._grad_ids.get(int(array_id), [])
+        flags = self._has_grad.get(int(array_id), [])
+        if len(changes) > 1 or not all(value for _, value in flags):
+            return None
+        info = self.model.arrays.get(int(array_id))
+        grad = int(changes[0][1]) if changes else -1
+        if info is not None and info.requires_grad:
+            return int(np.iinfo(np.int64).min), grad
+        if not flags:
+            return int(np.iinfo(np.int64).min), -1  # never has a .grad
+        return int(flags[0][0]), grad
+
     def grad_arrays_ever(self, array_id: int) -> list[int]:
         """Every array object that :meth:`grad_array` can return for ``array_id`` at some seq
         (-1 aside): the ``.grad`` objects ever registered or set for it."""

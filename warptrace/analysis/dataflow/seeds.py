@@ -83,13 +83,12 @@ class Seeds(GradState):
         fills), in row order with repeats of the same call in a row dropped."""
         m = self.model
         rows = self.fill_rows
+        memory = self._memory_codes(rows)  # one dense code per memory
         calls = self.ev_backward[self.acc_ev[rows]]
         keep = calls >= 0
-        rows, calls = rows[keep], calls[keep]
+        rows, calls, memory = rows[keep], calls[keep], memory[keep]
         n = len(rows)
-        alloc, (lo, hi) = m.acc_alloc[rows], self.hulls(rows)
-        # one dense code per memory; stable: each memory's rows stay in row order (lex_order)
-        memory = unique_inverse(combine_codes([alloc, lo, hi]))[1]
+        # stable: each memory's rows stay in row order (lex_order)
         order = _stable_order(memory)
         memory, c = memory[order], calls[order]
         new_group = np.ones(n, dtype=bool)
@@ -116,16 +115,43 @@ class Seeds(GradState):
             np.not_equal(adj_groups[1:], adj_groups[:-1], out=changes[1:])
             first_adj = np.flatnonzero(changes)
             adjoint_row[rank[adj_groups[first_adj]]] = rows[order[adjoint[first_adj]]]
-        first_rows = order[firsts]
+        first_rows = rows[order[firsts]]
+        lo, hi = self.hulls(first_rows)
         return FillGroups(
-            alloc=alloc[first_rows],
-            lo=lo[first_rows],
-            hi=hi[first_rows],
-            first_row=rows[order[firsts]],
+            alloc=m.acc_alloc[first_rows],
+            lo=lo,
+            hi=hi,
+            first_row=first_rows,
             adjoint_row=adjoint_row,
             cuts=cuts,
             calls=c[kept],
         )
+
+    def _memory_codes(self, rows: np.ndarray) -> np.ndarray:
+        """Per access row of ``rows`` (ascending): a dense code of its memory (allocation, byte
+        hull), equal codes <=> equal memory, ``unique_inverse`` of their combined codes. A graph
+        replay that copies a template (``Model.row_copies``) and has the template's rows among
+        ``rows``, moved, takes their codes (the same rows: the same memory); the codes are worked
+        out for the other rows, which hold every distinct memory."""
+        m = self.model
+        copied = np.zeros(len(rows), dtype=bool)
+        moves: list[tuple[int, int, int]] = []
+        if m.row_copies:
+            start, stop, template = (np.array(column, dtype=np.int64) for column in zip(*m.row_copies))
+            first, end, template_first = (np.searchsorted(rows, x) for x in (start, stop, template))
+            for a, b, ta, shift in zip(
+                first.tolist(), end.tolist(), template_first.tolist(), (start - template).tolist()
+            ):
+                if b > a and np.array_equal(rows[a:b] - shift, rows[ta : ta + b - a]):
+                    copied[a:b] = True
+                    moves.append((a, b, ta))
+        own = np.nonzero(~copied)[0]
+        codes = np.empty(len(rows), dtype=np.int64)
+        mine = rows[own]
+        codes[own] = unique_inverse(combine_codes([m.acc_alloc[mine], *self.hulls(mine)]))[1]
+        for a, b, ta in moves:
+            codes[a:b] = codes[ta : ta + b - a]
+        return codes
 
     def fills(self, array_id: int, call_index: int) -> bool:
         """Whether backward call ``call_index`` accumulated into ``array_id``."""
@@ -308,6 +334,9 @@ class Seeds(GradState):
         rows, evs = rows[own], evs[own]
         values = m.value[evs]
         zero_fill = (m.kind[evs] == self._K[S.MEMSET]) & (np.isnan(values) | (values == 0.0))
+        # the first test of _carries_gradient for every candidate at once: it reads a gradient buffer
+        others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
+        reads_grad = set(evs[owner[self.is_read[others] & self.grad_row_mask[others]]].tolist())
         for ev, array_id, alloc, lo, hi, zero in zip(
             evs.tolist(),
             m.acc_array[rows].tolist(),
@@ -323,7 +352,7 @@ class Seeds(GradState):
         by_grad: dict[int, tuple[int, bool]] = {}
         for ev, grad_id, is_seed in latest.values():
             if is_seed:
-                from_grad = self._carries_gradient(ev)
+                from_grad = ev in reads_grad or self._carries_gradient(ev)
                 by_grad[grad_id] = (ev, from_grad)
                 if ev > call.begin_ev and m.phase[ev] == S.BACKWARD:
                     continue  # a grads= assign: reported with its key below
@@ -460,7 +489,12 @@ class Seeds(GradState):
                 writers = self.edge_writer_ev[edges]
                 origin_epoch = self.ev_epoch[frontier][origin]
                 writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
-                frontier = np.unique(writers)
+                if len(writers) * 8 > len(stamp):  # many: marked per event rather than sorted
+                    fresh = np.zeros(len(stamp), dtype=bool)
+                    fresh[writers] = True
+                    frontier = np.flatnonzero(fresh)
+                else:
+                    frontier = np.unique(writers)
                 stamp[frontier] = mark
                 reached.append(frontier)
             events = np.concatenate(reached)

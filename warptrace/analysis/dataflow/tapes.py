@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warptrace.analysis.dataflow.defuse import DefUse
+from warptrace.analysis.dataflow.replayed import ReplayedDefUse
 from warptrace.trace import schema as S
 
 
@@ -40,7 +40,7 @@ class Epoch:
     backwards: list[int] = field(default_factory=list)  # BackwardCall.index values replaying it
 
 
-class Tapes(DefUse):
+class Tapes(ReplayedDefUse):
     """Backward calls (:class:`BackwardCall`) with the events they ran, and tape epochs"""
 
     # ------------------------------------------------------------ tapes and backward calls

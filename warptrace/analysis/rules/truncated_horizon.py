@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
+from warptrace.analysis.dataflow.base import isin_ids
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import (
@@ -147,12 +148,16 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
     )[writers]  # per event, then per edge: one gather
     via = np.nonzero((reader_epoch >= 0) & transfer)[0]
     if len(via):
+        # the copies among the writers (drone: 39 events for 1,440,080 edges): marked per event,
+        # which gives them in order without sorting every edge's writer
+        copies = np.zeros(model.n_events, dtype=bool)
+        copies[writers[via]] = True
         carried: dict[int, list[int]] = {
-            writer: sorted(df.carried_writers(writer)) for writer in np.unique(writers[via]).tolist()
+            writer: sorted(df.carried_writers(writer)) for writer in np.flatnonzero(copies).tolist()
         }
         # only the edges whose copy carries a recorded write go through the loop below
         carrying = [writer for writer, sources in carried.items() if sources]
-        via = via[np.isin(writers[via], np.asarray(carrying, dtype=np.int64))]
+        via = via[isin_ids(writers[via], np.asarray(carrying, dtype=np.int64))]
         extra: list[tuple[int, int, int, int, int]] = []
         for writer, reader_ev, reader_row, b_uid in zip(
             writers[via].tolist(),

@@ -183,12 +183,35 @@ def _grads_read_after(model: Model, df: Dataflow, arrays: set[int], after: int) 
     whether it carries all of it. Of its sources and the parameters upstream of them: the
     program uses a gradient the cut makes incomplete."""
     last_read = shared(model, "last_host_side_read", _last_host_side_read)
+    # per array whose .grad never changes (Dataflow.static_grad): the seqs `after` for which the
+    # answer is yes, [since, last read of the grad's memory); () where it changes
+    windows: dict[int, tuple[int, ...]] = shared(model, "grad_read_windows", lambda _: {})
     for array_id in arrays:
+        window = windows.get(array_id)
+        if window is None:
+            window = windows[array_id] = _grad_read_window(model, df, last_read, array_id)
+        if window:
+            if window[0] <= after < window[1]:
+                return True
+            continue
         grad = df.grad_array(array_id, after)
         info = model.arrays.get(grad) if grad >= 0 else None
         if info is not None and 0 <= info.alloc_id < len(last_read) and last_read[info.alloc_id] > after:
             return True
     return False
+
+
+def _grad_read_window(model: Model, df: Dataflow, last_read: np.ndarray, array_id: int) -> tuple[int, ...]:
+    """See :func:`_grads_read_after`: (since, until), empty (never) when until <= since; () when
+    the array's gradient changes over time."""
+    static = df.static_grad(array_id)
+    if static is None:
+        return ()
+    since, grad = static
+    info = model.arrays.get(grad) if grad >= 0 else None
+    if info is None or not 0 <= info.alloc_id < len(last_read):
+        return (0, 0)  # no grad memory: never
+    return (since, int(last_read[info.alloc_id]))
 
 
 def _copied_from_many(
