@@ -695,7 +695,7 @@ rows_tolist(Rows *r)
 
 /* from now on the buffer is the list of its values */
 static int
-rows_to_list(Rows *r)
+rows_become_list(Rows *r)
 {
     if (r->list != NULL)
         return 0;
@@ -713,7 +713,7 @@ rows_push(Rows *r, PyObject *v)
         int k = rows_pack(r, v);
         if (k != 0)
             return k < 0 ? -1 : 0;
-        if (rows_to_list(r) < 0)
+        if (rows_become_list(r) < 0)
             return -1;
     }
     return PyList_Append(r->list, v);
@@ -912,7 +912,7 @@ rows_subscript(Rows *r, PyObject *key)
 static int
 rows_ass_subscript(Rows *r, PyObject *key, PyObject *v)
 {
-    if (rows_to_list(r) < 0)
+    if (rows_become_list(r) < 0)
         return -1;
     return v == NULL ? PyObject_DelItem(r->list, key) : PyObject_SetItem(r->list, key, v);
 }

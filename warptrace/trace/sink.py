@@ -91,33 +91,36 @@ class _Pieces(list[Any]):
         return n
 
 
+def _packed(buf: Any, pack: Callable[..., Any], *args: Any) -> Any:
+    """One table's rows for the pipe: a compiled row buffer's packed form (``rows.plain``), a
+    list packed by ``pack(list, *args)``, or the list as it is where ``pack`` cannot (None)."""
+    buf = plain(buf)
+    if isinstance(buf, list):
+        out = pack(buf, *args)
+        if out is not None:
+            return out
+    return buf
+
+
 def packed(batch: Batch, pack: Any, pack_rows: Any) -> Batch:
-    """``batch`` with its event and access rows as native int64 bytes (``pack``: the
-    recorder's compiled ``pack_int64``), and its arrays and allocs rows as int64 bytes with a
-    string table (``pack_rows``, :data:`~warptrace.trace.rows.PACKED_SPECS`), for this
-    process. Pickling a list costs the writer thread ~9 ns per int under the interpreter lock,
-    the time the program's thread waits for it (about 6% of loop (b)'s step in
-    ``tools/bench_record_steady.py``); the packed bytes go into the pipe as they are
-    (:class:`_Pieces`). A buffer with a value that is not an int64 (a recorder bug) is sent as
-    the list it is, for this process to note; rows with a value of another type than their
-    column's, as they are."""
+    """``batch`` with its event and access rows as native int64 bytes, and its arrays and
+    allocs rows as int64 bytes with a string table (:data:`~warptrace.trace.rows.PACKED_SPECS`),
+    for this process. The compiled row buffers hold them so already; rows that reach here as
+    lists (split around an open event, or a buffer that a value of another type turned into
+    its list) are packed by the compiled ``pack_int64`` (``pack``) and ``pack_rows``. Pickling
+    a list costs the writer thread ~9 ns per int under the interpreter lock, the time the
+    program's thread waits for it; the packed bytes go into the pipe as they are
+    (:class:`_Pieces`). A list with a value that is not an int64 (a recorder bug) is sent as
+    it is, for this process to note; rows with a value of another type than their column's,
+    as they are."""
     out: list[tuple[str, Any]] = []
     for table, buf in batch:
-        # (the compiled row buffers come packed already: plain() only copies their bytes)
         if table == "events":
-            rows = plain(buf[0])
-            packed = pack(rows) if isinstance(rows, list) else None
-            buf = (packed if packed is not None else rows, buf[1])
+            buf = (_packed(buf[0], pack), buf[1])
         elif table == "accesses":
-            buf = plain(buf)
-            packed = pack(buf) if isinstance(buf, list) else None
-            if packed is not None:
-                buf = packed
+            buf = _packed(buf, pack)
         elif table in PACKED_SPECS and buf:
-            buf = plain(buf)
-            packed = pack_rows(buf, PACKED_SPECS[table]) if isinstance(buf, list) else None
-            if packed is not None:
-                buf = packed
+            buf = _packed(buf, pack_rows, PACKED_SPECS[table])
         out.append((table, buf))
     return tuple(out)
 
