@@ -962,8 +962,9 @@ def test_compiled_init_new_records_the_allocation_and_its_label(tracing):
         assert not gc.is_tracked(arr.__dict__[identity.NEW])
     assert not gc.is_tracked(weights.__dict__[identity.STATE])
     assert gc.is_tracked(weights.grad.__dict__[identity.OWNER])
-    mine = [e for e in rec.ident.index.pending if e[2] in (new[3], grad_new[3])]
-    assert len(mine) == 2 and not any(gc.is_tracked(entry) for entry in mine)
+    # the compiled index holds the two allocations (pending: no lookup since) in C arrays
+    assert type(rec.ident.index).__name__ == "Intervals"
+    assert [e[2] for e in rec.ident.index.pending if e[2] in (new[3], grad_new[3])] == [new[3], grad_new[3]]
 
 
 @needs_compiled
@@ -1011,12 +1012,14 @@ def test_compiled_zero_passes_the_originals_exception_through(tracing, monkeypat
 
 
 @pytest.mark.skipif(
-    compiled_mod.compiled_piece("reap_index") is None, reason="the compiled module is not built here"
+    compiled_mod.compiled_piece("Intervals") is None, reason="the compiled module is not built here"
 )
-def test_compiled_reap_keeps_the_index_of_the_python_loops():
-    """``reap_index`` (insert and evict in C) and ``AllocIndex._reap``'s Python loops, driven
-    by one random history of allocations (overlapping reuse of freed memory included),
-    frees and lookups, hold the same intervals and answer every lookup alike."""
+def test_compiled_index_answers_as_the_python_index():
+    """``Intervals`` (C arrays, weakrefs without callbacks, dead entries dropped lazily) and
+    ``AllocIndex`` (keepers whose callbacks report the frees), driven by one random history of
+    allocations (overlapping reuse of freed memory, keepers that cannot be weakly referenced,
+    empty ones), frees and lookups at every reap threshold tried, answer every lookup alike
+    and hold the same live intervals."""
     import gc
     import random
 
@@ -1025,31 +1028,40 @@ def test_compiled_reap_keeps_the_index_of_the_python_loops():
     class Memory:  # a weak-referenceable stand-in for the object that keeps an allocation alive
         pass
 
-    compiled, python = AllocIndex(), AllocIndex()
-    python._c_reap = None
-    assert compiled._c_reap is not None
-    rng = random.Random(7)
-    alive: dict[int, tuple[Memory, Memory]] = {}
-    for alloc_id in range(4000):
-        start = rng.randrange(0, 1 << 16, 16)
-        end = start + rng.choice((1, 16, 64, 256, 4096))
-        keep = (Memory(), Memory())
-        compiled.add(start, end, alloc_id, keep[0])
-        python.add(start, end, alloc_id, keep[1])
-        alive[alloc_id] = keep
-        for _ in range(rng.randrange(3)):
-            if alive:
-                del alive[rng.choice(list(alive))]
-        gc.collect(0)
-        if rng.random() < 0.3:
-            lo = rng.randrange(0, 1 << 16)
-            hi = lo + rng.choice((1, 8, 100))
-            assert compiled.find(lo, hi) == python.find(lo, hi)
-            assert (compiled.starts, compiled.ends, compiled.ids, compiled.where) == (
-                python.starts, python.ends, python.ids, python.where,
-            )  # fmt: skip
-    assert len(compiled) == len(python)
-    assert compiled.keepers.keys() == python.keepers.keys()
+    for reap_pending in (1, 7, 512):
+        compiled = compiled_mod.compiled_piece("Intervals")(reap_pending)
+        python = AllocIndex()
+        rng = random.Random(reap_pending)
+        alive: dict[int, tuple[Memory, Memory]] = {}
+        for alloc_id in range(3000):
+            start = rng.randrange(0, 1 << 16, 16)
+            end = start + rng.choice((1, 16, 64, 256, 4096))
+            if rng.random() < 0.02:  # not weak-referenceable: lives until an allocation replaces it
+                compiled.add(start, end, alloc_id, alloc_id)
+                python.add(start, end, alloc_id, alloc_id)
+            else:
+                keep = (Memory(), Memory())
+                compiled.add(start, end, alloc_id, keep[0])
+                python.add(start, end, alloc_id, keep[1])
+                alive[alloc_id] = keep
+            if len(python.pending) >= reap_pending:
+                python._reap()  # AllocIndex's own threshold is the module's REAP_PENDING
+            for _ in range(rng.randrange(3)):
+                if alive:
+                    del alive[rng.choice(list(alive))]
+            gc.collect(0)
+            if rng.random() < 0.3:
+                lo = rng.randrange(0, 1 << 16)
+                hi = lo + rng.choice((0, 1, 8, 100))
+                assert compiled.find(lo, hi) == python.find(lo, hi)
+            if rng.random() < 0.05:
+                assert [e[2] for e in compiled.pending] == [e[2] for e in python.pending]
+                python._reap()  # entries(): the pending ones brought in, the dead ones gone
+                assert compiled.entries() == list(zip(python.starts, python.ends, python.ids))
+        assert len(compiled) == len(python)
+        assert compiled.entries() == list(zip(python.starts, python.ends, python.ids))
+    with pytest.raises(OverflowError):  # an address beyond int64: a recording error, never a wrong answer
+        compiled.add(1 << 64, (1 << 64) + 8, 1, Memory())
 
 
 @pytest.mark.skipif(

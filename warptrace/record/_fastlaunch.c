@@ -39,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 13
+#define ABI_VERSION 14
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -5600,9 +5600,9 @@ caller_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return walk_frames(frame, called, 0, skip, by_pos, constructor, makers, NULL);
 }
 
-/* ================================================================== AllocIndex._reap */
+/* ================================================================== the allocation index */
 
-/* the value of an exact int that fits a long long: 1, else 0 (the caller compares the objects) */
+/* the value of an exact int that fits a long long: 1, else 0 */
 static inline int
 small_int(PyObject *x, long long *value)
 {
@@ -5613,28 +5613,70 @@ small_int(PyObject *x, long long *value)
     return !overflow;
 }
 
-/* a < b (op Py_LT) or a > b (Py_GT) for ints: numbers compared directly (an index entry is
- * an address or an id), other objects by Python's comparison; -1 with an error */
+/* Intervals(reap_pending): identity.AllocIndex in C arrays: the sorted, non-overlapping byte
+ * intervals of the live allocations, with add(start, end, alloc_id, keeper), find(lo, hi)
+ * and len(). The same answers as AllocIndex (tests/test_record_compiled.py drives both with
+ * the same operations); the ways differ:
+ * - an entry holds a weakref without a callback to what keeps its memory alive, and is dead
+ *   once that has gone (AllocIndex: a _Keeper whose callback appends it to `dead`, a dict of
+ *   keepers, a set of the gone ids at every reap: ~4k instructions per allocation with the
+ *   callback's call, where this takes a few hundred);
+ * - inserts are deferred as in AllocIndex (`pending`, brought in at the next lookup or at
+ *   `reap_pending` entries; one freed before that only evicts what it overlapped);
+ * - dead entries of the sorted array are dropped when a lookup lands on one, and all of them
+ *   when the array has doubled since the last sweep: a lookup's answer is AllocIndex's,
+ *   whose reap drops every dead entry first (entries never overlap, so a dead one a lookup
+ *   does not land on cannot change its answer, and an insert evicts what overlaps it, dead
+ *   or not, as AllocIndex evicts the live ones).
+ * Addresses and ids are C long longs (an int beyond raises OverflowError, a recording error).
+ * No Python code runs while the arrays are changed: a weakref without a callback is released
+ * without any, and the weakref of an add is made before anything is changed. */
+typedef struct {
+    long long start, end, id;
+    PyObject *ref; /* weakref to the keeper; NULL: not weak-referenceable, lives until evicted */
+} Span;
+
+typedef struct {
+    PyObject_HEAD
+    Span *live, *pending;
+    Py_ssize_t n_live, cap_live, n_pending, cap_pending, sweep_at, reap_pending;
+} IntervalsObject;
+
+static PyTypeObject IntervalsType;
+
 static inline int
-int_compare(PyObject *a, PyObject *b, int op)
+span_dead(const Span *s)
 {
-    long long x, y;
-    if (small_int(a, &x) && small_int(b, &y))
-        return op == Py_LT ? x < y : x > y;
-    return PyObject_RichCompareBool(a, b, op);
+    return s->ref != NULL && PyWeakref_GET_OBJECT(s->ref) == Py_None;
 }
 
-/* bisect_left over a list of ints (-1 with an error) */
-static Py_ssize_t
-bisect_ints(PyObject *list, PyObject *x)
+/* room for `need` spans in *spans (0, or -1 with MemoryError) */
+static int
+spans_reserve(Span **spans, Py_ssize_t *cap, Py_ssize_t need)
 {
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+    if (need <= *cap)
+        return 0;
+    Py_ssize_t grown = *cap < 16 ? 16 : *cap * 2;
+    if (grown < need)
+        grown = need;
+    Span *more = PyMem_Realloc(*spans, (size_t)grown * sizeof(Span));
+    if (more == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *spans = more;
+    *cap = grown;
+    return 0;
+}
+
+/* the first live entry whose start is >= x (right: > x) */
+static Py_ssize_t
+spans_bisect(const IntervalsObject *ix, long long x, int right)
+{
+    Py_ssize_t lo = 0, hi = ix->n_live;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
-        int less = int_compare(PyList_GET_ITEM(list, mid), x, Py_LT);
-        if (less < 0)
-            return -1;
-        if (less)
+        if (ix->live[mid].start < x || (right && ix->live[mid].start == x))
             lo = mid + 1;
         else
             hi = mid;
@@ -5642,227 +5684,251 @@ bisect_ints(PyObject *list, PyObject *x)
     return lo;
 }
 
-/* del list[i] for 0 <= i < len(list): the items after it move down (list_ass_slice's work
- * for one item without its temporary buffer; the allocation is kept, as a pop keeps it) */
+/* drop live entries [from, to) */
 static void
-list_del(PyObject *list, Py_ssize_t i)
+spans_drop(IntervalsObject *ix, Py_ssize_t from, Py_ssize_t to)
 {
-    PyListObject *a = (PyListObject *)list;
-    Py_ssize_t n = Py_SIZE(a);
-    PyObject *item = a->ob_item[i];
-    memmove(&a->ob_item[i], &a->ob_item[i + 1], (size_t)(n - i - 1) * sizeof(PyObject *));
-    Py_SET_SIZE(a, n - 1);
-    Py_DECREF(item);
+    if (from >= to)
+        return;
+    for (Py_ssize_t k = from; k < to; k++)
+        Py_XDECREF(ix->live[k].ref);
+    memmove(&ix->live[from], &ix->live[to], (size_t)(ix->n_live - to) * sizeof(Span));
+    ix->n_live -= to - from;
 }
 
-static PyObject *s_index, *s_pending, *s_keepers, *s_on_free, *s_alloc_id, *s_next_alloc,
-    *s_capacity, *s_alloc_rows, *s_device_cache, *s_device_name, *s_reap;
-static PyObject *s_dead, *s_starts, *s_ends, *s_ids, *s_where;
-
-/* AllocIndex._evict on the index's lists: drop the entries overlapping [start, end), whose
- * memory was freed; their position (-1 with an error). No Python code runs while reap_index
- * holds the lists (their items are ints), so they are the index's own throughout */
+/* AllocIndex._evict: the entries overlapping [start, end) go (their memory was freed); their
+ * position */
 static Py_ssize_t
-index_evict(PyObject *starts, PyObject *ends, PyObject *ids, PyObject *where, PyObject *start, PyObject *end)
+spans_evict(IntervalsObject *ix, long long start, long long end)
 {
-    Py_ssize_t i = bisect_ints(starts, end);
-    while (i > 0) {
-        if (i > PyList_GET_SIZE(ends) || i > PyList_GET_SIZE(ids)) {
-            PyErr_SetString(PyExc_TypeError, "reap_index(): starts/ends/ids differ in length");
-            return -1;
-        }
-        int overlaps = int_compare(PyList_GET_ITEM(ends, i - 1), start, Py_GT);
-        if (overlaps <= 0)
-            return overlaps < 0 ? -1 : i;
-        i -= 1;
-        /* where.pop(ids[i], None) */
-        if (PyDict_DelItem(where, PyList_GET_ITEM(ids, i)) < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError))
-                return -1;
-            PyErr_Clear();
-        }
-        list_del(starts, i);
-        list_del(ends, i);
-        list_del(ids, i);
-    }
-    return i;
+    Py_ssize_t to = spans_bisect(ix, end, 0), from = to;
+    while (from > 0 && ix->live[from - 1].end > start)
+        from--;
+    spans_drop(ix, from, to);
+    return from;
 }
 
-/* AllocIndex.insert: the allocation goes in now; entries it overlaps are stale and go */
+/* every dead entry of the sorted array goes */
+static void
+spans_sweep(IntervalsObject *ix)
+{
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t k = 0; k < ix->n_live; k++) {
+        if (span_dead(&ix->live[k]))
+            Py_DECREF(ix->live[k].ref);
+        else
+            ix->live[kept++] = ix->live[k];
+    }
+    ix->n_live = kept;
+    ix->sweep_at = kept < 32 ? 64 : 2 * kept;
+}
+
+/* AllocIndex._reap: the pending entries go in, in their order (0, or -1 with MemoryError: the
+ * pending entries not brought in stay pending) */
 static int
-index_insert(PyObject *starts, PyObject *ends, PyObject *ids, PyObject *where, PyObject *start, PyObject *end,
-             PyObject *alloc_id)
+intervals_reap(IntervalsObject *ix)
 {
-    Py_ssize_t i = index_evict(starts, ends, ids, where, start, end);
-    if (i < 0)
-        return -1;
-    if (PyList_Insert(starts, i, start) < 0 || PyList_Insert(ends, i, end) < 0 || PyList_Insert(ids, i, alloc_id) < 0)
-        return -1;
-    return PyDict_SetItem(where, alloc_id, start);
-}
-
-/* keeper.alloc_id (a new reference): the _Keeper slot read in place once its offset is known
- * (`type`/`offset`: the cache of one reap_index call), getattr otherwise */
-static PyObject *
-keeper_id(PyObject *ref, PyTypeObject **type, Py_ssize_t *offset)
-{
-    if (Py_TYPE(ref) != *type) {
-        *type = Py_TYPE(ref);
-        *offset = slot_offset(*type, s_alloc_id);
-    }
-    if (*offset >= 0) {
-        PyObject *v = *(PyObject **)((char *)ref + *offset);
-        if (v != NULL) {
-            Py_INCREF(v);
-            return v;
-        }
-    }
-    return PyObject_GetAttr(ref, s_alloc_id);
-}
-
-/* reap_index(index): AllocIndex._reap (warptrace/record/identity.py) for the index's plain
- * lists and dicts, with its insert and _evict (index_insert, index_evict): a lookup while a
- * training loop's allocations are alive inserts each of them (a hundred per iteration of
- * bench_record's loop (e)), so they are not rare */
-static PyObject *
-reap_index(PyObject *module, PyObject *index)
-{
-    PyObject *dict = PyObject_GenericGetDict(index, NULL), *pending = NULL, *gone = NULL, *result = NULL;
-    if (dict == NULL)
-        return NULL;
-    PyObject *dead = PyDict_GetItemWithError(dict, s_dead), *starts = PyDict_GetItemWithError(dict, s_starts);
-    PyObject *ends = PyDict_GetItemWithError(dict, s_ends), *ids = PyDict_GetItemWithError(dict, s_ids);
-    PyObject *where = PyDict_GetItemWithError(dict, s_where), *keepers = PyDict_GetItemWithError(dict, s_keepers);
-    pending = PyDict_GetItemWithError(dict, s_pending);
-    if (dead == NULL || starts == NULL || ends == NULL || ids == NULL || where == NULL || keepers == NULL
-        || pending == NULL || !PyList_CheckExact(dead) || !PyList_CheckExact(starts) || !PyList_CheckExact(ends)
-        || !PyList_CheckExact(ids) || !PyDict_CheckExact(where) || !PyDict_CheckExact(keepers)
-        || !PyList_CheckExact(pending)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "reap_index(): not an AllocIndex");
-        pending = NULL;
-        goto done;
-    }
-    /* held for the call (no Python code runs meanwhile: the items are ints, tuples of ints
-     * and dead keepers; the dict's own entries are only read) */
-    PyTypeObject *keeper_type = NULL;
-    Py_ssize_t keeper_offset = -1;
-    Py_INCREF(dead);
-    Py_INCREF(starts);
-    Py_INCREF(ends);
-    Py_INCREF(ids);
-    Py_INCREF(where);
-    Py_INCREF(keepers);
-    Py_INCREF(pending);
-    if (PyList_GET_SIZE(pending) > 0) {
-        PyObject *fresh = PyList_New(0);
-        if (fresh == NULL || PyDict_SetItem(dict, s_pending, fresh) < 0) {
-            Py_XDECREF(fresh);
-            goto release;
-        }
-        Py_DECREF(fresh);
-        if ((gone = PySet_New(NULL)) == NULL)
-            goto release;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dead); i++) {
-            PyObject *id = keeper_id(PyList_GET_ITEM(dead, i), &keeper_type, &keeper_offset);
-            if (id == NULL || PySet_Add(gone, id) < 0) {
-                Py_XDECREF(id);
-                goto release;
-            }
-            Py_DECREF(id);
-        }
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pending); i++) {
-            PyObject *entry = PyList_GET_ITEM(pending, i);
-            if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
-                PyErr_SetString(PyExc_TypeError, "reap_index(): a pending entry is no (start, end, alloc_id)");
-                goto release;
-            }
-            PyObject *start = PyTuple_GET_ITEM(entry, 0), *end = PyTuple_GET_ITEM(entry, 1);
-            int freed = PySet_Contains(gone, PyTuple_GET_ITEM(entry, 2));
-            if (freed < 0)
-                goto release;
-            if (!freed) {
-                if (index_insert(starts, ends, ids, where, start, end, PyTuple_GET_ITEM(entry, 2)) < 0)
-                    goto release;
-            } else {
-                /* freed before anyone looked: evict what it overlapped, insert nothing */
-                Py_ssize_t at = bisect_ints(starts, end);
-                if (at < 0)
-                    goto release;
-                int overlaps = 0;
-                if (at > 0 && at - 1 < PyList_GET_SIZE(ends)) {
-                    overlaps = int_compare(PyList_GET_ITEM(ends, at - 1), start, Py_GT);
-                    if (overlaps < 0)
-                        goto release;
-                }
-                if (overlaps && index_evict(starts, ends, ids, where, start, end) < 0)
-                    goto release;
-            }
-        }
-    }
-    while (PyList_GET_SIZE(dead) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(dead) - 1;
-        PyObject *ref = PyList_GET_ITEM(dead, last);
-        Py_INCREF(ref);
-        list_del(dead, last);
-        PyObject *alloc_id = keeper_id(ref, &keeper_type, &keeper_offset);
-        Py_DECREF(ref);
-        if (alloc_id == NULL)
-            goto release;
-        /* keepers.pop(alloc_id, None); where = self.where.pop(alloc_id, None) */
-        if (PyDict_DelItem(keepers, alloc_id) < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
-                Py_DECREF(alloc_id);
-                goto release;
-            }
-            PyErr_Clear();
-        }
-        PyObject *at_start = PyDict_GetItemWithError(where, alloc_id);
-        if (at_start == NULL) {
-            Py_DECREF(alloc_id);
-            if (PyErr_Occurred())
-                goto release;
+    if (ix->n_live >= ix->sweep_at)
+        spans_sweep(ix);
+    Py_ssize_t done = 0, n = ix->n_pending;
+    int rc = 0;
+    for (; done < n; done++) {
+        Span p = ix->pending[done];
+        if (span_dead(&p)) {
+            /* freed before anyone looked: evict what it overlapped, insert nothing */
+            spans_evict(ix, p.start, p.end);
+            Py_DECREF(p.ref);
             continue;
         }
-        Py_INCREF(at_start);
-        if (PyDict_DelItem(where, alloc_id) < 0) {
-            Py_DECREF(at_start);
-            Py_DECREF(alloc_id);
-            goto release;
+        if (spans_reserve(&ix->live, &ix->cap_live, ix->n_live + 1) < 0) {
+            rc = -1;
+            break;
         }
-        Py_ssize_t i = bisect_ints(starts, at_start);
-        Py_DECREF(at_start);
-        int same = 0;
-        if (i >= 0 && i < PyList_GET_SIZE(ids))
-            same = PyObject_RichCompareBool(PyList_GET_ITEM(ids, i), alloc_id, Py_EQ);
-        Py_DECREF(alloc_id);
-        if (i < 0 || same < 0)
-            goto release;
-        if (same && i < PyList_GET_SIZE(starts) && i < PyList_GET_SIZE(ends)) {
-            list_del(starts, i);
-            list_del(ends, i);
-            list_del(ids, i);
-        }
+        Py_ssize_t at = spans_evict(ix, p.start, p.end);
+        memmove(&ix->live[at + 1], &ix->live[at], (size_t)(ix->n_live - at) * sizeof(Span));
+        ix->live[at] = p; /* the reference of p.ref moves with it */
+        ix->n_live++;
     }
-    result = Py_None;
-    Py_INCREF(result);
-release:
-    Py_DECREF(dead);
-    Py_DECREF(starts);
-    Py_DECREF(ends);
-    Py_DECREF(ids);
-    Py_DECREF(where);
-    Py_DECREF(keepers);
-done:
-    Py_XDECREF(pending);
-    Py_XDECREF(gone);
-    Py_DECREF(dict);
-    return result;
+    memmove(ix->pending, &ix->pending[done], (size_t)(n - done) * sizeof(Span));
+    ix->n_pending = n - done;
+    return rc;
 }
+
+/* AllocIndex.add (0, or -1 with an error) */
+static int
+intervals_add(IntervalsObject *ix, long long start, long long end, long long id, PyObject *keeper)
+{
+    PyObject *ref = PyWeakref_NewRef(keeper, NULL);
+    if (ref == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear(); /* not weak-referenceable: the entry lives until an allocation replaces it */
+    }
+    if (spans_reserve(&ix->pending, &ix->cap_pending, ix->n_pending + 1) < 0) {
+        Py_XDECREF(ref);
+        return -1;
+    }
+    ix->pending[ix->n_pending++] = (Span){start, end, id, ref};
+    if (ix->n_pending >= ix->reap_pending)
+        return intervals_reap(ix);
+    return 0;
+}
+
+/* AllocIndex.find: 1 with *id, *start of the live allocation containing [lo, hi); 0: none;
+ * -1: an error */
+static int
+intervals_find(IntervalsObject *ix, long long lo, long long hi, long long *id, long long *start)
+{
+    if (ix->n_pending > 0 && intervals_reap(ix) < 0)
+        return -1;
+    Py_ssize_t i = spans_bisect(ix, lo, 1) - 1;
+    while (i >= 0 && span_dead(&ix->live[i])) { /* AllocIndex's reap would have dropped it */
+        spans_drop(ix, i, i + 1);
+        i--;
+    }
+    if (i < 0 || ix->live[i].end < hi)
+        return 0;
+    *id = ix->live[i].id;
+    *start = ix->live[i].start;
+    return 1;
+}
+
+static PyObject *
+intervals_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"reap_pending", NULL};
+    Py_ssize_t reap_pending = 512;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|n:Intervals", names, &reap_pending))
+        return NULL;
+    IntervalsObject *ix = (IntervalsObject *)type->tp_alloc(type, 0);
+    if (ix == NULL)
+        return NULL;
+    ix->reap_pending = reap_pending < 1 ? 1 : reap_pending;
+    ix->sweep_at = 64;
+    return (PyObject *)ix;
+}
+
+static void
+intervals_dealloc(IntervalsObject *ix)
+{
+    for (Py_ssize_t k = 0; k < ix->n_live; k++)
+        Py_XDECREF(ix->live[k].ref);
+    for (Py_ssize_t k = 0; k < ix->n_pending; k++)
+        Py_XDECREF(ix->pending[k].ref);
+    PyMem_Free(ix->live);
+    PyMem_Free(ix->pending);
+    Py_TYPE(ix)->tp_free((PyObject *)ix);
+}
+
+static PyObject *
+intervals_add_method(IntervalsObject *ix, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "add(start, end, alloc_id, keeper) takes 4 arguments");
+        return NULL;
+    }
+    long long v[3];
+    for (int k = 0; k < 3; k++)
+        if ((v[k] = PyLong_AsLongLong(args[k])) == -1 && PyErr_Occurred())
+            return NULL;
+    if (intervals_add(ix, v[0], v[1], v[2], args[3]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+intervals_find_method(IntervalsObject *ix, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "find(lo, hi) takes 2 arguments");
+        return NULL;
+    }
+    long long lo = PyLong_AsLongLong(args[0]), hi, id, start;
+    if ((lo == -1 && PyErr_Occurred()) || ((hi = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()))
+        return NULL;
+    int found = intervals_find(ix, lo, hi, &id, &start);
+    if (found < 0)
+        return NULL;
+    if (!found)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LL)", id, start);
+}
+
+/* the spans as a list of (start, end, alloc_id) */
+static PyObject *
+spans_list(const Span *spans, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *t = Py_BuildValue("(LLL)", spans[k].start, spans[k].end, spans[k].id);
+        if (t == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, k, t);
+    }
+    return out;
+}
+
+static PyObject *
+intervals_entries(IntervalsObject *ix, PyObject *unused)
+{
+    if (intervals_reap(ix) < 0)
+        return NULL;
+    spans_sweep(ix);
+    return spans_list(ix->live, ix->n_live);
+}
+
+static PyObject *
+intervals_pending(IntervalsObject *ix, void *closure)
+{
+    return spans_list(ix->pending, ix->n_pending);
+}
+
+static Py_ssize_t
+intervals_len(IntervalsObject *ix)
+{
+    if (intervals_reap(ix) < 0)
+        return -1;
+    spans_sweep(ix);
+    return ix->n_live;
+}
+
+static PyMethodDef intervals_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))intervals_add_method, METH_FASTCALL,
+     "add(start, end, alloc_id, keeper): an allocation (inserted at the next lookup); keeper gone frees it"},
+    {"find", (PyCFunction)(void (*)(void))intervals_find_method, METH_FASTCALL,
+     "find(lo, hi) -> (alloc_id, start) of the live allocation containing [lo, hi), else None"},
+    {"entries", (PyCFunction)intervals_entries, METH_NOARGS,
+     "the live allocations as a sorted list of (start, end, alloc_id) (pending ones brought in)"},
+    {NULL},
+};
+
+static PyGetSetDef intervals_getset[] = {
+    {"pending", (getter)intervals_pending, NULL, "the allocations not inserted yet: (start, end, alloc_id)", NULL},
+    {NULL},
+};
+
+static PySequenceMethods intervals_as_sequence = {.sq_length = (lenfunc)intervals_len};
+
+static PyTypeObject IntervalsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.Intervals",
+    .tp_basicsize = sizeof(IntervalsObject),
+    .tp_dealloc = (destructor)intervals_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Intervals(reap_pending=512): identity.AllocIndex in C (see identity.py)",
+    .tp_methods = intervals_methods,
+    .tp_getset = intervals_getset,
+    .tp_as_sequence = &intervals_as_sequence,
+    .tp_new = intervals_new,
+};
+
+static PyObject *s_index, *s_next_alloc, *s_capacity, *s_alloc_rows, *s_device_cache, *s_device_name, *s_add;
 
 /* Identity.register's view case: the live allocation holding the bytes of a view (hull of
  * ptr, shape, strides, itemsize; AllocIndex.find after its reap). 1: *alloc_id, *start (new
- * references); 0: none, or a value out of the C range (the Python method decides); -1: error */
+ * references); 0: none, or a value out of the C range, or an index of another type (the
+ * Python method decides); -1: error */
 static int
 view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
            PyObject **alloc_id, PyObject **start)
@@ -5895,65 +5961,17 @@ view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strid
     hi += size;
 
     PyObject *index = PyDict_GetItemWithError(ident_dict, s_index);
-    if (index == NULL)
+    if (index == NULL || !Py_IS_TYPE(index, &IntervalsType))
         return PyErr_Occurred() ? -1 : 0;
-    Py_INCREF(index);
-    int rc = -1;
-    PyObject *dict = PyObject_GenericGetDict(index, NULL), *lo_obj = NULL, *hi_obj = NULL;
-    if (dict == NULL)
-        goto done;
-    PyObject *pending = PyDict_GetItemWithError(dict, s_pending), *dead = PyDict_GetItemWithError(dict, s_dead);
-    if (pending == NULL || dead == NULL || !PyList_CheckExact(pending) || !PyList_CheckExact(dead)) {
-        rc = PyErr_Occurred() ? -1 : 0;
-        goto done;
+    long long id, at;
+    int found = intervals_find((IntervalsObject *)index, lo, hi, &id, &at);
+    if (found <= 0)
+        return found;
+    if ((*alloc_id = PyLong_FromLongLong(id)) == NULL || (*start = PyLong_FromLongLong(at)) == NULL) {
+        Py_CLEAR(*alloc_id);
+        return -1;
     }
-    if (PyList_GET_SIZE(pending) > 0 || PyList_GET_SIZE(dead) > 0) {
-        PyObject *r = reap_index(NULL, index);
-        if (r == NULL)
-            goto done;
-        Py_DECREF(r);
-    }
-    PyObject *starts = PyDict_GetItemWithError(dict, s_starts), *ends = PyDict_GetItemWithError(dict, s_ends);
-    PyObject *ids = PyDict_GetItemWithError(dict, s_ids);
-    if (starts == NULL || ends == NULL || ids == NULL || !PyList_CheckExact(starts) || !PyList_CheckExact(ends)
-        || !PyList_CheckExact(ids) || PyList_GET_SIZE(ends) != PyList_GET_SIZE(starts)
-        || PyList_GET_SIZE(ids) != PyList_GET_SIZE(starts)) {
-        rc = PyErr_Occurred() ? -1 : 0;
-        goto done;
-    }
-    if ((lo_obj = PyLong_FromLongLong(lo)) == NULL || (hi_obj = PyLong_FromLongLong(hi)) == NULL)
-        goto done;
-    /* i = bisect_right(starts, lo) - 1 */
-    Py_ssize_t a = 0, b = PyList_GET_SIZE(starts);
-    while (a < b) {
-        Py_ssize_t mid = a + (b - a) / 2;
-        int above = int_compare(PyList_GET_ITEM(starts, mid), lo_obj, Py_GT);
-        if (above < 0)
-            goto done;
-        if (above)
-            b = mid;
-        else
-            a = mid + 1;
-    }
-    rc = 0;
-    if (a > 0) {
-        int short_of = int_compare(PyList_GET_ITEM(ends, a - 1), hi_obj, Py_LT); /* (Py_LT/GT only) */
-        if (short_of < 0) {
-            rc = -1;
-        } else if (!short_of) {
-            *alloc_id = PyList_GET_ITEM(ids, a - 1);
-            *start = PyList_GET_ITEM(starts, a - 1);
-            Py_INCREF(*alloc_id);
-            Py_INCREF(*start);
-            rc = 1;
-        }
-    }
-done:
-    Py_XDECREF(lo_obj);
-    Py_XDECREF(hi_obj);
-    Py_XDECREF(dict);
-    Py_DECREF(index);
-    return rc;
+    return 1;
 out_of_range:
     if (PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_OverflowError))
@@ -5980,8 +5998,8 @@ typedef struct {
     PyObject *record;      /* allocation.py record(arr, depth) */
     PyObject *state_dict;  /* warptrace.record.state.__dict__ */
     PyObject *skip_code, *init_code, *makers; /* callsite._skip_code, array.__init__'s code, _ARRAY_MAKERS */
-    PyObject *keeper_type, *weakref_type;      /* identity._Keeper, weakref.ref */
-    PyObject *new_attr, *owner_attr, *alloc_owned, *reap_pending;
+    PyObject *weakref_type;                    /* weakref.ref */
+    PyObject *new_attr, *owner_attr, *alloc_owned;
     unsigned long long calls; /* allocations recorded by the compiled path (tests) */
     Bound bound;
     SlotCache ts_slots, ts3_slots;
@@ -5997,9 +6015,9 @@ static int
 on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *owner, int labelled)
 {
     int rc = -1;
-    PyObject *ident = NULL, *ident_dict = NULL, *index = NULL, *index_dict = NULL, *ptr = NULL, *seq = NULL;
-    PyObject *last = NULL, *alloc_id = NULL, *next_id = NULL, *nbytes = NULL, *end = NULL, *entry = NULL;
-    PyObject *keeper = NULL, *device = NULL, *device_id = NULL, *name = NULL, *rows = NULL, *new = NULL;
+    PyObject *ident = NULL, *ident_dict = NULL, *index = NULL, *ptr = NULL, *seq = NULL;
+    PyObject *last = NULL, *alloc_id = NULL, *next_id = NULL, *nbytes = NULL, *end = NULL;
+    PyObject *device = NULL, *device_id = NULL, *name = NULL, *rows = NULL, *new = NULL;
     PyObject *ref = NULL, *link = NULL, *arr_dict = NULL;
 
     if ((ident = rec_attr(ss, s_ident)) == NULL || (ident_dict = PyObject_GenericGetDict(ident, NULL)) == NULL)
@@ -6023,50 +6041,27 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
             goto done;
         if ((nbytes = PyObject_GetAttr(arr, s_capacity)) == NULL)
             goto done;
-        int positive = PyObject_RichCompareBool(nbytes, i_zero, Py_GT);
-        if (positive < 0 || (end = PyNumber_Add(ptr, positive ? nbytes : i_one)) == NULL)
-            goto done;
-        /* AllocIndex.add, inlined as in on_new */
+        /* AllocIndex.add: the compiled index's in place, another index's method */
         if ((index = PyDict_GetItemWithError(ident_dict, s_index)) == NULL) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_AttributeError, "Identity.index");
             goto done;
         }
         Py_INCREF(index);
-        if ((index_dict = PyObject_GenericGetDict(index, NULL)) == NULL)
-            goto done;
-        PyObject *pending = PyDict_GetItemWithError(index_dict, s_pending); /* borrowed */
-        if (pending == NULL || !PyList_CheckExact(pending)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "AllocIndex.pending must be a list");
-            goto done;
-        }
-        if ((entry = untracked(PyTuple_Pack(3, ptr, end, alloc_id))) == NULL || PyList_Append(pending, entry) < 0)
-            goto done;
-        Py_ssize_t limit = PyLong_AsSsize_t(self->reap_pending);
-        if (limit == -1 && PyErr_Occurred())
-            goto done;
-        if (PyList_GET_SIZE(pending) >= limit) {
-            PyObject *r = PyObject_CallMethodNoArgs(index, s_reap);
+        long long c_ptr = 0, c_bytes = 0, c_id = 0;
+        if (Py_IS_TYPE(index, &IntervalsType) && small_int(ptr, &c_ptr) && small_int(nbytes, &c_bytes)
+            && small_int(alloc_id, &c_id) && c_ptr < (1LL << 62) && c_bytes < (1LL << 62)) {
+            if (intervals_add((IntervalsObject *)index, c_ptr, c_ptr + (c_bytes > 0 ? c_bytes : 1), c_id, arr) < 0)
+                goto done;
+        } else {
+            int positive = PyObject_RichCompareBool(nbytes, i_zero, Py_GT);
+            if (positive < 0 || (end = PyNumber_Add(ptr, positive ? nbytes : i_one)) == NULL)
+                goto done;
+            PyObject *r = PyObject_CallMethodObjArgs(index, s_add, ptr, end, alloc_id, arr, NULL);
             if (r == NULL)
                 goto done;
             Py_DECREF(r);
         }
-        PyObject *on_free = PyDict_GetItemWithError(index_dict, s_on_free), *keepers = NULL;
-        if (on_free != NULL)
-            keepers = PyDict_GetItemWithError(index_dict, s_keepers);
-        if (on_free == NULL || keepers == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_AttributeError, "AllocIndex.on_free/keepers");
-            goto done;
-        }
-        Py_INCREF(keepers);
-        keeper = PyObject_CallFunctionObjArgs(self->keeper_type, arr, on_free, NULL);
-        int set = keeper != NULL && PyObject_SetAttr(keeper, s_alloc_id, alloc_id) == 0
-            && PyObject_SetItem(keepers, alloc_id, keeper) == 0;
-        Py_DECREF(keepers);
-        if (!set)
-            goto done;
         if ((device = PyObject_GetAttr(arr, s_device)) == NULL || (device_id = PyLong_FromVoidPtr(device)) == NULL)
             goto done;
         PyObject *cache = PyDict_GetItemWithError(ident_dict, s_device_cache);
@@ -6100,7 +6095,6 @@ done:
     Py_XDECREF(ident);
     Py_XDECREF(ident_dict);
     Py_XDECREF(index);
-    Py_XDECREF(index_dict);
     Py_XDECREF(ptr);
     Py_XDECREF(seq);
     Py_XDECREF(last);
@@ -6108,8 +6102,6 @@ done:
     Py_XDECREF(next_id);
     Py_XDECREF(nbytes);
     Py_XDECREF(end);
-    Py_XDECREF(entry);
-    Py_XDECREF(keeper);
     Py_XDECREF(device);
     Py_XDECREF(device_id);
     Py_XDECREF(name);
@@ -6347,7 +6339,6 @@ fi_traverse(FastInitNew *self, visitproc visit, void *arg)
     Py_VISIT(self->skip_code);
     Py_VISIT(self->init_code);
     Py_VISIT(self->makers);
-    Py_VISIT(self->keeper_type);
     Py_VISIT(self->weakref_type);
     Py_VISIT(self->bound.session);
     Py_VISIT(self->bound.ts);
@@ -6367,12 +6358,10 @@ fi_clear(FastInitNew *self)
     Py_CLEAR(self->skip_code);
     Py_CLEAR(self->init_code);
     Py_CLEAR(self->makers);
-    Py_CLEAR(self->keeper_type);
     Py_CLEAR(self->weakref_type);
     Py_CLEAR(self->new_attr);
     Py_CLEAR(self->owner_attr);
     Py_CLEAR(self->alloc_owned);
-    Py_CLEAR(self->reap_pending);
     bound_clear(&self->bound);
     Py_CLEAR(self->ts_slots.type);
     Py_CLEAR(self->ts3_slots.type);
@@ -6393,24 +6382,23 @@ static PyObject *
 fi_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
-        "original", "python", "record", "state_dict", "skip_code", "init_code", "makers", "keeper_type",
-        "weakref_type", "new_attr", "owner_attr", "alloc_owned", "reap_pending", NULL,
+        "original", "python", "record", "state_dict", "skip_code", "init_code", "makers",
+        "weakref_type", "new_attr", "owner_attr", "alloc_owned", NULL,
     };
-    PyObject *o[13];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!O!OOOOUUUO:FastInitNew", kwlist, &o[0], &o[1], &o[2],
+    PyObject *o[11];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!O!OOOUUU:FastInitNew", kwlist, &o[0], &o[1], &o[2],
                                      &PyDict_Type, &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &o[7], &o[8],
-                                     &o[9], &o[10], &o[11], &o[12]))
+                                     &o[9], &o[10]))
         return NULL;
     FastInitNew *self = (FastInitNew *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->vectorcall = fi_vectorcall;
-    PyObject **fields[13] = {
+    PyObject **fields[11] = {
         &self->original, &self->python, &self->record, &self->state_dict, &self->skip_code, &self->init_code,
-        &self->makers, &self->keeper_type, &self->weakref_type, &self->new_attr, &self->owner_attr,
-        &self->alloc_owned, &self->reap_pending,
+        &self->makers, &self->weakref_type, &self->new_attr, &self->owner_attr, &self->alloc_owned,
     };
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < 11; i++) {
         Py_INCREF(o[i]);
         *fields[i] = o[i];
     }
@@ -6661,8 +6649,6 @@ done:
 static PyMethodDef module_functions[] = {
     {"zeroed_rows", (PyCFunction)(void (*)(void))zeroed_rows, METH_FASTCALL,
      "the MEMSET rows of the gradients one Tape.zero() zeroed (memory.py record_zeroed)"},
-    {"reap_index", (PyCFunction)reap_index, METH_O,
-     "AllocIndex._reap (identity.py): pending allocations in, freed ones out"},
     {"caller_walk", (PyCFunction)(void (*)(void))caller_walk, METH_FASTCALL,
      "callsite.py Sites.caller / alloc_caller's frame walk; None where Python must decide"},
     {"pack_int64", (PyCFunction)pack_int64, METH_O,
@@ -6720,13 +6706,10 @@ PyInit__fastlaunch(void)
         || intern(&s_device, "device") < 0 || intern(&s_ptr, "ptr") < 0 || intern(&s_next_array, "next_array") < 0
         || intern(&s_rec_attr, "rec") < 0 || intern(&s_array_rows, "array_rows") < 0
         || intern(&s_grad_owner_slot, "grad_owner") < 0 || intern(&s_index, "index") < 0
-        || intern(&s_pending, "pending") < 0 || intern(&s_keepers, "keepers") < 0
-        || intern(&s_on_free, "on_free") < 0 || intern(&s_alloc_id, "alloc_id") < 0
+        || intern(&s_add, "add") < 0
         || intern(&s_next_alloc, "next_alloc") < 0 || intern(&s_capacity, "capacity") < 0
         || intern(&s_alloc_rows, "alloc_rows") < 0 || intern(&s_device_cache, "_device_cache") < 0
-        || intern(&s_device_name, "device_name") < 0 || intern(&s_reap, "_reap") < 0
-        || intern(&s_dead, "dead") < 0 || intern(&s_starts, "starts") < 0 || intern(&s_ends, "ends") < 0
-        || intern(&s_ids, "ids") < 0 || intern(&s_where, "where") < 0
+        || intern(&s_device_name, "device_name") < 0
         || intern(&s_open_seqs, "open_seqs") < 0 || intern(&s_disordered, "disordered") < 0
         || intern(&s_discard, "discard") < 0 || intern(&s_base, "base") < 0
         || intern(&s_hexdigest, "hexdigest") < 0 || intern(&s_copy_ctx, "copy_ctx") < 0
@@ -6768,7 +6751,8 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastTapeEventType) < 0 || PyType_Ready(&FastTapeInitType) < 0
         || PyType_Ready(&FastAllocGradType) < 0 || PyType_Ready(&FastInitFromPtrType) < 0
         || PyType_Ready(&FastRecordFuncType) < 0 || PyType_Ready(&FastInterfaceType) < 0
-        || PyType_Ready(&FastBackwardType) < 0 || PyType_Ready(&RowsType) < 0 || PyType_Ready(&LockType) < 0)
+        || PyType_Ready(&FastBackwardType) < 0 || PyType_Ready(&RowsType) < 0 || PyType_Ready(&LockType) < 0
+        || PyType_Ready(&IntervalsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -6872,6 +6856,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&RowsType);
     if (PyModule_AddObject(m, "Rows", (PyObject *)&RowsType) < 0) {
         Py_DECREF(&RowsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&IntervalsType);
+    if (PyModule_AddObject(m, "Intervals", (PyObject *)&IntervalsType) < 0) {
+        Py_DECREF(&IntervalsType);
         Py_DECREF(m);
         return NULL;
     }

@@ -112,6 +112,10 @@ class AllocIndex:
     recording cost in ``insert``). The result is the same as inserting eagerly: pending
     entries go in in allocation order (a later one evicts the stale entries it
     overlaps), then the dead are removed.
+
+    The pure-Python index; where the C module is built, :class:`Identity` uses its
+    ``Intervals`` instead (the same answers: weakrefs without callbacks, dead entries dropped
+    when a lookup lands on one; ~4k fewer instructions per allocation).
     """
 
     def __init__(self) -> None:
@@ -124,7 +128,6 @@ class AllocIndex:
         self.pending: list[tuple[int, int, int]] = []  # (start, end, alloc_id) not inserted yet
         # alloc_id -> weakref whose callback reports the free; kept alive until reaped
         self.keepers: dict[int, weakref.ref[Any]] = {}
-        self._c_reap: Any = compiled_piece("reap_index")
 
     def add(self, start: int, end: int, alloc_id: int, keeper: Any) -> None:
         """Register an allocation (inserted at the next lookup); ``keeper`` dying frees it."""
@@ -140,9 +143,6 @@ class AllocIndex:
         self.keepers[alloc_id] = ref
 
     def _reap(self) -> None:
-        if self._c_reap is not None:  # the same loops in C (_fastlaunch.reap_index)
-            self._c_reap(self)
-            return
         pending = self.pending
         dead = self.dead
         starts = self.starts
@@ -214,7 +214,10 @@ class Identity:
     def __init__(self, rec: RowSink) -> None:
         self.rec = rec
         self.tok = rec.tok
-        self.index = AllocIndex()
+        # the compiled index (_fastlaunch.Intervals: the same answers, C arrays and weakrefs
+        # without callbacks) where it is built
+        fast_index = compiled_piece("Intervals")
+        self.index: Any = fast_index(REAP_PENDING) if fast_index is not None else AllocIndex()
         self.next_alloc = 0
         self.next_array = 0
         # alloc ids of ALLOC_EXTERNAL allocations (never rebound: the compiled copy holds it)
@@ -274,8 +277,8 @@ class Identity:
     def on_new(self, arr: Any, site: int, owner: Any, labelled: bool = True) -> None:
         """``array._init_new`` returned: fresh memory gets a new alloc_id right away.
 
-        The allocation hot path: :meth:`_new_alloc`, :meth:`AllocIndex.add` and the
-        device-name cache hit are inlined (same rows; measured ~0.3 µs per allocation).
+        The allocation hot path: :meth:`_new_alloc` and the device-name cache hit are inlined
+        (same rows).
         """
         ptr = arr.ptr
         alloc_id = -1
@@ -284,15 +287,7 @@ class Identity:
             alloc_id = self.next_alloc
             self.next_alloc = alloc_id + 1
             nbytes = arr.capacity
-            # AllocIndex.add, inlined (a Warp array is weak-referenceable)
-            index = self.index
-            pending = index.pending
-            pending.append((ptr, ptr + (nbytes if nbytes > 0 else 1), alloc_id))
-            if len(pending) >= REAP_PENDING:
-                index._reap()
-            keeper = _Keeper(arr, index.on_free)
-            keeper.alloc_id = alloc_id
-            index.keepers[alloc_id] = keeper
+            self.index.add(ptr, ptr + (nbytes if nbytes > 0 else 1), alloc_id, arr)
             device = arr.device
             hit = self._device_cache.get(id(device))
             name = hit[1] if hit is not None and hit[0] is device else self.device_name(device)

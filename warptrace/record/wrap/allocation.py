@@ -6,7 +6,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from warptrace.record import callsite, identity, state
+from warptrace.record import callsite, state
 from warptrace.record.identity import NEW, OWNER, STATE
 from warptrace.record.wrap.common import (
     ARRAY_INIT_CODE,
@@ -81,8 +81,8 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
         python = mark(original, _init_new)
         return compiled_or(
             python, original, "FastInitNew", original, python, record,
-            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, identity._Keeper,
-            weakref.ref, NEW, OWNER, ALLOC_OWNED, identity.REAP_PENDING,
+            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, weakref.ref, NEW,
+            OWNER, ALLOC_OWNED,
         )  # fmt: skip
 
     return _generic_then(original, record)
