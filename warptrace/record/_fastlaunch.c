@@ -63,7 +63,7 @@ static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites,
     *s_backward_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
     *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
 static PyObject *i_minus1, *i_zero, *i_one, *s_skip_code, *s_external;
-static PyObject *s_ndim, *s_cls_attr, *s_dtype_key, *s_next_tape, *s_bw_frame;
+static PyObject *s_ndim, *s_cls_attr, *s_dtype_key, *s_next_tape, *s_bw_frame, *s_index, *s_device_cache;
 static PyTypeObject *local_type; /* _thread._local */
 
 /* ------------------------------------------------------------------ the session lock */
@@ -80,6 +80,7 @@ typedef struct {
 } LockObject;
 
 static PyTypeObject LockType;
+static PyTypeObject IntervalsType; /* the allocation index (below) */
 
 /* the lock taken by this thread (waiting without the interpreter lock if need be): 1, or 0
  * when `timeout_us` (-1: none; 0: do not wait) passed first; -1 (an error set) */
@@ -239,6 +240,9 @@ typedef struct {
     PyObject *external; /* Identity.external: alloc ids of host memory Warp did not allocate */
     int ts_by_thread; /* rec.local is a _thread._local: its .state is per thread */
     LockObject *clock; /* rec.lock when it is a Lock (taken without a call), else NULL */
+    /* rec.ident (Identity), its __dict__, its index when it is the compiled Intervals (else
+     * NULL) and its _device_cache dict (else NULL): set in Identity.__init__, never rebound */
+    PyObject *ident, *ident_dict, *index, *device_cache;
     /* by_pos's answers for the frame walk of allocations, by code object and offset (by_pos
      * keeps its codes alive, and a site once interned stays) */
     struct { void *code; int lasti; PyObject *site; } pos_cache[SITE_SLOTS];
@@ -261,6 +265,10 @@ session_traverse(Session *ss, visitproc visit, void *arg)
     Py_VISIT(ss->captures);
     Py_VISIT(ss->skip);
     Py_VISIT(ss->external);
+    Py_VISIT(ss->ident);
+    Py_VISIT(ss->ident_dict);
+    Py_VISIT(ss->index);
+    Py_VISIT(ss->device_cache);
     return 0;
 }
 
@@ -281,6 +289,10 @@ session_clear(Session *ss)
     Py_CLEAR(ss->captures);
     Py_CLEAR(ss->skip);
     Py_CLEAR(ss->external);
+    Py_CLEAR(ss->ident);
+    Py_CLEAR(ss->ident_dict);
+    Py_CLEAR(ss->index);
+    Py_CLEAR(ss->device_cache);
     for (int i = 0; i < SITE_SLOTS; i++) {
         ss->pos_cache[i].code = NULL;
         Py_CLEAR(ss->pos_cache[i].site);
@@ -1293,6 +1305,7 @@ session_new(PyObject *rec)
         return NULL;
     ss->rec = ss->dict = ss->local = ss->sites = ss->by_pos = ss->caller_dicts = ss->acquire = NULL;
     ss->release = ss->tok = ss->register_ = ss->captures = ss->skip = ss->external = NULL;
+    ss->ident = ss->ident_dict = ss->index = ss->device_cache = NULL;
     memset(ss->pos_cache, 0, sizeof(ss->pos_cache));
     ss->clock = NULL;
     PyObject_GC_Track(ss);
@@ -1316,6 +1329,26 @@ session_new(PyObject *rec)
     if (Py_IS_TYPE(lock, &LockType)) {
         Py_INCREF(lock);
         ss->clock = (LockObject *)lock;
+    }
+    Py_INCREF(ident);
+    ss->ident = ident;
+    if ((ss->ident_dict = PyObject_GenericGetDict(ident, NULL)) == NULL)
+        goto done;
+    if (!PyDict_CheckExact(ss->ident_dict)) {
+        PyErr_SetString(PyExc_TypeError, "Identity.__dict__ must be a dict");
+        goto done;
+    }
+    PyObject *index = PyDict_GetItemWithError(ss->ident_dict, s_index);
+    PyObject *device_cache = index != NULL ? PyDict_GetItemWithError(ss->ident_dict, s_device_cache) : NULL;
+    if (PyErr_Occurred())
+        goto done;
+    if (index != NULL && Py_IS_TYPE(index, &IntervalsType)) {
+        Py_INCREF(index);
+        ss->index = index;
+    }
+    if (device_cache != NULL && PyDict_CheckExact(device_cache)) {
+        Py_INCREF(device_cache);
+        ss->device_cache = device_cache;
     }
     /* the walk's table of internal code objects: optional (without it, Sites.caller) */
     if ((ss->skip = PyObject_GetAttr(ss->sites, s_skip_code)) == NULL) {
@@ -5923,7 +5956,7 @@ static PyTypeObject IntervalsType = {
     .tp_new = intervals_new,
 };
 
-static PyObject *s_index, *s_next_alloc, *s_capacity, *s_alloc_rows, *s_device_cache, *s_device_name, *s_add;
+static PyObject *s_next_alloc, *s_capacity, *s_alloc_rows, *s_device_name, *s_add;
 
 /* Identity.register's view case: the live allocation holding the bytes of a view (hull of
  * ptr, shape, strides, itemsize; AllocIndex.find after its reap). 1: *alloc_id, *start (new
@@ -6020,8 +6053,10 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
     PyObject *device = NULL, *device_id = NULL, *name = NULL, *rows = NULL, *new = NULL;
     PyObject *ref = NULL, *link = NULL, *arr_dict = NULL;
 
-    if ((ident = rec_attr(ss, s_ident)) == NULL || (ident_dict = PyObject_GenericGetDict(ident, NULL)) == NULL)
-        goto done;
+    ident = ss->ident;
+    ident_dict = ss->ident_dict;
+    Py_INCREF(ident);
+    Py_INCREF(ident_dict);
     if ((seq = rec_attr(ss, s_seq)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL)
         goto done;
     if ((ptr = PyObject_GetAttr(arr, s_ptr)) == NULL)
@@ -6042,7 +6077,7 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
         if ((nbytes = PyObject_GetAttr(arr, s_capacity)) == NULL)
             goto done;
         /* AllocIndex.add: the compiled index's in place, another index's method */
-        if ((index = PyDict_GetItemWithError(ident_dict, s_index)) == NULL) {
+        if ((index = ss->index) == NULL && (index = PyDict_GetItemWithError(ident_dict, s_index)) == NULL) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_AttributeError, "Identity.index");
             goto done;
@@ -6064,7 +6099,7 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
         }
         if ((device = PyObject_GetAttr(arr, s_device)) == NULL || (device_id = PyLong_FromVoidPtr(device)) == NULL)
             goto done;
-        PyObject *cache = PyDict_GetItemWithError(ident_dict, s_device_cache);
+        PyObject *cache = ss->device_cache != NULL ? ss->device_cache : PyDict_GetItemWithError(ident_dict, s_device_cache);
         PyObject *hit = cache != NULL && PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, device_id) : NULL;
         if (PyErr_Occurred())
             goto done;
