@@ -3993,8 +3993,11 @@ copy_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int found = -1;
+        for (int j = 0; j < 6 && found < 0; j++) /* interned names: found by identity */
+            if (name == *names[j])
+                found = j;
         for (int j = 0; j < 6 && found < 0; j++)
-            if (name == *names[j] || (PyUnicode_Check(name) && PyUnicode_Compare(name, *names[j]) == 0))
+            if (PyUnicode_Check(name) && PyUnicode_Compare(name, *names[j]) == 0)
                 found = j;
         if (found < 0 || out[found] != NULL)
             return 0;
