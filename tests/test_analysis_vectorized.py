@@ -812,3 +812,38 @@ def test_reads_at_risk_of_replays_copied_from_the_template(name, zoo_traces):
         assert np.array_equal(ours, theirs)
     if name.startswith("wt101"):
         assert len(copied[0]) == 12  # 3 iterations x 4 replays
+
+
+def test_expansion_of_access_rows_recorded_out_of_order(zoo_traces):
+    """The capture expansion puts the recorded access rows in seq order once (the recorder writes
+    a few out of order) and the copies index them directly: the model's access columns, and the
+    dataflow's edges, are those of the same trace with its rows written in order."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from tests.zoo import discover
+    from warptrace.analysis.replay import expand_replays
+
+    programs = {program.name: program for program in discover()}
+    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    accesses = trace.tables["accesses"]
+    seq = accesses.column("seq").to_numpy()
+    assert np.all(seq[1:] >= seq[:-1])
+    # the seqs' groups in a shuffled order, each group's rows kept in their order (a stable sort by
+    # seq gives back the recorded table)
+    rank = np.random.default_rng(3).permutation(int(seq.max()) + 1)
+    shuffled = accesses.take(pa.array(np.argsort(rank[seq], kind="stable")))
+    tables = {**trace.tables, "accesses": shuffled}
+    out_of_order = dataclasses.replace(trace, tables=tables)
+    ours, theirs = Model(*expand_replays(out_of_order)), Model(*expand_replays(trace))
+    assert ours.row_copies and len(ours.acc_seq) == len(theirs.acc_seq) > 0
+    for column in ("acc_seq", "acc_array", "acc_alloc", "acc_role", "acc_flags", "acc_arg_code",
+                   "acc_field_code", "acc_start", "acc_stop"):  # fmt: skip
+        mine, expected = getattr(ours, column), getattr(theirs, column)
+        assert mine.dtype == expected.dtype and np.array_equal(mine, expected), column
+    for column in ("acc_arg", "acc_field"):
+        assert list(getattr(ours, column).values) == list(getattr(theirs, column).values), column
+    df, expected_df = dataflow_of(ours), dataflow_of(theirs)
+    assert np.array_equal(df.edge_reader, expected_df.edge_reader)
+    assert np.array_equal(df.edge_writer, expected_df.edge_writer)
