@@ -847,3 +847,33 @@ def test_expansion_of_access_rows_recorded_out_of_order(zoo_traces):
     df, expected_df = dataflow_of(ours), dataflow_of(theirs)
     assert np.array_equal(df.edge_reader, expected_df.edge_reader)
     assert np.array_equal(df.edge_writer, expected_df.edge_writer)
+
+
+@pytest.mark.parametrize(
+    "name", ["ok_flow_capture_replay", "wt303_checkpoint", "wt204_tape_kept", "ok_acc_jacobian_rows"]
+)
+def test_objective_arrays_are_the_sorted_slices(name, zoo_traces):
+    """objective_arrays_many (what WT301 and WT309 read) gives each call's backward slice as an
+    ascending array of its events: the set objective_events gives, sorted, when every call is
+    sliced together and when each call is sliced alone (a fresh dataflow per call)."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    path = zoo_traces(programs[name])
+    df = dataflow_of(build_model(read_trace(path)))
+    calls = df.backward_calls
+    assert calls
+    arrays = df.objective_arrays_many(list(reversed(calls)))[::-1]
+    sets = df.objective_events_many(calls)
+    alone = dataflow_of(build_model(read_trace(path)))
+    assert any(len(events) for events in arrays)
+    for call, events, together in zip(calls, arrays, sets):
+        assert events.dtype == np.int64
+        assert (
+            events.tolist()
+            == sorted(together)
+            == sorted(alone.objective_events(alone.backward_calls[call.index]))
+        )
