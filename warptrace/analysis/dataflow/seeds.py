@@ -489,6 +489,7 @@ class Seeds(GradState):
             seen[epoch] = rounds[slot] + 1
         stamp, call_of_epoch = self._slice_marks
         acc_start, acc_stop, edge_start = m.acc_start, m.acc_stop, self._edge_start
+        epoch = self.ev_epoch_narrow  # gathered per edge
         for round_number in range(int(rounds.max(initial=-1)) + 1):
             in_round = np.nonzero(rounds == round_number)[0]
             call_of_epoch[epoch_of_call[in_round]] = in_round
@@ -502,8 +503,8 @@ class Seeds(GradState):
                 # writer events of the frontier's reads, inside the frontier event's epoch
                 edges, origin = expand_ranges(edge_start[acc_start[frontier]], edge_start[acc_stop[frontier]])
                 writers = self.edge_writer_ev[edges]
-                origin_epoch = self.ev_epoch[frontier][origin]
-                writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
+                origin_epoch = epoch[frontier][origin]
+                writers = writers[(epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
                 if len(writers) * 8 > len(stamp):  # many: marked per event rather than sorted
                     fresh = np.zeros(len(stamp), dtype=bool)
                     fresh[writers] = True
