@@ -812,3 +812,119 @@ def test_reads_at_risk_of_replays_copied_from_the_template(name, zoo_traces):
         assert np.array_equal(ours, theirs)
     if name.startswith("wt101"):
         assert len(copied[0]) == 12  # 3 iterations x 4 replays
+
+
+def test_expansion_of_access_rows_recorded_out_of_order(zoo_traces):
+    """The capture expansion puts the recorded access rows in seq order once (the recorder writes
+    a few out of order) and the copies index them directly: the model's access columns, and the
+    dataflow's edges, are those of the same trace with its rows written in order."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from tests.zoo import discover
+    from warptrace.analysis.replay import expand_replays
+
+    programs = {program.name: program for program in discover()}
+    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    accesses = trace.tables["accesses"]
+    seq = accesses.column("seq").to_numpy()
+    assert np.all(seq[1:] >= seq[:-1])
+    # the seqs' groups in a shuffled order, each group's rows kept in their order (a stable sort by
+    # seq gives back the recorded table)
+    rank = np.random.default_rng(3).permutation(int(seq.max()) + 1)
+    shuffled = accesses.take(pa.array(np.argsort(rank[seq], kind="stable")))
+    tables = {**trace.tables, "accesses": shuffled}
+    out_of_order = dataclasses.replace(trace, tables=tables)
+    ours, theirs = Model(*expand_replays(out_of_order)), Model(*expand_replays(trace))
+    assert ours.row_copies and len(ours.acc_seq) == len(theirs.acc_seq) > 0
+    for column in ("acc_seq", "acc_array", "acc_alloc", "acc_role", "acc_flags", "acc_arg_code",
+                   "acc_field_code", "acc_start", "acc_stop"):  # fmt: skip
+        mine, expected = getattr(ours, column), getattr(theirs, column)
+        assert mine.dtype == expected.dtype and np.array_equal(mine, expected), column
+    for column in ("acc_arg", "acc_field"):
+        assert list(getattr(ours, column).values) == list(getattr(theirs, column).values), column
+    df, expected_df = dataflow_of(ours), dataflow_of(theirs)
+    assert np.array_equal(df.edge_reader, expected_df.edge_reader)
+    assert np.array_equal(df.edge_writer, expected_df.edge_writer)
+
+
+@pytest.mark.parametrize(
+    "name", ["ok_flow_capture_replay", "wt303_checkpoint", "wt204_tape_kept", "ok_acc_jacobian_rows"]
+)
+def test_objective_arrays_are_the_sorted_slices(name, zoo_traces):
+    """objective_arrays_many (what WT301 and WT309 read) gives each call's backward slice as an
+    ascending array of its events: the set objective_events gives, sorted, when every call is
+    sliced together and when each call is sliced alone (a fresh dataflow per call)."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    path = zoo_traces(programs[name])
+    df = dataflow_of(build_model(read_trace(path)))
+    calls = df.backward_calls
+    assert calls
+    arrays = df.objective_arrays_many(list(reversed(calls)))[::-1]
+    sets = df.objective_events_many(calls)
+    alone = dataflow_of(build_model(read_trace(path)))
+    assert any(len(events) for events in arrays)
+    for call, events, together in zip(calls, arrays, sets):
+        assert events.dtype == np.int64
+        assert (
+            events.tolist()
+            == sorted(together)
+            == sorted(alone.objective_events(alone.backward_calls[call.index]))
+        )
+
+
+def test_narrowest_keeps_the_values():
+    from warptrace.analysis.dataflow.base import narrowest
+
+    rng = np.random.default_rng(11)
+    cases = [
+        (np.zeros(0, dtype=np.int64), np.int8),
+        (np.array([-1, 0, 127], dtype=np.int64), np.int8),
+        (np.array([-1, 128]), np.int16),
+        (np.array([-32768, 32767]), np.int16),
+        (np.array([-1, 32768]), np.int32),
+        (np.array([0, 2**31]), np.int64),
+        (rng.integers(-1, 1200, 10_000), np.int16),
+        (np.array([3, 5], dtype=np.int16), np.int8),
+        (np.array([3, 300], dtype=np.int16), np.int16),
+    ]
+    for values, dtype in cases:
+        narrow = narrowest(values)
+        assert narrow.dtype == np.dtype(dtype)
+        assert np.array_equal(narrow, values)
+
+
+@pytest.mark.parametrize(
+    "name", ["wt302_copy_carry", "wt302_frames", "ok_flow_capture_replay", "wt303_checkpoint"]
+)
+def test_edge_passes_on_narrow_epochs(name, zoo_traces):
+    """WT302's cross-tape reads and the backward slices gather the events' epochs per def-use edge
+    in the smallest integer type (Dataflow.ev_epoch_narrow): the same answers as on int64 epochs."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import truncated_horizon
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    path = zoo_traces(programs[name])
+    results = []
+    for narrow in (True, False):
+        model = build_model(read_trace(path))
+        df = dataflow_of(model)
+        if narrow:
+            assert df.ev_epoch_narrow.itemsize < 8 and np.array_equal(df.ev_epoch_narrow, df.ev_epoch)
+        else:
+            df.__dict__["ev_epoch_narrow"] = df.ev_epoch  # the int64 epochs
+        cross = truncated_horizon._cross_tape_reads(model, df)
+        slices = df.objective_arrays_many(df.backward_calls)
+        results.append((cross, [events.tolist() for events in slices]))
+    assert results[0] == results[1]
+    assert results[0][1] and any(results[0][1])
+    assert results[0][0] or not name.startswith("wt302")  # cross-tape reads there

@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 @dataclass(frozen=True)
 class AccessCopies:
     """The access rows of a graph-replay expansion (``analysis.replay.expand_replays``), not
-    copied: row ``i`` is row ``rows[i]`` of ``recorded`` (the trace's own access rows, ``arg``
-    and ``field`` dictionary-encoded, without the ``seq`` column, which was at position
-    ``seq_at``) with seq ``seq[i]``; rows in seq order.
+    copied: row ``i`` is row ``rows[i]`` of ``recorded`` (the trace's own access rows, in stable seq
+    order, ``arg`` and ``field`` dictionary-encoded, without the ``seq`` column, which was at
+    position ``seq_at``) with seq ``seq[i]``; rows in seq order.
     The rows of expanded event ``e`` (``events`` in seq order) are ``event_start[e]:event_stop[e]``;
     ``used`` lists the recorded rows that some row is."""
 

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warptrace.analysis.columns import AccessCopies
+from warptrace.analysis.columns import AccessCopies, sorted_by
 from warptrace.analysis.dataflow.base import expand_ranges, isin_ids
 from warptrace.trace import schema as S
 from warptrace.trace.reader import Trace
@@ -171,11 +171,9 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
         column = accesses.column(name)
         if pa.types.is_string(column.type):
             accesses = _set(accesses, name, pc.dictionary_encode(column))
-    acc_seq = accesses.column("seq").to_numpy().astype(np.int64)
-    acc_order: np.ndarray | None = None  # None: the rows are in seq order already (as recorded)
-    if len(acc_seq) > 1 and not bool(np.all(acc_seq[1:] >= acc_seq[:-1])):
-        acc_order = np.argsort(acc_seq, kind="stable")
-        acc_seq = acc_seq[acc_order]
+    # the recorded rows in seq order (a few are written out of order): the table is put in order
+    # once, so that the copies index it directly instead of each going through a permutation
+    accesses, acc_seq = sorted_by(accesses, accesses.column("seq").to_numpy().astype(np.int64))
     # per recorded event, its rows of the seq-sorted accesses; each copy takes its event's
     event_starts = np.searchsorted(acc_seq, seq, side="left")
     event_stops = np.searchsorted(acc_seq, seq, side="right")
@@ -190,12 +188,12 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     at = accesses.schema.get_field_index("seq")
     copies = AccessCopies(
         accesses.remove_column(at),
-        rows if acc_order is None else acc_order[rows],
+        rows,
         copy,  # = new_seq[copy]: the new seqs are the positions
         at,
         copy_stop - counts,
         copy_stop,
-        used if acc_order is None else acc_order[used],
+        used,
     )
 
     # creation seqs of arrays and allocations: the first kept event at or after them

@@ -133,6 +133,19 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (slots + low).astype(values.dtype, copy=False), np.take(lookup, offsets)
 
 
+def narrowest(values: np.ndarray) -> np.ndarray:
+    """Integer ``values`` in the smallest signed integer type that holds all of them (a copy;
+    ``values`` itself when none is smaller than its own): the same values, for an array that is
+    gathered millions of times over, at a fraction of the memory traffic."""
+    low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    for dtype in (np.int8, np.int16, np.int32):
+        if np.dtype(dtype).itemsize >= values.dtype.itemsize:
+            break
+        if np.iinfo(dtype).min <= low and high <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values
+
+
 def isin_ids(values: np.ndarray, test: Any) -> np.ndarray:
     """``np.isin(values, test)`` of integer arrays, by a lookup table when the values span a small
     range (ids, codes): one gather instead of a sort or hash of every value."""

@@ -113,12 +113,14 @@ class ReplayedDefUse(DefUse):
         for (template, size), starts in by_template.items():
             layouts += self._copy_layouts(decided, template, size, starts, queried)
         # edges of reader row r: _edge_start[r]:_edge_start[r + 1], each read's producers by rank
-        edge_start = np.zeros(n_rows + 1, dtype=np.int64)
-        edge_start[1:] = np.bincount(decided[0], minlength=n_rows)
+        counts = np.bincount(decided[0], minlength=n_rows)  # the running sums go straight in place
         for layout in layouts:
             for start in layout.starts.tolist():
-                edge_start[start + 1 : start + 1 + len(layout.row_counts)] = layout.row_counts
-        np.cumsum(edge_start, out=edge_start)
+                counts[start : start + len(layout.row_counts)] = layout.row_counts
+        edge_start = np.empty(n_rows + 1, dtype=np.int64)
+        edge_start[0] = 0
+        np.cumsum(counts, out=edge_start[1:])
+        del counts
         self._edge_start = edge_start
         self.edge_reader = np.empty(int(edge_start[-1]), dtype=np.int64)
         self.edge_writer = np.empty(int(edge_start[-1]), dtype=np.int64)

@@ -408,10 +408,25 @@ class Seeds(GradState):
 
     def objective_events_many(self, calls: list[BackwardCall]) -> list[set[int]]:
         """:meth:`objective_events` of each call, the ones not cached yet sliced together."""
+        self._slice_calls(calls)
+        return [self._objective_cache[call.index] for call in calls]
+
+    def objective_arrays_many(self, calls: list[BackwardCall]) -> list[np.ndarray]:
+        """:meth:`objective_events_many` as ascending int64 arrays of the events (for rules that
+        go on in numpy: no set to sort and turn back into an array)."""
+        self._slice_calls(calls)
+        return [self._objective_arrays[call.index] for call in calls]
+
+    def _slice_calls(self, calls: list[BackwardCall]) -> None:
         todo = {call.index: call for call in calls if call.index not in self._objective_cache}
         if todo:
-            self._objective_cache.update(self._slices(list(todo.values())))
-        return [self._objective_cache[call.index] for call in calls]
+            arrays = self._slices(list(todo.values()))
+            self._objective_arrays.update(arrays)
+            self._objective_cache.update((index, set(events.tolist())) for index, events in arrays.items())
+
+    @cached_property
+    def _objective_arrays(self) -> dict[int, np.ndarray]:
+        return {}
 
     @cached_property
     def _slice_marks(self) -> tuple[np.ndarray, np.ndarray]:
@@ -423,7 +438,7 @@ class Seeds(GradState):
             np.full(len(self.epochs) + 1, -1, dtype=np.int64),
         )
 
-    def _slices(self, calls: list[BackwardCall]) -> dict[int, set[int]]:
+    def _slices(self, calls: list[BackwardCall]) -> dict[int, np.ndarray]:
         """The backward slices of ``calls``, level by level in numpy: the calls go in rounds in
         which no two replay the same epoch, so that an event (which belongs to one epoch) is
         reached for one call of the round at most; ``stamp`` marks the events a round reached.
@@ -432,7 +447,7 @@ class Seeds(GradState):
         by every call with a mark that only grows, so that slicing one call (``objective_events``
         call by call) costs its slice, not a pass over every event."""
         m = self.model
-        result: dict[int, set[int]] = {}
+        result: dict[int, np.ndarray] = {}  # per call index, its events ascending
         # targets -> the memory queries of writers_of_memory, one per (call, target array)
         q_call: list[int] = []
         q_alloc: list[int] = []
@@ -474,6 +489,7 @@ class Seeds(GradState):
             seen[epoch] = rounds[slot] + 1
         stamp, call_of_epoch = self._slice_marks
         acc_start, acc_stop, edge_start = m.acc_start, m.acc_stop, self._edge_start
+        epoch = self.ev_epoch_narrow  # gathered per edge
         for round_number in range(int(rounds.max(initial=-1)) + 1):
             in_round = np.nonzero(rounds == round_number)[0]
             call_of_epoch[epoch_of_call[in_round]] = in_round
@@ -487,8 +503,8 @@ class Seeds(GradState):
                 # writer events of the frontier's reads, inside the frontier event's epoch
                 edges, origin = expand_ranges(edge_start[acc_start[frontier]], edge_start[acc_stop[frontier]])
                 writers = self.edge_writer_ev[edges]
-                origin_epoch = self.ev_epoch[frontier][origin]
-                writers = writers[(self.ev_epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
+                origin_epoch = epoch[frontier][origin]
+                writers = writers[(epoch[writers] == origin_epoch) & (stamp[writers] != mark)]
                 if len(writers) * 8 > len(stamp):  # many: marked per event rather than sorted
                     fresh = np.zeros(len(stamp), dtype=bool)
                     fresh[writers] = True
@@ -499,11 +515,12 @@ class Seeds(GradState):
                 reached.append(frontier)
             events = np.concatenate(reached)
             owner = call_of_epoch[self.ev_epoch[events]]
-            order = np.argsort(owner, kind="stable")
+            # by call, then event: distinct keys (a round reaches an event once)
+            order = np.argsort((owner + 1) * len(stamp) + events)
             events, owner = events[order], owner[order]
             cuts = np.searchsorted(owner, in_round, side="left").tolist()
             ends = np.searchsorted(owner, in_round, side="right").tolist()
             for slot, a, b in zip(in_round.tolist(), cuts, ends):
-                result[calls[slot].index] = set(events[a:b].tolist())
+                result[calls[slot].index] = events[a:b]
             call_of_epoch[epoch_of_call[in_round]] = -1
         return result

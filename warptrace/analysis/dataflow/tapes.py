@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
+from warptrace.analysis.dataflow.base import narrowest
 from warptrace.analysis.dataflow.replayed import ReplayedDefUse
 from warptrace.trace import schema as S
 
@@ -135,6 +137,13 @@ class Tapes(ReplayedDefUse):
             self.backward_calls.append(call)
             self.epochs[call.epoch].backwards.append(call.index)
             self.ev_backward[ev : min(end_ev + 1, m.n_events)] = call.index
+
+    @cached_property
+    def ev_epoch_narrow(self) -> np.ndarray:
+        """:attr:`ev_epoch` in the smallest integer type that holds it (int16 up to 32,767 epochs;
+        drone's 1,200: a quarter of int64's bytes), for the passes that gather it per def-use edge
+        (drone: 4.9M edges). The same values; do not modify."""
+        return narrowest(self.ev_epoch)
 
     def epoch_of(self, ev: int) -> Epoch | None:
         uid = int(self.ev_epoch[ev])

@@ -80,8 +80,7 @@ def _build(model: Model) -> list[KernelUse]:
         # tapes without a kernel with a source pattern: their backward slices are skipped
         calls = [call for epoch, call in backpropagated(df) if is_candidate[epoch.events].any()]
         asks: list[tuple[BackwardCall, int]] = []
-        for call, sliced in zip(calls, df.objective_events_many(calls)):
-            objective = np.fromiter(sorted(sliced), dtype=np.int64)
+        for call, objective in zip(calls, df.objective_arrays_many(calls)):
             objective = objective[(model.kind[objective] == K[S.LAUNCH]) & is_candidate[objective]]
             # the first launch of each kernel on this backward's slice
             _, first = np.unique(model.kernel[objective], return_index=True)

@@ -53,9 +53,9 @@ def check(model: Model) -> list[Finding]:
     # that may lack a gradient at the backward: rows that cannot (no such array, a gradient buffer,
     # an integer dtype, an array that has a gradient then) are dropped in numpy
     pairs = backpropagated(df)
-    slices = df.objective_events_many([call for _, call in pairs])
-    work = [(epoch, call, sorted(events)) for (epoch, call), events in zip(pairs, slices)]
-    consumers = np.fromiter((ev for _, _, evs in work for ev in evs), dtype=np.int64)
+    slices = df.objective_arrays_many([call for _, call in pairs])
+    work = [(epoch, call, events) for (epoch, call), events in zip(pairs, slices)]
+    consumers = np.concatenate([np.zeros(0, dtype=np.int64), *slices])
     whens = np.repeat(
         np.array([call.begin_seq for _, call, _ in work], dtype=np.int64), [len(evs) for _, _, evs in work]
     )

@@ -132,13 +132,14 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
     """(writer epoch, reader epoch) -> (writer event, reader event, reader row) for every read on
     one tape of a value a recorded event of another tape wrote: directly (the same buffers, a
     rebinding) or through untaped copies and host round trips (``wp.copy``, ``wp.array(x.numpy())``)."""
-    reader_epoch = df.ev_epoch[df.edge_reader_ev]
-    writer_epoch = df.ev_epoch[df.edge_writer_ev]
+    epoch = df.ev_epoch_narrow  # the edge passes on int16 rather than int64 epochs
+    reader_epoch = epoch[df.edge_reader_ev]
+    writer_epoch = epoch[df.edge_writer_ev]
     writers = df.edge_writer_ev
     cross = np.nonzero((reader_epoch >= 0) & (writer_epoch >= 0) & (reader_epoch != writer_epoch))[0]
     columns = [
-        writer_epoch[cross],
-        reader_epoch[cross],
+        writer_epoch[cross].astype(np.int64),
+        reader_epoch[cross].astype(np.int64),
         writers[cross],
         df.edge_reader_ev[cross],
         df.edge_reader[cross],

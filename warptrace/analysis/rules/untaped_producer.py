@@ -80,16 +80,15 @@ def check(model: Model) -> list[Finding]:
     pairs = backpropagated(df)
     if not pairs:
         return []
-    slices = df.objective_events_many([call for _, call in pairs])
+    slices = df.objective_arrays_many([call for _, call in pairs])
     findings = []
     written_by: dict[int, set[int]] = {}  # per producer event: the arrays it writes
     updates: dict[int, bool] = {}  # per producer event: whether it is an update step
     dtype_ok: dict[int, bool] = {}  # per array: known, of a floating-point (differentiable) dtype
-    for (epoch, call), events in zip(pairs, slices):
-        if not events:
+    for (epoch, call), consumers in zip(pairs, slices):
+        if not len(consumers):
             continue
         when = call.begin_seq
-        consumers = np.array(sorted(events), dtype=np.int64)
         rows, index = df.rows_of_events(consumers)
         keep = df.is_read[rows] & ~df.grad_row_mask[rows]
         rows, index = rows[keep], index[keep]
