@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -81,8 +80,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
         python = mark(original, _init_new)
         return compiled_or(
             python, original, "FastInitNew", original, python, record,
-            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, weakref.ref, NEW,
-            OWNER, ALLOC_OWNED,
+            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, NEW, OWNER, ALLOC_OWNED,
         )  # fmt: skip
 
     return _generic_then(original, record)
