@@ -1212,7 +1212,20 @@ length(PyObject *x)
 {
     if (PyList_CheckExact(x))
         return PyList_GET_SIZE(x);
+    if (Py_IS_TYPE(x, &RowsType))
+        return rows_len((Rows *)x);
     return PyObject_Size(x);
+}
+
+/* the value of an exact int that fits a long long: 1, else 0 */
+static inline int
+small_int(PyObject *x, long long *value)
+{
+    if (!PyLong_CheckExact(x))
+        return 0;
+    int overflow = 0;
+    *value = PyLong_AsLongLongAndOverflow(x, &overflow);
+    return !overflow;
 }
 
 /* ------------------------------------------------------------------ session cache */
@@ -1319,7 +1332,8 @@ rec_ssize(Session *ss, PyObject *name)
     PyObject *v = rec_attr(ss, name);
     if (v == NULL)
         return -1;
-    Py_ssize_t n = PyNumber_AsSsize_t(v, PyExc_OverflowError);
+    /* an exact int (the limits are): its value without the number protocol */
+    Py_ssize_t n = PyLong_CheckExact(v) ? PyLong_AsSsize_t(v) : PyNumber_AsSsize_t(v, PyExc_OverflowError);
     Py_DECREF(v);
     return n;
 }
@@ -1470,7 +1484,9 @@ flush_if_due(Session *ss, PyObject *ev, PyObject *acc, PyObject *t_ns)
         PyObject *deadline = rec_attr(ss, s_flush_deadline);
         if (deadline == NULL)
             return -1;
-        full = PyObject_RichCompareBool(t_ns, deadline, Py_GE);
+        long long now_value, deadline_value;
+        full = small_int(t_ns, &now_value) && small_int(deadline, &deadline_value) ? now_value >= deadline_value
+                                                                                 : PyObject_RichCompareBool(t_ns, deadline, Py_GE);
         Py_DECREF(deadline);
     }
     if (full < 0)
@@ -5665,17 +5681,6 @@ caller_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ================================================================== the allocation index */
-
-/* the value of an exact int that fits a long long: 1, else 0 */
-static inline int
-small_int(PyObject *x, long long *value)
-{
-    if (!PyLong_CheckExact(x))
-        return 0;
-    int overflow = 0;
-    *value = PyLong_AsLongLongAndOverflow(x, &overflow);
-    return !overflow;
-}
 
 /* Intervals(reap_pending): identity.AllocIndex in C arrays: the sorted, non-overlapping byte
  * intervals of the live allocations, with add(start, end, alloc_id, keeper), find(lo, hi)
