@@ -1386,3 +1386,41 @@ def test_session_lock_behaves_as_an_rlock():
         lock.release()
         thread.join(5)
         assert total and len(waited) == 1 and waited[0] >= 0.04
+
+
+@needs_compiled
+def test_counters_hold_the_sessions_seq_and_flush_limits(tmp_path, monkeypatch):
+    """With the C module a session's seq and flush limits are the fields of its compiled
+    ``Counters``: the compiled wrappers advance them in place, the Recorder's attributes
+    forward to them (reads, writes from Python), and each launch takes the next number;
+    with ``WARPTRACE_PURE_PYTHON=1`` they are plain attributes of a plain Recorder."""
+    from warptrace.record.counters import CountedRecorder
+    from warptrace.record.session import Recorder
+    from warptrace.trace.rows import EVENT_WIDTH
+
+    x = wp.ones(4, dtype=float, device=DEVICE)
+    y = wp.zeros(4, dtype=float, device=DEVICE)
+    warptrace.start(tmp_path / "counted.wtrace")
+    try:
+        rec = state.rec
+        assert type(rec) is CountedRecorder and "seq" not in vars(rec)
+        rec.flush_ev_len = rec.flush_acc_len = rec.flush_deadline = 1 << 62  # rows stay buffered
+        assert rec.counters.flush_ev_len == rec.counters.flush_deadline == 1 << 62
+        first, rows = rec.seq, len(rec.ev)
+        for _ in range(3):
+            wp.launch(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)
+        assert rec.seq == rec.counters.seq == first + 3
+        seqs = [rec.ev[i] for i in range(rows, len(rec.ev), EVENT_WIDTH)]
+        assert seqs == [first, first + 1, first + 2]
+        rec.seq = rec.seq + 10  # a write from Python: the next compiled event takes it
+        wp.launch(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)
+        assert rec.ev[len(rec.ev) - EVENT_WIDTH] == first + 13 and rec.counters.seq == first + 14
+    finally:
+        warptrace.stop()
+    monkeypatch.setenv(compiled_mod.PURE_PYTHON_ENV, "1")
+    warptrace.start(tmp_path / "plain.wtrace")
+    try:
+        rec = state.rec
+        assert type(rec) is Recorder and "seq" in vars(rec) and "counters" not in vars(rec)
+    finally:
+        warptrace.stop()

@@ -39,7 +39,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 15
+#define ABI_VERSION 16
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -58,7 +58,7 @@ static PyObject *s_params[NPARAMS];
 static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites, *s_by_pos,
     *s_phase, *s_bw_site, *s_bw_tape, *s_caller, *s_runtime, *s_tape, *s_launches, *s_captures,
     *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
-    *s_release, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
+    *s_release, *s_counters, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
     *s_backward_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
     *s_zeroed, *s_scope_tape, *s_tape_zero_code, *s_size, *s_append, *s_grad_owner_slot, *s_open_seqs, *s_grad_attr;
@@ -228,6 +228,40 @@ static PyTypeObject LockType = {
     .tp_new = lock_new,
 };
 
+/* The session's event counter and flush limits (session.py, Recorder.counters): C fields
+ * the compiled wrappers read and advance without a dictionary lookup or an int object, and
+ * the Recorder's seq/flush_* properties forward to. */
+typedef struct {
+    PyObject_HEAD
+    long long seq, flush_ev_len, flush_acc_len, flush_deadline;
+} CountersObject;
+
+static PyMemberDef counters_members[] = {
+    {"seq", T_LONGLONG, offsetof(CountersObject, seq), 0, "the next event sequence number"},
+    {"flush_ev_len", T_LONGLONG, offsetof(CountersObject, flush_ev_len), 0, "values of event rows that flush"},
+    {"flush_acc_len", T_LONGLONG, offsetof(CountersObject, flush_acc_len), 0, "values of access rows that flush"},
+    {"flush_deadline", T_LONGLONG, offsetof(CountersObject, flush_deadline), 0, "perf_counter_ns() that flushes"},
+    {NULL},
+};
+
+static PyObject *
+counters_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (!_PyArg_NoPositional("Counters", args) || !_PyArg_NoKeywords("Counters", kwds))
+        return NULL;
+    return type->tp_alloc(type, 0); /* every field 0 */
+}
+
+static PyTypeObject CountersType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warptrace.record._fastlaunch.Counters",
+    .tp_basicsize = sizeof(CountersObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Counters(): a session's seq and flush limits as C fields (see session.py)",
+    .tp_members = counters_members,
+    .tp_new = counters_new,
+};
+
 /* Attributes a Recorder sets in __init__ and never rebinds (see session.py), read once
  * per session instead of once per launch. A launch holds a reference to the Session it
  * started with: another thread may start a new session meanwhile (the rec reference
@@ -243,6 +277,9 @@ typedef struct {
     /* rec.ident (Identity), its __dict__, its index when it is the compiled Intervals (else
      * NULL) and its _device_cache dict (else NULL): set in Identity.__init__, never rebound */
     PyObject *ident, *ident_dict, *index, *device_cache;
+    /* rec.counters when it is the compiled Counters and the Recorder's seq and flush_*
+     * forward to it (never rebound), else NULL: those are plain attributes in rec.dict */
+    CountersObject *counters;
     /* by_pos's answers for the frame walk of allocations, by code object and offset (by_pos
      * keeps its codes alive, and a site once interned stays) */
     struct { void *code; int lasti; PyObject *site; } pos_cache[SITE_SLOTS];
@@ -269,6 +306,7 @@ session_traverse(Session *ss, visitproc visit, void *arg)
     Py_VISIT(ss->ident_dict);
     Py_VISIT(ss->index);
     Py_VISIT(ss->device_cache);
+    Py_VISIT(ss->counters);
     return 0;
 }
 
@@ -293,6 +331,7 @@ session_clear(Session *ss)
     Py_CLEAR(ss->ident_dict);
     Py_CLEAR(ss->index);
     Py_CLEAR(ss->device_cache);
+    Py_CLEAR(ss->counters);
     for (int i = 0; i < SITE_SLOTS; i++) {
         ss->pos_cache[i].code = NULL;
         Py_CLEAR(ss->pos_cache[i].site);
@@ -1338,6 +1377,35 @@ rec_ssize(Session *ss, PyObject *name)
     return n;
 }
 
+/* rec.seq (new reference) */
+static PyObject *
+seq_now(Session *ss)
+{
+    return ss->counters != NULL ? PyLong_FromLongLong(ss->counters->seq) : rec_attr(ss, s_seq);
+}
+
+/* rec.seq, advanced by one: the number taken (new reference); under rec.lock */
+static PyObject *
+seq_take(Session *ss)
+{
+    if (ss->counters != NULL) {
+        PyObject *seq = PyLong_FromLongLong(ss->counters->seq);
+        if (seq != NULL)
+            ss->counters->seq++;
+        return seq;
+    }
+    PyObject *seq = rec_attr(ss, s_seq), *next_seq;
+    if (seq == NULL)
+        return NULL;
+    if ((next_seq = PyNumber_Add(seq, i_one)) == NULL || PyDict_SetItem(ss->dict, s_seq, next_seq) < 0) {
+        Py_XDECREF(next_seq);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_DECREF(next_seq);
+    return seq;
+}
+
 /* the per-session attributes of rec (a new Session, or NULL with an exception) */
 static Session *
 session_new(PyObject *rec)
@@ -1348,6 +1416,7 @@ session_new(PyObject *rec)
     ss->rec = ss->dict = ss->local = ss->sites = ss->by_pos = ss->caller_dicts = ss->acquire = NULL;
     ss->release = ss->tok = ss->register_ = ss->captures = ss->skip = ss->external = NULL;
     ss->ident = ss->ident_dict = ss->index = ss->device_cache = NULL;
+    ss->counters = NULL;
     memset(ss->pos_cache, 0, sizeof(ss->pos_cache));
     ss->clock = NULL;
     PyObject_GC_Track(ss);
@@ -1407,21 +1476,31 @@ session_new(PyObject *rec)
                         "Sites.by_pos and Recorder.captures must be dicts, Identity.external a set");
         goto done;
     }
-    /* The counters and buffers the launch reads and writes every time, straight from
-     * the session's __dict__: plain instance attributes (nothing on its class). */
-    PyObject *const *names[] = {&s_seq, &s_ev, &s_acc, &s_ev_extra, &s_flush_ev_len, &s_flush_acc_len,
-                                &s_flush_deadline};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (_PyType_Lookup(Py_TYPE(rec), *names[i]) != NULL) {
-            PyErr_Format(PyExc_TypeError, "Recorder.%U is not a plain attribute", *names[i]);
-            goto done;
-        }
-    }
     if ((ss->dict = PyObject_GenericGetDict(rec, NULL)) == NULL)
         goto done;
     if (!PyDict_CheckExact(ss->dict)) {
         PyErr_SetString(PyExc_TypeError, "Recorder.__dict__ must be a dict");
         goto done;
+    }
+    /* seq and the flush limits: the compiled Counters' fields where the Recorder's class
+     * forwards them there (session.py, CountedRecorder), else plain attributes */
+    PyObject *counters = PyDict_GetItemWithError(ss->dict, s_counters);
+    if (counters == NULL && PyErr_Occurred())
+        goto done;
+    if (counters != NULL && Py_IS_TYPE(counters, &CountersType) && _PyType_Lookup(Py_TYPE(rec), s_seq) != NULL) {
+        Py_INCREF(counters);
+        ss->counters = (CountersObject *)counters;
+    }
+    /* The buffers (and else the counters) the launch reads and writes every time, straight
+     * from the session's __dict__: plain instance attributes (nothing on its class). */
+    PyObject *const *names[] = {&s_ev, &s_acc, &s_ev_extra, &s_seq, &s_flush_ev_len, &s_flush_acc_len,
+                                &s_flush_deadline};
+    size_t plain = ss->counters != NULL ? 3 : sizeof(names) / sizeof(names[0]);
+    for (size_t i = 0; i < plain; i++) {
+        if (_PyType_Lookup(Py_TYPE(rec), *names[i]) != NULL) {
+            PyErr_Format(PyExc_TypeError, "Recorder.%U is not a plain attribute", *names[i]);
+            goto done;
+        }
     }
     rc = 0;
 done:
@@ -1468,6 +1547,34 @@ flush_if_due(Session *ss, PyObject *ev, PyObject *acc, PyObject *t_ns)
     Py_ssize_t n_ev = length(ev), n_acc;
     if (n_ev < 0)
         return -1;
+    CountersObject *c = ss->counters;
+    if (c != NULL) {
+        long long now_value;
+        int full = n_ev >= c->flush_ev_len;
+        if (!full) {
+            if ((n_acc = length(acc)) < 0)
+                return -1;
+            full = n_acc >= c->flush_acc_len;
+        }
+        if (!full) {
+            if (small_int(t_ns, &now_value)) {
+                full = now_value >= c->flush_deadline;
+            } else {
+                PyObject *deadline = PyLong_FromLongLong(c->flush_deadline);
+                full = deadline == NULL ? -1 : PyObject_RichCompareBool(t_ns, deadline, Py_GE);
+                Py_XDECREF(deadline);
+            }
+        }
+        if (full < 0)
+            return -1;
+        if (full) {
+            PyObject *r = PyObject_CallMethodNoArgs(ss->rec, s_flush);
+            if (r == NULL)
+                return -1;
+            Py_DECREF(r);
+        }
+        return 0;
+    }
     Py_ssize_t limit_ev = rec_ssize(ss, s_flush_ev_len);
     if (limit_ev == -1 && PyErr_Occurred())
         return -1;
@@ -2006,11 +2113,7 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
         goto done;
     locked = 1;
 
-    if ((seq = rec_attr(ss, s_seq)) == NULL)
-        goto done;
-    if ((next_seq = PyNumber_Add(seq, i_one)) == NULL)
-        goto done;
-    if (PyDict_SetItem(ss->dict, s_seq, next_seq) < 0)
+    if ((seq = seq_take(ss)) == NULL)
         goto done;
     if ((ev = rec_attr(ss, s_ev)) == NULL || (acc = rec_attr(ss, s_acc)) == NULL)
         goto done;
@@ -2946,7 +3049,7 @@ is_fresh(FastMethod *self, Session *ss, PyObject *arr)
         return -1;
     int fresh = 0;
     if (PyTuple_CheckExact(new) && PyTuple_GET_SIZE(new) >= 4 && PyTuple_GET_ITEM(new, 0) == ss->tok) {
-        PyObject *seq = rec_attr(ss, s_seq);
+        PyObject *seq = seq_now(ss);
         if (seq == NULL) {
             Py_DECREF(new);
             return -1;
@@ -3008,9 +3111,7 @@ event_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *kind, PyObject 
     if (session_acquire(ss) < 0)
         goto done;
     locked = 1;
-    if ((seq = rec_attr(ss, s_seq)) == NULL || (next_seq = PyNumber_Add(seq, i_one)) == NULL)
-        goto done;
-    if (PyDict_SetItem(ss->dict, s_seq, next_seq) < 0)
+    if ((seq = seq_take(ss)) == NULL)
         goto done;
     if ((ev = rec_attr(ss, s_ev)) == NULL || (acc = rec_attr(ss, s_acc)) == NULL)
         goto done;
@@ -4091,8 +4192,7 @@ reserve_seq(Session *ss)
     if (session_acquire(ss) < 0)
         return NULL;
     int rc = -1;
-    if ((seq = rec_attr(ss, s_seq)) != NULL && (next_seq = PyNumber_Add(seq, i_one)) != NULL
-        && PyDict_SetItem(ss->dict, s_seq, next_seq) == 0 && (open = rec_attr(ss, s_open_seqs)) != NULL)
+    if ((seq = seq_take(ss)) != NULL && (open = rec_attr(ss, s_open_seqs)) != NULL)
         rc = PySet_CheckExact(open) ? PySet_Add(open, seq) : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "warptrace: Recorder.open_seqs is not a set");
@@ -5219,14 +5319,14 @@ frow_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
         goto done;
     locked = 1;
     int fresh = PyObject_RichCompareBool(given, i_zero, Py_LT);
-    if (fresh < 0 || (current = rec_attr(ss, s_seq)) == NULL)
+    if (fresh < 0)
         goto done;
     if (fresh) {
-        seq = current;
-        current = NULL;
-        if ((next_seq = PyNumber_Add(seq, i_one)) == NULL || PyDict_SetItem(ss->dict, s_seq, next_seq) < 0)
+        if ((seq = seq_take(ss)) == NULL)
             goto done;
     } else {
+        if ((current = seq_now(ss)) == NULL)
+            goto done;
         seq = given;
         Py_INCREF(seq);
         /* self.open_seqs.discard(seq); a row appended after later ones: self.disordered = True */
@@ -6092,7 +6192,7 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
     ident_dict = ss->ident_dict;
     Py_INCREF(ident);
     Py_INCREF(ident_dict);
-    if ((seq = rec_attr(ss, s_seq)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL)
+    if ((seq = seq_now(ss)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL)
         goto done;
     if ((ptr = dict_attr(arr, s_ptr, 0)) == NULL)
         goto done;
@@ -6371,7 +6471,7 @@ fp_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
             how = -1;
     } else if (how > 0) {
         /* Identity.on_ptr */
-        if ((seq = rec_attr(ss, s_seq)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL
+        if ((seq = seq_now(ss)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL
             || (new = untracked(PyTuple_Pack(5, ss->tok, site, last, i_minus1, labelled ? Py_True : Py_False)))
                    == NULL
             || (arr_dict = PyObject_GenericGetDict(arr, NULL)) == NULL
@@ -6755,7 +6855,7 @@ PyInit__fastlaunch(void)
         || intern(&s_fields, "fields") < 0 || intern(&s_adj, "adj") < 0 || intern(&s_tok, "tok") < 0
         || intern(&s_caller_dicts, "caller_dicts") < 0 || intern(&s_lock, "lock") < 0
         || intern(&s_acquire, "acquire") < 0 || intern(&s_release, "release") < 0
-        || intern(&s_seq, "seq") < 0 || intern(&s_ev, "ev") < 0 || intern(&s_acc, "acc") < 0
+        || intern(&s_counters, "counters") < 0 || intern(&s_seq, "seq") < 0 || intern(&s_ev, "ev") < 0 || intern(&s_acc, "acc") < 0
         || intern(&s_thread, "thread") < 0 || intern(&s_parent, "parent") < 0
         || intern(&s_flush_ev_len, "flush_ev_len") < 0 || intern(&s_flush_acc_len, "flush_acc_len") < 0
         || intern(&s_flush_deadline, "flush_deadline") < 0 || intern(&s_flush, "flush") < 0
@@ -6820,7 +6920,7 @@ PyInit__fastlaunch(void)
         || PyType_Ready(&FastAllocGradType) < 0 || PyType_Ready(&FastInitFromPtrType) < 0
         || PyType_Ready(&FastRecordFuncType) < 0 || PyType_Ready(&FastInterfaceType) < 0
         || PyType_Ready(&FastBackwardType) < 0 || PyType_Ready(&RowsType) < 0 || PyType_Ready(&LockType) < 0
-        || PyType_Ready(&IntervalsType) < 0)
+        || PyType_Ready(&IntervalsType) < 0 || PyType_Ready(&CountersType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&fastlaunch_module);
     if (m == NULL)
@@ -6930,6 +7030,12 @@ PyInit__fastlaunch(void)
     Py_INCREF(&IntervalsType);
     if (PyModule_AddObject(m, "Intervals", (PyObject *)&IntervalsType) < 0) {
         Py_DECREF(&IntervalsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&CountersType);
+    if (PyModule_AddObject(m, "Counters", (PyObject *)&CountersType) < 0) {
+        Py_DECREF(&CountersType);
         Py_DECREF(m);
         return NULL;
     }

@@ -8,7 +8,8 @@ It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
 ``Tape.__init__`` (``FastTapeInit``), ``Tape.__enter__``/``__exit__`` (``FastTapeEvent``),
 ``Tape.record_func`` (``FastRecordFunc``) and ``Tape.backward`` (``FastBackward``), the
 compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
-loop of ``Tape.zero()`` (``zeroed_rows``), the allocation index (``Intervals``, ``AllocIndex``'s twin),
+loop of ``Tape.zero()`` (``zeroed_rows``), the allocation index (``Intervals``, ``AllocIndex``'s twin), the session's seq and flush limits
+(``Counters``, :mod:`warptrace.record.counters`),
 the call-site frame walk (``caller_walk``) and the int64 packing of the rows the writer thread
 sends to the trace-writer process (``pack_int64``, ``pack_rows``), and the session's row
 buffers that pack their values as they are appended (``Rows``) and its lock (``Lock``). Every one of them has a pure-Python twin, used when the module is
@@ -34,7 +35,7 @@ COMPILED_FOR = ((3, 11),)
 PURE_PYTHON_ENV = "WARPTRACE_PURE_PYTHON"
 # The C module's ABI_VERSION this package calls (its arguments, what it reads): an in-tree
 # build left from an older _fastlaunch.c (git ignores it, a checkout keeps it) is not used.
-COMPILED_ABI = 15
+COMPILED_ABI = 16
 # The compiled wrappers made (uninstall() tells them to let their session go).
 COMPILED_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
 
