@@ -1390,8 +1390,8 @@ def test_session_lock_behaves_as_an_rlock():
 
 @needs_compiled
 def test_counters_hold_the_sessions_seq_and_flush_limits(tmp_path, monkeypatch):
-    """With the C module a session's seq and flush limits are the fields of its compiled
-    ``Counters``: the compiled wrappers advance them in place, the Recorder's attributes
+    """With the C module a session's seq, flush limits and row buffers are the fields of its
+    compiled ``Counters``: the compiled wrappers advance and append to them in place, the Recorder's attributes
     forward to them (reads, writes from Python), and each launch takes the next number;
     with ``WARPTRACE_PURE_PYTHON=1`` they are plain attributes of a plain Recorder."""
     from warptrace.record.counters import CountedRecorder
@@ -1403,7 +1403,7 @@ def test_counters_hold_the_sessions_seq_and_flush_limits(tmp_path, monkeypatch):
     warptrace.start(tmp_path / "counted.wtrace")
     try:
         rec = state.rec
-        assert type(rec) is CountedRecorder and "seq" not in vars(rec)
+        assert type(rec) is CountedRecorder and not {"seq", "ev", "acc", "ev_extra"} & set(vars(rec))
         rec.flush_ev_len = rec.flush_acc_len = rec.flush_deadline = 1 << 62  # rows stay buffered
         assert rec.counters.flush_ev_len == rec.counters.flush_deadline == 1 << 62
         first, rows = rec.seq, len(rec.ev)
@@ -1412,9 +1412,12 @@ def test_counters_hold_the_sessions_seq_and_flush_limits(tmp_path, monkeypatch):
         assert rec.seq == rec.counters.seq == first + 3
         seqs = [rec.ev[i] for i in range(rows, len(rec.ev), EVENT_WIDTH)]
         assert seqs == [first, first + 1, first + 2]
+        assert rec.ev is rec.counters.ev and rec.acc is rec.counters.acc
+        rec.flush(force=True, wait=True)  # rebinds the buffers: the compiled wrappers append to the new ones
+        assert len(rec.ev) == 0 and rec.ev is rec.counters.ev
         rec.seq = rec.seq + 10  # a write from Python: the next compiled event takes it
         wp.launch(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)
-        assert rec.ev[len(rec.ev) - EVENT_WIDTH] == first + 13 and rec.counters.seq == first + 14
+        assert len(rec.ev) == EVENT_WIDTH and rec.ev[0] == first + 13 and rec.counters.seq == first + 14
     finally:
         warptrace.stop()
     monkeypatch.setenv(compiled_mod.PURE_PYTHON_ENV, "1")

@@ -234,6 +234,7 @@ static PyTypeObject LockType = {
 typedef struct {
     PyObject_HEAD
     long long seq, flush_ev_len, flush_acc_len, flush_deadline;
+    PyObject *ev, *acc, *ev_extra; /* the row buffers (rebound at each flush) */
 } CountersObject;
 
 static PyMemberDef counters_members[] = {
@@ -241,23 +242,67 @@ static PyMemberDef counters_members[] = {
     {"flush_ev_len", T_LONGLONG, offsetof(CountersObject, flush_ev_len), 0, "values of event rows that flush"},
     {"flush_acc_len", T_LONGLONG, offsetof(CountersObject, flush_acc_len), 0, "values of access rows that flush"},
     {"flush_deadline", T_LONGLONG, offsetof(CountersObject, flush_deadline), 0, "perf_counter_ns() that flushes"},
+    {"ev", T_OBJECT_EX, offsetof(CountersObject, ev), 0, "the event rows"},
+    {"acc", T_OBJECT_EX, offsetof(CountersObject, acc), 0, "the access rows"},
+    {"ev_extra", T_OBJECT_EX, offsetof(CountersObject, ev_extra), 0, "the events' (seq, value, detail)"},
     {NULL},
 };
+
+static int
+counters_traverse(CountersObject *c, visitproc visit, void *arg)
+{
+    Py_VISIT(c->ev);
+    Py_VISIT(c->acc);
+    Py_VISIT(c->ev_extra);
+    return 0;
+}
+
+static int
+counters_clear(CountersObject *c)
+{
+    Py_CLEAR(c->ev);
+    Py_CLEAR(c->acc);
+    Py_CLEAR(c->ev_extra);
+    return 0;
+}
+
+static void
+counters_dealloc(CountersObject *c)
+{
+    PyObject_GC_UnTrack(c);
+    counters_clear(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+/* a row buffer the Counters hold (new reference), or an AttributeError naming it */
+static PyObject *
+counters_rows(PyObject *held, PyObject *name)
+{
+    if (held == NULL) {
+        PyErr_Format(PyExc_AttributeError, "Recorder.%U", name);
+        return NULL;
+    }
+    Py_INCREF(held);
+    return held;
+}
 
 static PyObject *
 counters_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     if (!_PyArg_NoPositional("Counters", args) || !_PyArg_NoKeywords("Counters", kwds))
         return NULL;
-    return type->tp_alloc(type, 0); /* every field 0 */
+    return type->tp_alloc(type, 0); /* every field 0 (NULL) */
 }
 
 static PyTypeObject CountersType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "warptrace.record._fastlaunch.Counters",
     .tp_basicsize = sizeof(CountersObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Counters(): a session's seq and flush limits as C fields (see session.py)",
+    .tp_dealloc = (destructor)counters_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)counters_traverse,
+    .tp_clear = (inquiry)counters_clear,
+    .tp_doc = "Counters(): a session's seq, flush limits and row buffers as C fields (counters.py)",
     .tp_members = counters_members,
     .tp_new = counters_new,
 };
@@ -1406,6 +1451,16 @@ seq_take(Session *ss)
     return seq;
 }
 
+/* rec.ev, rec.acc or rec.ev_extra (new reference) */
+static PyObject *
+rows_attr(Session *ss, PyObject *name)
+{
+    CountersObject *c = ss->counters;
+    if (c == NULL)
+        return rec_attr(ss, name);
+    return counters_rows(name == s_ev ? c->ev : name == s_acc ? c->acc : c->ev_extra, name);
+}
+
 /* the per-session attributes of rec (a new Session, or NULL with an exception) */
 static Session *
 session_new(PyObject *rec)
@@ -1482,24 +1537,28 @@ session_new(PyObject *rec)
         PyErr_SetString(PyExc_TypeError, "Recorder.__dict__ must be a dict");
         goto done;
     }
-    /* seq and the flush limits: the compiled Counters' fields where the Recorder's class
-     * forwards them there (session.py, CountedRecorder), else plain attributes */
+    /* seq, the flush limits and the row buffers: the compiled Counters' fields where the
+     * Recorder's class forwards them there (counters.py, CountedRecorder), else plain
+     * attributes */
     PyObject *counters = PyDict_GetItemWithError(ss->dict, s_counters);
     if (counters == NULL && PyErr_Occurred())
         goto done;
-    if (counters != NULL && Py_IS_TYPE(counters, &CountersType) && _PyType_Lookup(Py_TYPE(rec), s_seq) != NULL) {
-        Py_INCREF(counters);
-        ss->counters = (CountersObject *)counters;
-    }
-    /* The buffers (and else the counters) the launch reads and writes every time, straight
-     * from the session's __dict__: plain instance attributes (nothing on its class). */
     PyObject *const *names[] = {&s_ev, &s_acc, &s_ev_extra, &s_seq, &s_flush_ev_len, &s_flush_acc_len,
                                 &s_flush_deadline};
-    size_t plain = ss->counters != NULL ? 3 : sizeof(names) / sizeof(names[0]);
-    for (size_t i = 0; i < plain; i++) {
-        if (_PyType_Lookup(Py_TYPE(rec), *names[i]) != NULL) {
-            PyErr_Format(PyExc_TypeError, "Recorder.%U is not a plain attribute", *names[i]);
-            goto done;
+    size_t n_names = sizeof(names) / sizeof(names[0]), forwarded = 0;
+    for (size_t i = 0; i < n_names; i++)
+        forwarded += _PyType_Lookup(Py_TYPE(rec), *names[i]) != NULL;
+    if (counters != NULL && Py_IS_TYPE(counters, &CountersType) && forwarded == n_names) {
+        Py_INCREF(counters);
+        ss->counters = (CountersObject *)counters;
+    } else {
+        /* else the buffers and counters the launch reads and writes every time, straight
+         * from the session's __dict__: plain instance attributes (nothing on its class) */
+        for (size_t i = 0; i < n_names; i++) {
+            if (_PyType_Lookup(Py_TYPE(rec), *names[i]) != NULL) {
+                PyErr_Format(PyExc_TypeError, "Recorder.%U is not a plain attribute", *names[i]);
+                goto done;
+            }
         }
     }
     rc = 0;
@@ -2115,7 +2174,7 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
 
     if ((seq = seq_take(ss)) == NULL)
         goto done;
-    if ((ev = rec_attr(ss, s_ev)) == NULL || (acc = rec_attr(ss, s_acc)) == NULL)
+    if ((ev = rows_attr(ss, s_ev)) == NULL || (acc = rows_attr(ss, s_acc)) == NULL)
         goto done;
     /* The row buffers hold ints only (session.py): they can be in no reference cycle,
      * so the cyclic GC need not walk their (up to 100k) items on every collection.
@@ -3113,7 +3172,7 @@ event_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *kind, PyObject 
     locked = 1;
     if ((seq = seq_take(ss)) == NULL)
         goto done;
-    if ((ev = rec_attr(ss, s_ev)) == NULL || (acc = rec_attr(ss, s_acc)) == NULL)
+    if ((ev = rows_attr(ss, s_ev)) == NULL || (acc = rows_attr(ss, s_acc)) == NULL)
         goto done;
     {
         PyObject *row[15] = {
@@ -3124,7 +3183,7 @@ event_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *kind, PyObject 
             goto done;
     }
     if (value != Py_None || detail != Py_None) {
-        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = untracked(PyTuple_Pack(3, seq, value, detail))) == NULL
+        if ((extra = rows_attr(ss, s_ev_extra)) == NULL || (extra_row = untracked(PyTuple_Pack(3, seq, value, detail))) == NULL
             || append_item(extra, extra_row) < 0)
             goto done;
     }
@@ -5347,7 +5406,7 @@ frow_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
         if (same < 0 || (!same && PyObject_SetAttr(ss->rec, s_disordered, Py_True) < 0))
             goto done;
     }
-    if ((ev = rec_attr(ss, s_ev)) == NULL)
+    if ((ev = rows_attr(ss, s_ev)) == NULL)
         goto done;
     {
         PyObject *row[15] = {
@@ -5358,11 +5417,11 @@ frow_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
             goto done;
     }
     if (value != Py_None || detail != Py_None) {
-        if ((extra = rec_attr(ss, s_ev_extra)) == NULL || (extra_row = untracked(PyTuple_Pack(3, seq, value, detail))) == NULL
+        if ((extra = rows_attr(ss, s_ev_extra)) == NULL || (extra_row = untracked(PyTuple_Pack(3, seq, value, detail))) == NULL
             || append_item(extra, extra_row) < 0)
             goto done;
     }
-    if ((acc = rec_attr(ss, s_acc)) == NULL || row_accesses(acc, seq, accesses) < 0)
+    if ((acc = rows_attr(ss, s_acc)) == NULL || row_accesses(acc, seq, accesses) < 0)
         goto done;
     if (flush_if_due(ss, ev, acc, t_ns) < 0)
         goto done;

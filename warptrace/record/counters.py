@@ -1,14 +1,15 @@
-"""The session's event counter and flush limits as fields of the compiled ``Counters``.
+"""The session's event counter, flush limits and row buffers as fields of the compiled ``Counters``.
 
-Every event takes a number (``Recorder.seq``) and tests the flush limits (``flush_ev_len``,
+Every event takes a number (``Recorder.seq``), appends to the row buffers (``ev``, ``acc``,
+``ev_extra``: rebound at each flush) and tests the flush limits (``flush_ev_len``,
 ``flush_acc_len``, ``flush_deadline``). As plain attributes of the Recorder they cost the
 compiled wrappers a dictionary lookup each, an int object and a dictionary store per event
-(~650 instructions of the ~14,000 a taped launch adds). Where the C module is used,
-:func:`new_recorder` makes a :class:`CountedRecorder`: the four are C fields of its
+(~2,800 instructions of the ~13,800 a taped launch added). Where the C module is used,
+:func:`new_recorder` makes a :class:`CountedRecorder`: the seven are C fields of its
 ``counters`` (``_fastlaunch.Counters``), which the compiled wrappers read and advance in
 place, and the Recorder's attributes of those names forward to them, so that the Python
-code (``rec.seq``, ``rec.flush_deadline = ...``) is unchanged. Without the C module the
-Recorder keeps plain attributes.
+code (``rec.seq``, ``rec.ev``, ``rec.flush_deadline = ...``) is unchanged. Without the C
+module the Recorder keeps plain attributes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from typing import Any
 
 from warptrace.record.compiled import compiled_piece
 from warptrace.record.session import Recorder
-
-COUNTER_NAMES = ("seq", "flush_ev_len", "flush_acc_len", "flush_deadline")
 
 
 def _forwarded(name: str) -> property:
@@ -33,14 +32,17 @@ def _forwarded(name: str) -> property:
 
 
 class CountedRecorder(Recorder):
-    """A :class:`~warptrace.record.session.Recorder` whose ``seq`` and ``flush_*`` limits are
-    the fields of the compiled ``Counters`` in ``counters`` (set before the Recorder's own
+    """A :class:`~warptrace.record.session.Recorder` whose ``seq``, ``flush_*`` limits and row
+    buffers are the fields of the compiled ``Counters`` in ``counters`` (set before the Recorder's own
     ``__init__`` assigns them; never rebound: the compiled wrappers hold it per session)."""
 
     seq = _forwarded("seq")
     flush_ev_len = _forwarded("flush_ev_len")
     flush_acc_len = _forwarded("flush_acc_len")
     flush_deadline = _forwarded("flush_deadline")
+    ev = _forwarded("ev")
+    acc = _forwarded("acc")
+    ev_extra = _forwarded("ev_extra")
 
     def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any], counters: Any) -> None:
         self.counters = counters
