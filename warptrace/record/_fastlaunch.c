@@ -35,6 +35,26 @@
 #include <frameobject.h>
 #include <structmember.h>
 
+/* The frame walks of the call sites read the interpreter's own frames (CPython 3.11's
+ * _PyInterpreterFrame: code, last instruction, previous frame) where its internal header is
+ * installed, as Cython does: walking with PyFrame_GetBack makes a frame object for every
+ * frame passed (an allocation's walk passes array.__init__, empty and zeros: ~2,500
+ * instructions to make and free them). Without the header (or built with -DWT_NO_IFRAME),
+ * the public frame API. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && defined(__has_include) && !defined(WT_NO_IFRAME)
+#if __has_include(<internal/pycore_frame.h>)
+#define WT_IFRAME 1
+#ifndef Py_BUILD_CORE
+#define Py_BUILD_CORE 1
+#define WT_UNDEF_BUILD_CORE 1
+#endif
+#include <internal/pycore_frame.h>
+#ifdef WT_UNDEF_BUILD_CORE
+#undef Py_BUILD_CORE
+#endif
+#endif
+#endif
+
 /* The interface with the Python side (the arguments of each compiled piece, the Recorder,
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
@@ -1570,7 +1590,93 @@ done:
     return ss;
 }
 
-static PyObject *walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObject *skip,
+/* A frame of the walks (borrowed: a walk runs no Python code, so every frame of the stack it
+ * walks, and its code, stays alive): the interpreter's frame where WT_IFRAME, else the frame
+ * object. */
+#ifdef WT_IFRAME
+typedef _PyInterpreterFrame WalkFrame;
+
+/* f, or the first complete frame below it (PyFrame_GetBack's and PyEval_GetFrame's rule) */
+static inline WalkFrame *
+walk_complete(WalkFrame *f)
+{
+    while (f != NULL && _PyFrame_IsIncomplete(f))
+        f = f->previous;
+    return f;
+}
+
+/* the caller of the C function running (PyEval_GetFrame() without its frame object) */
+static inline WalkFrame *
+walk_current(void)
+{
+    return walk_complete(PyThreadState_GET()->cframe->current_frame);
+}
+
+static inline WalkFrame *
+walk_of(PyFrameObject *frame)
+{
+    return frame->f_frame;
+}
+
+static inline PyCodeObject *
+walk_code(WalkFrame *f)
+{
+    return f->f_code;
+}
+
+/* PyFrame_GetLasti */
+static inline int
+walk_lasti(WalkFrame *f)
+{
+    int lasti = _PyInterpreterFrame_LASTI(f);
+    return lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT);
+}
+
+static inline WalkFrame *
+walk_back(WalkFrame *f)
+{
+    return walk_complete(f->previous);
+}
+#else
+typedef PyFrameObject WalkFrame;
+
+static inline WalkFrame *
+walk_current(void)
+{
+    return PyEval_GetFrame();
+}
+
+static inline WalkFrame *
+walk_of(PyFrameObject *frame)
+{
+    return frame;
+}
+
+static inline PyCodeObject *
+walk_code(WalkFrame *f)
+{
+    PyCodeObject *code = PyFrame_GetCode(f);
+    Py_DECREF(code); /* (the frame holds it) */
+    return code;
+}
+
+static inline int
+walk_lasti(WalkFrame *f)
+{
+    return PyFrame_GetLasti(f);
+}
+
+/* the frame object PyFrame_GetBack makes is held by its interpreter frame too */
+static inline WalkFrame *
+walk_back(WalkFrame *f)
+{
+    PyFrameObject *back = PyFrame_GetBack(f);
+    Py_XDECREF(back);
+    return back;
+}
+#endif
+
+static PyObject *walk_frames(WalkFrame *frame, PyCodeObject *called, int called_direct, PyObject *skip,
                              PyObject *by_pos, PyObject *constructor, PyObject *makers, Session *ss);
 
 /* Sites.caller(0) for the caller of a compiled wrapper (from C there is no wrapper frame in
@@ -1579,9 +1685,8 @@ static PyObject *walk_frames(PyFrameObject *frame, PyCodeObject *called, int cal
 static PyObject *
 walk_caller(Session *ss)
 {
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
+    WalkFrame *frame = walk_current();
     if (ss->skip != NULL && frame != NULL) {
-        Py_INCREF(frame); /* walk_frames takes a reference over */
         PyObject *site = walk_frames(frame, NULL, 0, ss->skip, ss->by_pos, Py_None, Py_None, ss);
         if (site == NULL || site != Py_None)
             return site;
@@ -5731,25 +5836,22 @@ position_site(PyObject *by_pos, PyCodeObject *code, int lasti)
  * the frame below it (a reference it takes over, or NULL), or with called NULL and
  * called_direct 1, a callee that counts as an array maker (the compiled _init_new). */
 static PyObject *
-walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObject *skip, PyObject *by_pos,
+walk_frames(WalkFrame *frame, PyCodeObject *called, int called_direct, PyObject *skip, PyObject *by_pos,
             PyObject *constructor, PyObject *makers, Session *ss)
 {
     int alloc = constructor != Py_None;
     Py_ssize_t constructors = 0;
-    PyObject *result = NULL;
     while (frame != NULL) {
-        PyCodeObject *code = PyFrame_GetCode(frame);
+        PyCodeObject *code = walk_code(frame);
         if ((PyObject *)code == constructor)
             constructors++;
         int internal = is_internal(skip, code);
-        if (internal == -1 || internal == -2) {
-            Py_DECREF(code);
-            if (internal == -2)
-                result = Py_None, Py_INCREF(result);
-            goto done;
-        }
+        if (internal == -1)
+            return NULL;
+        if (internal == -2)
+            Py_RETURN_NONE;
         if (!internal) {
-            int lasti = PyFrame_GetLasti(frame);
+            int lasti = walk_lasti(frame);
             size_t slot = (((uintptr_t)code >> 4) ^ ((uintptr_t)lasti * 40503u)) % SITE_SLOTS;
             PyObject *site;
             if (ss != NULL && ss->pos_cache[slot].code == (void *)code && ss->pos_cache[slot].lasti == lasti) {
@@ -5761,16 +5863,13 @@ walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObj
                 ss->pos_cache[slot].code = (void *)code;
                 ss->pos_cache[slot].lasti = lasti;
             }
-            Py_DECREF(code);
             if (site == NULL) {
-                if (!PyErr_Occurred())
-                    result = Py_None, Py_INCREF(result);
-                goto done;
+                if (PyErr_Occurred())
+                    return NULL;
+                Py_RETURN_NONE;
             }
-            if (!alloc) {
-                result = site;
-                goto done;
-            }
+            if (!alloc)
+                return site;
             int direct = called == NULL && called_direct;
             if (called != NULL) {
                 direct = (PyObject *)called == constructor;
@@ -5778,26 +5877,20 @@ walk_frames(PyFrameObject *frame, PyCodeObject *called, int called_direct, PyObj
                     direct = PySet_Contains(makers, called->co_name);
                     if (direct < 0) {
                         Py_DECREF(site);
-                        goto done;
+                        return NULL;
                     }
                 }
             }
-            result = PyTuple_Pack(2, site, constructors <= 1 && direct ? Py_True : Py_False);
+            PyObject *result = PyTuple_Pack(2, site, constructors <= 1 && direct ? Py_True : Py_False);
             Py_DECREF(site);
-            goto done;
+            return result;
         }
-        Py_XSETREF(called, code);
+        called = code;
         called_direct = 0;
-        PyFrameObject *back = PyFrame_GetBack(frame);
-        Py_DECREF(frame);
-        frame = back;
+        frame = walk_back(frame);
     }
     /* no user frame */
-    result = alloc ? Py_BuildValue("(iO)", -1, Py_False) : PyLong_FromLong(-1);
-done:
-    Py_XDECREF(frame);
-    Py_XDECREF(called);
-    return result;
+    return alloc ? Py_BuildValue("(iO)", -1, Py_False) : PyLong_FromLong(-1);
 }
 
 static PyObject *
@@ -5820,22 +5913,20 @@ caller_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyCodeObject *called = NULL;
-    PyFrameObject *frame = NULL;
-    if (constructor != Py_None) {
-        /* the frame below the start counts as the callee of the first frame examined */
-        PyFrameObject *below = frame_at(start - 1);
-        if (below != NULL) {
-            called = PyFrame_GetCode(below);
-            frame = PyFrame_GetBack(below);
-            Py_DECREF(below);
+    WalkFrame *frame = NULL;
+    PyFrameObject *from = frame_at(constructor != Py_None ? start - 1 : start);
+    if (from != NULL) {
+        frame = walk_of(from);
+        if (constructor != Py_None) {
+            /* the frame below the start counts as the callee of the first frame examined */
+            called = walk_code(frame);
+            frame = walk_back(frame);
         }
-    } else {
-        frame = frame_at(start);
     }
-    if (frame == NULL) { /* a stack that shallow: sys._getframe's error is Python's to raise */
-        Py_XDECREF(called);
+    /* (from, a live frame of the stack, is held by its interpreter frame too) */
+    Py_XDECREF(from);
+    if (frame == NULL) /* a stack that shallow: sys._getframe's error is Python's to raise */
         Py_RETURN_NONE;
-    }
     return walk_frames(frame, called, 0, skip, by_pos, constructor, makers, NULL);
 }
 
@@ -6375,10 +6466,9 @@ init_site(FastInitNew *self, Session *ss, PyObject *ts, PyObject **site, int *la
         Py_INCREF(*site);
         return 1;
     }
-    PyFrameObject *frame = PyEval_GetFrame(); /* the caller: array.__init__ */
+    WalkFrame *frame = walk_current(); /* the caller: array.__init__ */
     if (frame == NULL)
         return 0;
-    Py_INCREF(frame);
     PyObject *found = walk_frames(frame, NULL, 1, self->skip_code, ss->by_pos, self->init_code, self->makers, ss);
     if (found == NULL)
         return -1;
