@@ -928,3 +928,26 @@ def test_edge_passes_on_narrow_epochs(name, zoo_traces):
     assert results[0] == results[1]
     assert results[0][1] and any(results[0][1])
     assert results[0][0] or not name.startswith("wt302")  # cross-tape reads there
+
+
+def test_wt303_memory_codes_of_replays_copied_from_the_template(zoo_traces):
+    """WT303's memory codes per array id are numbered from the ids of the rows outside graph
+    replays that copy a template (a copy's rows are its template's): the codes of counting every
+    row's id."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.unchained_boundary import _RowCodes
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs["ok_flow_capture_replay"])
+    model = build_model(read_trace(path))
+    assert model.row_copies
+    ours = _RowCodes(model, dataflow_of(model))
+    every_row = build_model(read_trace(path))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row counted
+    every_row.__dict__["decided_rows"] = slice(None)
+    theirs = _RowCodes(every_row, dataflow_of(every_row))
+    assert (ours._low, ours.n_keys) == (theirs._low, theirs.n_keys)
+    assert np.array_equal(ours._key_of_id, theirs._key_of_id)
+    rows = np.arange(len(model.acc_array))
+    assert np.array_equal(ours.key(rows), theirs.key(rows)) and ours.n_keys > 1
