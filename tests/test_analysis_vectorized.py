@@ -1068,3 +1068,29 @@ def test_overwrites_of_replays_copied_from_the_template(tmp_path, monkeypatch, z
         n_findings += len(ours[0])
     assert n_findings > 20
     assert any(applied) and not all(applied)  # runs taken from the template, and passed row by row
+
+
+def test_dataflow_row_columns_of_replays_copied_from_the_template(tmp_path, zoo_traces):
+    """The dataflow's executed mask and its array-id bounds are worked out on the rows outside graph
+    replays that copy a template and copied into those: the same as gathering every row's."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow.base import DataflowBase
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    paths = [zoo_traces(programs[name]) for name in ("ok_flow_capture_replay", "wt101_capture_replay")]
+    paths.append(_random_replay_trace(1).write(tmp_path / "replays.wtrace"))
+    for path in paths:
+        model = build_model(read_trace(path))
+        assert model.row_copies
+        ours = DataflowBase(model)
+        every_row = build_model(read_trace(path))
+        every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row gathered
+        every_row.__dict__["decided_rows"] = slice(None)
+        theirs = DataflowBase(every_row)
+        assert np.array_equal(ours._exec, model.executed[model.acc_near_ev])
+        assert np.array_equal(ours._exec, theirs._exec)
+        rows = np.arange(len(model.acc_seq))
+        assert np.array_equal(ours.acc_lo[rows], theirs.acc_lo[rows])
+        assert np.array_equal(ours.acc_hi[rows], theirs.acc_hi[rows])
+        assert ours.acc_lo._clip == theirs.acc_lo._clip
