@@ -1094,3 +1094,29 @@ def test_dataflow_row_columns_of_replays_copied_from_the_template(tmp_path, zoo_
         assert np.array_equal(ours.acc_lo[rows], theirs.acc_lo[rows])
         assert np.array_equal(ours.acc_hi[rows], theirs.acc_hi[rows])
         assert ours.acc_lo._clip == theirs.acc_lo._clip
+
+
+def test_expanded_events_take_only_the_columns_copied(zoo_traces):
+    """The capture expansion takes the events' columns that copies keep and adds the ones each copy
+    gets anew (seq, parent, executed, tape): the table of taking every column and replacing those
+    four, column for column and in the same order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tests.zoo import discover
+    from warptrace.analysis.replay import expand_replays
+
+    programs = {program.name: program for program in discover()}
+    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    expanded = expand_replays(trace)[0].tables["events"]
+    events = trace.tables["events"].combine_chunks()
+    events = events.take(np.argsort(events.column("seq").to_numpy(), kind="stable"))
+    origin = np.searchsorted(events.column("seq").to_numpy(), expanded.column("orig_seq").to_numpy())
+    every = pc.take(events, pa.array(origin))
+    for name in ("seq", "parent", "executed", "tape"):
+        every = every.set_column(every.schema.get_field_index(name), name, expanded.column(name))
+    every = every.append_column("orig_seq", expanded.column("orig_seq"))
+    every = every.append_column("replay", expanded.column("replay"))
+    assert expanded.num_rows > events.num_rows
+    assert expanded.schema.equals(every.schema, check_metadata=True)
+    assert expanded.equals(every)
