@@ -1120,3 +1120,47 @@ def test_expanded_events_take_only_the_columns_copied(zoo_traces):
     assert expanded.num_rows > events.num_rows
     assert expanded.schema.equals(every.schema, check_metadata=True)
     assert expanded.equals(every)
+
+
+@pytest.mark.parametrize("limits", [(24, 4096), (3, 5)])
+def test_slices_of_replays_copied_from_the_template(tmp_path, monkeypatch, zoo_traces, limits):
+    """The backward slice of a call in a graph replay whose edges are its template's takes the
+    template call's slice, moved (Seeds._moved_slices): the slices of walking every call's edges,
+    all calls together and one by one, on random captured forward + backward graphs and the zoo's
+    capture programs, also with the step and scan limits cut so that walks inside a template pass
+    the step limit."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow import replayed
+    from warptrace.analysis.dataflow.seeds import Seeds
+    from warptrace.analysis.report import build_model
+
+    for module in (defuse_module, replayed):
+        monkeypatch.setattr(module, "_STEP_LIMIT", limits[0])
+    monkeypatch.setattr(defuse_module, "_SCAN_LIMIT", limits[1])
+    n_moved = []
+    plain = Seeds._moved_slices
+
+    def counting(self, *args):
+        moved = plain(self, *args)
+        n_moved.append(len(moved))
+        return moved
+
+    monkeypatch.setattr(Seeds, "_moved_slices", counting)
+    programs = {program.name: program for program in discover()}
+    names = ("ok_flow_capture_replay", "wt101_capture_replay", "wt103_capture_eager_backward")
+    paths = [zoo_traces(programs[name]) for name in names]
+    paths += [_random_taped_replay_trace(seed).write(tmp_path / f"replays{seed}.wtrace") for seed in range(6)]
+    for path in paths:
+        df = dataflow_of(build_model(read_trace(path)))
+        ours = df.objective_arrays_many(df.backward_calls)
+        with monkeypatch.context() as patch:
+            patch.setattr(Seeds, "_moved_slices", lambda self, *args: {})
+            walked = dataflow_of(build_model(read_trace(path)))
+            theirs = walked.objective_arrays_many(walked.backward_calls)
+            alone = dataflow_of(build_model(read_trace(path)))
+            one_by_one = [alone.objective_events(call) for call in alone.backward_calls]
+        assert len(ours) == len(theirs) > 1
+        for mine, walked_slice, walked_set in zip(ours, theirs, one_by_one):
+            assert np.array_equal(mine, walked_slice)
+            assert set(mine.tolist()) == walked_set
+    assert sum(n_moved) > 50
