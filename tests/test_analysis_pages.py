@@ -44,6 +44,12 @@ def test_reuse_freed_memory_where_glibc_has_mallopt() -> None:
         has_mallopt = sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "mallopt")
     except OSError:
         has_mallopt = False
-    code = "from warptrace.analysis.pages import reuse_freed_memory; print(reuse_freed_memory())"
+    code = (
+        "import pyarrow as pa; from warptrace.analysis.pages import reuse_freed_memory; "
+        "print(reuse_freed_memory(), pa.default_memory_pool().backend_name)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(has_mallopt)
+    done, pool = out.split()
+    assert done == str(has_mallopt)
+    # Arrow's buffers from the same heap, where glibc keeps freed memory for reuse
+    assert (pool == "system") == has_mallopt

@@ -928,3 +928,239 @@ def test_edge_passes_on_narrow_epochs(name, zoo_traces):
     assert results[0] == results[1]
     assert results[0][1] and any(results[0][1])
     assert results[0][0] or not name.startswith("wt302")  # cross-tape reads there
+
+
+def test_wt303_memory_codes_of_replays_copied_from_the_template(zoo_traces):
+    """WT303's memory codes per array id are numbered from the ids of the rows outside graph
+    replays that copy a template (a copy's rows are its template's): the codes of counting every
+    row's id."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.unchained_boundary import _RowCodes
+
+    programs = {program.name: program for program in discover()}
+    path = zoo_traces(programs["ok_flow_capture_replay"])
+    model = build_model(read_trace(path))
+    assert model.row_copies
+    ours = _RowCodes(model, dataflow_of(model))
+    every_row = build_model(read_trace(path))
+    every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row counted
+    every_row.__dict__["decided_rows"] = slice(None)
+    theirs = _RowCodes(every_row, dataflow_of(every_row))
+    assert (ours._low, ours.n_keys) == (theirs._low, theirs.n_keys)
+    assert np.array_equal(ours._key_of_id, theirs._key_of_id)
+    rows = np.arange(len(model.acc_array))
+    assert np.array_equal(ours.key(rows), theirs.key(rows)) and ours.n_keys > 1
+
+
+def _random_taped_replay_trace(seed: int) -> TraceBuilder:
+    """Graphs that record random launches, copies and memsets on a tape and backpropagate it (a
+    captured forward + backward), replayed in random order, with random untaped work between the
+    replays and at times a tape recorded outside the graph across replays."""
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    bases = [tb.array(f"a{i}", shape=(16,), requires_grad=bool(i % 3)) for i in range(3)]
+    arrays = list(bases)
+    for base in bases:
+        arrays += [tb.view(base, offset=offset, shape=(4,)) for offset in range(0, 16, 4)]
+    loss = tb.array("loss", shape=(1,), requires_grad=True)
+    kernels = [
+        tb.kernel("store", a="r", b="w"),
+        tb.kernel("accumulate", a="r", b="a"),
+        tb.kernel("update", a="rw", b="r"),
+    ]
+    reduce = tb.kernel("reduce", a="r", b="a")
+
+    def work(count: int) -> None:
+        for _ in range(count):
+            a, b = (int(v) for v in rng.choice(arrays, 2, replace=False))
+            choice = int(rng.integers(0, 6))
+            line = 10 + int(rng.integers(0, 4))
+            if choice < 3:
+                tb.launch(kernels[choice], a=a, b=b, line=line + choice)
+            elif choice == 3:
+                tb.copy(b, a, line=line + 20)
+            elif choice == 4:
+                tb.launch(kernels[1], a=a, b=b, line=line + 30)
+            else:
+                tb.memset(b, line=line + 40)
+
+    def recorded(count: int) -> int:
+        tape = tb.tape(line=5)
+        with tb.recording(tape):
+            work(count)
+            tb.launch(reduce, a=int(rng.choice(arrays)), b=loss, line=8)
+        tb.backward(tape, loss, line=9)
+        return tape
+
+    tb.launch(kernels[0], a=bases[0], b=bases[1])
+    captured = {}
+    for graph, size in ((7, 40), (8, 6)):
+        tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+        first = len(tb.rows["events"]["kind"])
+        captured[graph] = recorded(size)
+        for i in range(first, len(tb.rows["events"]["kind"])):
+            tb.rows["events"]["executed"][i] = False  # captured, not run
+        tb.event(S.CAPTURE_END, ref_id=graph)
+    kept = tb.tape(line=60)  # one tape recorded again and again (same pending keys)
+    open_tapes: list[int] = []
+    for _ in range(30):
+        if rng.random() < 0.15:  # a tape left open across replays
+            open_tapes.append(tb.tape(line=50) if rng.random() < 0.5 else kept)
+            with tb.recording(open_tapes[-1]):
+                work(3)
+        graph = int(rng.choice([7, 7, 8]))
+        tb.event(S.CAPTURE_LAUNCH, ref_id=graph)
+        work(int(rng.integers(0, 3)))
+        if rng.random() < 0.1:  # more recorded on the replay's tape, outside the graph
+            with tb.recording(captured[graph]):
+                work(2)
+            tb.backward(captured[graph], line=52)
+        if open_tapes and rng.random() < 0.3:
+            tb.backward(open_tapes.pop(0), line=51)
+    return tb
+
+
+@pytest.mark.parametrize("bucket_limit", [256, 2])
+def test_overwrites_of_replays_copied_from_the_template(tmp_path, monkeypatch, zoo_traces, bucket_limit):
+    """WT101-WT104's pass takes the runs of graph replays that copy their template from the
+    template's run (overwrite_replays): the findings and post-loss overwrites of passing every
+    row, on random captured forward + backward graphs (with tapes open across replays, where the
+    runs are passed row by row) and on the zoo's capture programs; also with a bucket size limit
+    small enough that the pass drops the reads that are over in and after copied runs."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import overwrite_after_read, overwrite_replays
+    from warptrace.analysis.rules.post_loss import post_loss_launches
+
+    for module in (overwrite_after_read, overwrite_replays):
+        monkeypatch.setattr(module, "BUCKET_LIMIT", bucket_limit)
+
+    applied = []
+    plain_apply = overwrite_replays.ReplayRuns.apply_block
+
+    def counting(self, *args):
+        after = plain_apply(self, *args)
+        applied.append(after >= 0)
+        return after
+
+    monkeypatch.setattr(overwrite_replays.ReplayRuns, "apply_block", counting)
+    programs = {program.name: program for program in discover()}
+    names = (
+        "wt101_capture_replay",
+        "ok_flow_capture_replay",
+        "wt103_capture_eager_backward",
+        "wt103_capture_epoch_reload",
+    )
+    paths = [zoo_traces(programs[name]) for name in names]
+    paths += [_random_taped_replay_trace(seed).write(tmp_path / f"replays{seed}.wtrace") for seed in range(8)]
+    n_findings = 0
+    for path in paths:
+        model = build_model(read_trace(path))
+        assert model.row_copies
+        ours = overwrite_after_read._overwrites(model, post_loss_launches(model))
+        with monkeypatch.context() as patch:
+            patch.setattr(overwrite_after_read, "plan_replay_runs", lambda *args: None)
+            theirs = overwrite_after_read._overwrites(model, post_loss_launches(model))
+        assert [f.to_dict() for f in ours[0]] == [f.to_dict() for f in theirs[0]], path
+        assert [f.key for f in ours[0]] == [f.key for f in theirs[0]]
+        assert ours[1] == theirs[1]
+        n_findings += len(ours[0])
+    assert n_findings > 20
+    assert any(applied) and not all(applied)  # runs taken from the template, and passed row by row
+
+
+def test_dataflow_row_columns_of_replays_copied_from_the_template(tmp_path, zoo_traces):
+    """The dataflow's executed mask and its array-id bounds are worked out on the rows outside graph
+    replays that copy a template and copied into those: the same as gathering every row's."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow.base import DataflowBase
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    paths = [zoo_traces(programs[name]) for name in ("ok_flow_capture_replay", "wt101_capture_replay")]
+    paths.append(_random_replay_trace(1).write(tmp_path / "replays.wtrace"))
+    for path in paths:
+        model = build_model(read_trace(path))
+        assert model.row_copies
+        ours = DataflowBase(model)
+        every_row = build_model(read_trace(path))
+        every_row.__dict__["row_copies"] = []  # no replay taken as a copy: every row gathered
+        every_row.__dict__["decided_rows"] = slice(None)
+        theirs = DataflowBase(every_row)
+        assert np.array_equal(ours._exec, model.executed[model.acc_near_ev])
+        assert np.array_equal(ours._exec, theirs._exec)
+        rows = np.arange(len(model.acc_seq))
+        assert np.array_equal(ours.acc_lo[rows], theirs.acc_lo[rows])
+        assert np.array_equal(ours.acc_hi[rows], theirs.acc_hi[rows])
+        assert ours.acc_lo._clip == theirs.acc_lo._clip
+
+
+def test_expanded_events_take_only_the_columns_copied(zoo_traces):
+    """The capture expansion takes the events' columns that copies keep and adds the ones each copy
+    gets anew (seq, parent, executed, tape): the table of taking every column and replacing those
+    four, column for column and in the same order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tests.zoo import discover
+    from warptrace.analysis.replay import expand_replays
+
+    programs = {program.name: program for program in discover()}
+    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    expanded = expand_replays(trace)[0].tables["events"]
+    events = trace.tables["events"].combine_chunks()
+    events = events.take(np.argsort(events.column("seq").to_numpy(), kind="stable"))
+    origin = np.searchsorted(events.column("seq").to_numpy(), expanded.column("orig_seq").to_numpy())
+    every = pc.take(events, pa.array(origin))
+    for name in ("seq", "parent", "executed", "tape"):
+        every = every.set_column(every.schema.get_field_index(name), name, expanded.column(name))
+    every = every.append_column("orig_seq", expanded.column("orig_seq"))
+    every = every.append_column("replay", expanded.column("replay"))
+    assert expanded.num_rows > events.num_rows
+    assert expanded.schema.equals(every.schema, check_metadata=True)
+    assert expanded.equals(every)
+
+
+@pytest.mark.parametrize("limits", [(24, 4096), (3, 5)])
+def test_slices_of_replays_copied_from_the_template(tmp_path, monkeypatch, zoo_traces, limits):
+    """The backward slice of a call in a graph replay whose edges are its template's takes the
+    template call's slice, moved (Seeds._moved_slices): the slices of walking every call's edges,
+    all calls together and one by one, on random captured forward + backward graphs and the zoo's
+    capture programs, also with the step and scan limits cut so that walks inside a template pass
+    the step limit."""
+    from tests.zoo import discover
+    from warptrace.analysis.dataflow import replayed
+    from warptrace.analysis.dataflow.seeds import Seeds
+    from warptrace.analysis.report import build_model
+
+    for module in (defuse_module, replayed):
+        monkeypatch.setattr(module, "_STEP_LIMIT", limits[0])
+    monkeypatch.setattr(defuse_module, "_SCAN_LIMIT", limits[1])
+    n_moved = []
+    plain = Seeds._moved_slices
+
+    def counting(self, *args):
+        moved = plain(self, *args)
+        n_moved.append(len(moved))
+        return moved
+
+    monkeypatch.setattr(Seeds, "_moved_slices", counting)
+    programs = {program.name: program for program in discover()}
+    names = ("ok_flow_capture_replay", "wt101_capture_replay", "wt103_capture_eager_backward")
+    paths = [zoo_traces(programs[name]) for name in names]
+    paths += [_random_taped_replay_trace(seed).write(tmp_path / f"replays{seed}.wtrace") for seed in range(6)]
+    for path in paths:
+        df = dataflow_of(build_model(read_trace(path)))
+        ours = df.objective_arrays_many(df.backward_calls)
+        with monkeypatch.context() as patch:
+            patch.setattr(Seeds, "_moved_slices", lambda self, *args: {})
+            walked = dataflow_of(build_model(read_trace(path)))
+            theirs = walked.objective_arrays_many(walked.backward_calls)
+            alone = dataflow_of(build_model(read_trace(path)))
+            one_by_one = [alone.objective_events(call) for call in alone.backward_calls]
+        assert len(ours) == len(theirs) > 1
+        for mine, walked_slice, walked_set in zip(ours, theirs, one_by_one):
+            assert np.array_equal(mine, walked_slice)
+            assert set(mine.tolist()) == walked_set
+    assert sum(n_moved) > 50

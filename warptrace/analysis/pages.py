@@ -18,6 +18,8 @@ import ctypes
 import importlib
 from collections.abc import Callable, Iterator
 
+import pyarrow as pa
+
 
 def _advice_setter() -> Callable[[bool], bool] | None:
     """NumPy's ``_set_madvise_hugepage(enabled) -> previous`` (``numpy._core`` from NumPy 2,
@@ -59,13 +61,20 @@ def reuse_freed_memory() -> bool:
     freed memory for reuse, instead of a fresh ``mmap`` (zeroed by the kernel, page fault
     by page fault) for every temporary of 128 KiB or more and ``munmap`` on free.
 
+    Arrow's new buffers (the trace's tables as read, the expansion's events) come from the
+    same heap (its system pool instead of its own mimalloc arenas), so that the memory Arrow
+    frees is reused by NumPy's temporaries and the other way round.
+
     Process-wide and not undoable, so the library API never calls it. The drone trace:
-    system time 1.8 -> 0.8 s, peak RSS +4 % (CHANGELOG). False where there is no glibc
-    ``mallopt`` (musl, macOS, Windows): nothing changes."""
+    system time 1.8 -> 0.8 s, peak RSS +4 % (CHANGELOG); Arrow's pool: peak -30 MiB.
+    False where there is no glibc ``mallopt`` (musl, macOS, Windows): nothing changes."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, _INT_MAX)) and bool(mallopt(_M_TRIM_THRESHOLD, _INT_MAX))
+    if not (mallopt(_M_MMAP_THRESHOLD, _INT_MAX) and mallopt(_M_TRIM_THRESHOLD, _INT_MAX)):
+        return False
+    pa.set_memory_pool(pa.system_memory_pool())
+    return True

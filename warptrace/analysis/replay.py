@@ -153,13 +153,17 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     parent = events.column("parent").fill_null(-1).to_numpy().astype(np.int64)
     new_parent = _latest_copies(seq[index], parent[index])
 
-    pool = pa.system_memory_pool()  # see AccessCopies.table
-    new_events = pc.take(events, pa.array(index), memory_pool=pool)
     executed = events.column("executed").fill_null(True).to_numpy(zero_copy_only=False)[index] | is_replay
-    new_events = _set(new_events, "seq", pa.array(new_seq, type=pa.int64()))
-    new_events = _set(new_events, "parent", pa.array(new_parent, type=pa.int64()))
-    new_events = _set(new_events, "executed", pa.array(executed, type=pa.bool_()))
-    new_events = _set(new_events, "tape", pa.array(np.concatenate(tapes), type=pa.int32()))
+    renewed = {  # the columns each copy gets anew: not taken
+        "seq": pa.array(new_seq, type=pa.int64()),
+        "parent": pa.array(new_parent, type=pa.int64()),
+        "executed": pa.array(executed, type=pa.bool_()),
+        "tape": pa.array(np.concatenate(tapes), type=pa.int32()),
+    }
+    pool = pa.system_memory_pool()  # see AccessCopies.table
+    new_events = pc.take(events.drop_columns(list(renewed)), pa.array(index), memory_pool=pool)
+    for at, name in sorted((events.schema.get_field_index(name), name) for name in renewed):
+        new_events = new_events.add_column(at, name, renewed[name])
     new_events = new_events.append_column("orig_seq", pa.array(seq[index], type=pa.int64()))
     new_events = new_events.append_column("replay", pa.array(np.concatenate(launch_of), type=pa.int64()))
 

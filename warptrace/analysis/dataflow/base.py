@@ -18,7 +18,6 @@ class DataflowBase:
     def __init__(self, model: Model) -> None:
         self.model = model
         m = model
-        n_rows = len(m.acc_seq)
         # event index of each access row (the model's, shared)
         self.acc_ev = m.acc_near_ev
         # byte hull of each access row within its allocation (0, 0 for unknown arrays)
@@ -28,7 +27,10 @@ class DataflowBase:
         for info in m.arrays.values():
             lo_of[info.array_id], hi_of[info.array_id] = info.hull
         ids = m.acc_array
-        clip = bool(n_rows) and (int(ids.min()) < -1 or int(ids.max()) > max_id + 1)
+        # a graph replay that copies its template has its rows (Model.decided_rows): the ids of
+        # the other rows bound them all
+        decided_ids = ids[m.decided_rows]
+        clip = bool(len(decided_ids)) and (int(decided_ids.min()) < -1 or int(decided_ids.max()) > max_id + 1)
         known_only = min(m.arrays, default=0) < 0  # negative ids read 0, not a slot from the end
         self.acc_lo = ByArray(ids, lo_of, max_id, clip, known_only)
         self.acc_hi = ByArray(ids, hi_of, max_id, clip, known_only)
@@ -40,9 +42,21 @@ class DataflowBase:
         self.is_store = self.is_write & ~self.is_accumulate
         # the recorder could not analyse the kernel: every argument is marked read and stored
         self.is_uncertain = (flags & S.FLAG_UNCERTAIN) != 0
-        executed = m.executed[self.acc_ev] if n_rows else np.zeros(0, dtype=bool)
-        self._exec = executed
+        self._exec = self._executed_rows()
         self._K = S.EVENT_KIND_CODES
+
+    def _executed_rows(self) -> np.ndarray:
+        """Per access row, whether its event ran (``executed[acc_ev]``): gathered for the rows
+        outside the graph replays that copy a template (Model.decided_rows) and copied into those
+        from their template's rows (every event of a replay ran: analysis.replay marks them)."""
+        m = self.model
+        decided = m.decided_rows
+        if isinstance(decided, slice):
+            return m.executed[self.acc_ev]
+        rows = np.empty(len(self.acc_ev), dtype=bool)
+        rows[decided] = m.executed[self.acc_ev[decided]]
+        m.fill_row_copies(rows)
+        return rows
 
     def hulls(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(acc_lo[rows], acc_hi[rows])`` with one gather of the rows' array ids."""

@@ -61,6 +61,9 @@ class DefUse(DataflowBase):
         big = int(m.seq.max()) + 2 if m.n_events else 2
         self._big = big
         copies = self._copied_runs(valid)
+        # the replays whose reads' edges are their template's, moved (see .replayed); the backward
+        # slices of their calls follow their template call's (Seeds._slices)
+        self.edge_copies = copies
         # write rows sorted by (alloc, seq): = np.argsort(w_alloc * big + w_seq, kind="stable")
         self.w_rows, self.w_alloc, w_seq, self.w_lo, self.w_hi = self._sorted_writes(
             self.is_write & valid, copies

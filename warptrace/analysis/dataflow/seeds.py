@@ -481,10 +481,18 @@ class Seeds(GradState):
             start_ev = self.acc_ev[rows]
             keep = self.ev_epoch[start_ev] == epoch_of_call[start_call]
             start_call, start_ev = start_call[keep], start_ev[keep]
+        # calls in graph replays that copy a template call of the list: its slice, moved
+        moved = self._moved_slices(calls, start_call, start_ev)
+        if moved:
+            sliced = ~np.isin(start_call, np.fromiter(moved, dtype=np.int64, count=len(moved)))
+            start_call, start_ev = start_call[sliced], start_ev[sliced]
         # round of each call: how many earlier calls of the list replay the same epoch
         rounds = np.zeros(len(calls), dtype=np.int64)
         seen: dict[int, int] = {}
         for slot, epoch in enumerate(epoch_of_call.tolist()):
+            if slot in moved:
+                rounds[slot] = -1
+                continue
             rounds[slot] = seen.get(epoch, 0)
             seen[epoch] = rounds[slot] + 1
         stamp, call_of_epoch = self._slice_marks
@@ -523,4 +531,62 @@ class Seeds(GradState):
             for slot, a, b in zip(in_round.tolist(), cuts, ends):
                 result[calls[slot].index] = events[a:b]
             call_of_epoch[epoch_of_call[in_round]] = -1
+        for slot, (template_slot, shift) in moved.items():
+            result[calls[slot].index] = result[calls[template_slot].index] + shift
         return result
+
+    def _moved_slices(
+        self, calls: list[BackwardCall], start_call: np.ndarray, start_ev: np.ndarray
+    ) -> dict[int, tuple[int, int]]:
+        """Per slot of ``calls`` whose slice is another call's of the list, moved: (that call's slot,
+        the event shift). A call in a graph replay whose reads' edges are its template's, moved
+        (``edge_copies``), with its epoch inside the replay, has the slice of the template's call
+        at the same place when that call's epoch is inside the template and is the call's,
+        moved, and their slices start from the same events, moved: the edges between the events
+        of such an epoch are the template epoch's, moved."""
+        m = self.model
+        copies = self.edge_copies
+        first, stop, template = m.replay_runs
+        if not copies or len(calls) < 2:
+            return {}
+        accepted = {(start, row_stop) for start, row_stop, _ in copies}
+        begins = np.array([call.begin_ev for call in calls], dtype=np.int64)
+        slot_of = {ev: slot for slot, ev in enumerate(begins.tolist())}
+        run = np.searchsorted(first, begins, side="right") - 1
+        # each call's start events, ascending and distinct
+        width = m.n_events + 1
+        keys = np.unique(start_call * width + start_ev)
+        starts = keys % width
+        cuts = np.searchsorted(keys // width, np.arange(len(calls) + 1)).tolist()
+        epoch = self.ev_epoch
+        moved: dict[int, tuple[int, int]] = {}
+        for slot, r in enumerate(run.tolist()):
+            if r < 0 or begins[slot] >= stop[r] or template[r] == r:
+                continue
+            t = int(template[r])
+            shift = int(first[r] - first[t])
+            template_slot = slot_of.get(int(begins[slot]) - shift)
+            if template_slot is None or template_slot in moved:
+                continue
+            row_start = int(m.acc_start[first[r]])
+            if (row_start, int(m.acc_stop[stop[r] - 1])) not in accepted:
+                continue
+            uid, template_uid = calls[slot].epoch, calls[template_slot].epoch
+            events, template_events = self.epochs[uid].events, self.epochs[template_uid].events
+            if (
+                not events
+                or len(events) != len(template_events)
+                or not first[r] <= events[0] <= events[-1] < stop[r]
+                or not first[t] <= template_events[0] <= template_events[-1] < stop[t]
+                or not np.array_equal(
+                    epoch[first[r] : stop[r]] == uid, epoch[first[t] : stop[t]] == template_uid
+                )
+            ):
+                continue  # the epochs inside the replays, the same events of them, moved
+            mine, theirs = (
+                starts[cuts[slot] : cuts[slot + 1]],
+                starts[cuts[template_slot] : cuts[template_slot + 1]],
+            )
+            if np.array_equal(mine - shift, theirs):
+                moved[slot] = (template_slot, shift)
+        return moved

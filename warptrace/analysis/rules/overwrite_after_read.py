@@ -61,12 +61,15 @@ kernel, view geometry).
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import islice
+
 import numpy as np
 
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
-from warptrace.analysis.model import ArrayInfo, K, Model, overlaps
+from warptrace.analysis.model import K, Model, overlaps
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
 from warptrace.analysis.rules.overwrite_evidence import (
     Group,
@@ -74,13 +77,16 @@ from warptrace.analysis.rules.overwrite_evidence import (
     append_loc,
     buffer_name,
     closed_row_copies,
+    copy_window,
     grad_args_many,
     grouped_finding,
     in_place_rows,
+    overlaps_window,
     read_write_masks,
     recorded_forward_launch,
     site_line,
 )
+from warptrace.analysis.rules.overwrite_replays import BUCKET_LIMIT, OccurrenceLog, plan_replay_runs
 from warptrace.analysis.rules.post_loss import post_loss_launches
 from warptrace.trace import schema as S
 
@@ -153,7 +159,7 @@ def _overwrites(
     e_read = is_read.tolist()
     e_bwd = bwd.tolist()
     e_array = model.acc_array[rows].tolist()
-    e_geom = [geom_of.get(a, -1) for a in e_array]
+    e_geom = _geometries(geom_of, model.acc_array[rows])
     e_tape = model.tape[evs].tolist()
     e_site = model.site[evs].tolist()
     e_kernel = model.kernel[evs].tolist()
@@ -173,19 +179,44 @@ def _overwrites(
     overlap_cache: dict[tuple[int, int], bool] = {}
     geometry_rep = {gid: model.arrays[aid] for aid, gid in geom_of.items()}
     launch_code, copy_code, memset_code = K[S.LAUNCH], K[S.COPY], K[S.MEMSET]
-    groups: dict[tuple, Group] = {}
+    log = OccurrenceLog()
     pending: dict[int, dict[tuple, list[int]]] = {}
+    # graph replays that copy their template: their runs of the pass repeat the template's
+    replays = None
+    if model.row_copies:
+        grad_args = grad_args_many(model, dataflow(), ev_rows[read_rows])
+        replays = plan_replay_runs(model, rows, is_read, bwd, grad_args, solves, post_loss)
+    mark = replays.mark if replays is not None else None
+    phantom = replays.phantom if replays is not None else {}
+    open_run, open_stop = -1, -1
+    positions = iter(range(len(rows)))
 
-    for p in range(len(rows)):
+    for p in positions:
         alloc_id = e_alloc[p]
         seq = e_seq[p]
+        if mark is not None and replays is not None:  # runs of copied graph replays (overwrite_replays)
+            if p == open_stop:
+                replays.close_template(open_run, pending.get(replays.template_runs[open_run].alloc), log)
+                open_stop = -1
+            at = mark[p]
+            if at > 0:
+                open_run = at - 1
+                open_stop = replays.open_template(open_run, pending.get(alloc_id), seq, log)
+            elif at < 0:
+                after = replays.apply_block(-1 - at, pending.get(alloc_id), seq, log)
+                if after >= 0:
+                    deque(islice(positions, after - p - 1), maxlen=0)  # the block's positions
+                    continue
         if e_read[p]:
             bucket = pending.setdefault(alloc_id, {})
             bucket[(e_tape[p], e_site[p], e_kernel[p], e_geom[p], e_arg[p], e_field[p])] = [seq, e_bwd[p], p]
-            if len(bucket) > 256:  # drop reads whose backward is over
+            if len(bucket) + phantom.get(alloc_id, 0) > BUCKET_LIMIT:  # drop reads whose backward is over
                 for stale in [k for k, r in bucket.items() if r[1] <= seq]:
                     del bucket[stale]
+                phantom.pop(alloc_id, None)
             continue
+        if phantom:
+            phantom.pop(alloc_id, None)  # reads of applied copies, over: this write ends them
         found = pending.get(alloc_id)
         if not found:
             continue
@@ -214,8 +245,8 @@ def _overwrites(
                 if e_ev[p] in copy_windows:
                     window = copy_windows[e_ev[p]]
                 else:
-                    window = copy_windows[e_ev[p]] = _copy_window(model, e_ev[p], e_array[p])
-                if window is not None and not _overlaps_window(geometry_rep[r_geom], window):
+                    window = copy_windows[e_ev[p]] = copy_window(model, e_ev[p], e_array[p])
+                if window is not None and not overlaps_window(geometry_rep[r_geom], window):
                     continue  # a partial copy (dest_offset/count) that misses the elements read
             # Does the reader's adjoint look at the values it read? Not when it uses them
             # only linearly against constants and grad-less arrays (a transpose, an FFT,
@@ -274,26 +305,18 @@ def _overwrites(
                 e_arg[r],
                 e_field[r],
             )
-            group = groups.get(gkey)
-            if group is None:
-                group = groups[gkey] = Group(code, severity, (r, p, r_bwd))
-            group.add(severity, seq, r_seq, (e_array[r], e_array[p]), alloc_id)
+            log.add(gkey, severity, r, p, r_bwd)
             if not accumulate:
                 consumed.append(key)  # the first plain overwrite is the root cause; later ones repeat it
         for key in consumed:
             bucket.pop(key, None)
 
     findings = []
-    for gkey, group in groups.items():
-        r, p, backward = group.first
+    for gkey, group in log.groups(model, rows).items():
+        read_row, write_row, backward = group.first
         findings.append(
             _overwrite_finding(
-                model,
-                group,
-                gkey[1:],
-                read_row=int(rows[r]),
-                write_row=int(rows[p]),
-                backward=backward,
+                model, group, gkey[1:], read_row=read_row, write_row=write_row, backward=backward
             )
         )
     return findings, clobbered
@@ -451,36 +474,6 @@ def _next_write_before(
     return has & same_alloc & (nxt % span + low < read_bwd)
 
 
-def _copy_window(model: Model, ev: int, dest: int) -> tuple[int, int] | None:
-    """Byte range a partial ``wp.copy(dest, src, dest_offset, src_offset, count)`` wrote; None = all of dest."""
-    detail = model.detail(ev)
-    if not isinstance(detail, dict) or not (detail.get("dest_offset") or detail.get("count")):
-        return None
-    info = model.arrays.get(dest)
-    if info is None or not info.contiguous or info.itemsize <= 0:
-        return None
-    count = int(detail.get("count") or 0)
-    if count <= 0:  # Warp copies src.size elements
-        sources = [int(model.acc_array[row]) for row in model.accesses_of(ev) if model.acc_arg[row] == "src"]
-        src = model.arrays.get(sources[0]) if sources else None
-        if src is None:
-            return None
-        count = src.size
-    start = info.offset + int(detail.get("dest_offset") or 0) * info.itemsize
-    return (start, start + count * info.itemsize)
-
-
-def _overlaps_window(info: ArrayInfo, window: tuple[int, int]) -> bool:
-    low, high = window
-    hull_low, hull_high = info.hull
-    if hull_high <= low or high <= hull_low:
-        return False
-    offsets = info.element_offsets()
-    if offsets is None:
-        return True
-    return bool(np.any((offsets < high) & (offsets + info.itemsize > low)))
-
-
 def _geometry_ids(model: Model) -> dict[int, int]:
     """array_id -> small id shared by every array object with the same memory geometry."""
     interned: dict[tuple, int] = {}
@@ -491,6 +484,19 @@ def _geometry_ids(model: Model) -> dict[int, int]:
         geometry = (info.alloc_id, info.offset, info.shape, info.strides, info.itemsize)
         result[array_id] = interned.setdefault(geometry, len(interned))
     return result
+
+
+def _geometries(geom_of: dict[int, int], array_ids: np.ndarray) -> list[int]:
+    """``[geom_of.get(a, -1) for a in array_ids]``, by a search in the sorted ids."""
+    if not geom_of:
+        return [-1] * len(array_ids)
+    ids = np.fromiter(geom_of, dtype=np.int64, count=len(geom_of))
+    geoms = np.fromiter(geom_of.values(), dtype=np.int64, count=len(geom_of))
+    order = np.argsort(ids)
+    ids, geoms = ids[order], geoms[order]
+    at = np.minimum(np.searchsorted(ids, array_ids), len(ids) - 1)
+    found: list[int] = np.where(ids[at] == array_ids, geoms[at], -1).tolist()
+    return found
 
 
 def _writer_phrase(model: Model, ev: int, row: int, subject: str) -> str:

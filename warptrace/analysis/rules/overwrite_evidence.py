@@ -12,7 +12,7 @@ import numpy as np
 from warptrace.analysis.dataflow import Dataflow, combine_codes
 from warptrace.analysis.dataflow.base import isin_ids
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
-from warptrace.analysis.model import K, KernelInfo, Model
+from warptrace.analysis.model import ArrayInfo, K, KernelInfo, Model
 from warptrace.analysis.rules.common import arg_path, finding, quote, shared
 from warptrace.trace import schema as S
 
@@ -136,6 +136,36 @@ class Group:
         if len(self.array_ids) < 4 * EXAMPLES:
             self.array_ids.update(array_ids)
         if len(self.alloc_ids) < EXAMPLES:
+            self.alloc_ids.add(alloc)
+
+    def add_many(
+        self,
+        severity: Severity,
+        write_seqs: np.ndarray,
+        read_seqs: np.ndarray,
+        read_arrays: np.ndarray,
+        write_arrays: np.ndarray,
+        allocs: np.ndarray,
+    ) -> None:
+        """:meth:`add` of each occurrence in turn (``severity``: the worst of theirs): only the
+        first appearance of an array pair or allocation can change the sets, so those are added
+        in order until the sets are full."""
+        self.count += len(write_seqs)
+        self.severity = max(self.severity, severity)
+        room = EXAMPLES - len(self.write_seqs)
+        if room > 0:
+            self.write_seqs.extend(write_seqs[:room].tolist())
+            self.read_seqs.extend(read_seqs[:room].tolist())
+        pairs = np.stack((read_arrays, write_arrays), axis=1)
+        _, first = np.unique(pairs, axis=0, return_index=True)
+        for read_array, write_array in pairs[np.sort(first)].tolist():
+            if len(self.array_ids) >= 4 * EXAMPLES:
+                break
+            self.array_ids.update((read_array, write_array))
+        _, first = np.unique(allocs, return_index=True)
+        for alloc in allocs[np.sort(first)].tolist():
+            if len(self.alloc_ids) >= EXAMPLES:
+                break
             self.alloc_ids.add(alloc)
 
     def evidence(self, **extra: object) -> dict[str, object]:
@@ -289,3 +319,33 @@ def closed_row_copies(
         else:
             own.append(np.arange(start, stop, dtype=np.int64))
     return keep, (np.concatenate(own) if own else np.zeros(0, dtype=np.int64))
+
+
+def copy_window(model: Model, ev: int, dest: int) -> tuple[int, int] | None:
+    """Byte range a partial ``wp.copy(dest, src, dest_offset, src_offset, count)`` wrote; None = all of dest."""
+    detail = model.detail(ev)
+    if not isinstance(detail, dict) or not (detail.get("dest_offset") or detail.get("count")):
+        return None
+    info = model.arrays.get(dest)
+    if info is None or not info.contiguous or info.itemsize <= 0:
+        return None
+    count = int(detail.get("count") or 0)
+    if count <= 0:  # Warp copies src.size elements
+        sources = [int(model.acc_array[row]) for row in model.accesses_of(ev) if model.acc_arg[row] == "src"]
+        src = model.arrays.get(sources[0]) if sources else None
+        if src is None:
+            return None
+        count = src.size
+    start = info.offset + int(detail.get("dest_offset") or 0) * info.itemsize
+    return (start, start + count * info.itemsize)
+
+
+def overlaps_window(info: ArrayInfo, window: tuple[int, int]) -> bool:
+    low, high = window
+    hull_low, hull_high = info.hull
+    if hull_high <= low or high <= hull_low:
+        return False
+    offsets = info.element_offsets()
+    if offsets is None:
+        return True
+    return bool(np.any((offsets < high) & (offsets + info.itemsize > low)))

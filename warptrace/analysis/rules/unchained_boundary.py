@@ -133,7 +133,9 @@ class _RowCodes:
         self._model = model
         self.written: dict[int, dict[int, int]] = {}  # event -> outputs_of(event), cached
         self._writes: tuple[list, list, list, list] | None = None
-        ids = model.acc_array
+        # the ids of the rows outside graph replays that copy a template: a copy's rows are its
+        # template's (the drone trace: 231,000 of 6.7M rows, not a count over every row)
+        ids = model.acc_array[model.decided_rows]
         self._low = int(ids.min()) if len(ids) else 0
         # the ids that occur, ascending (codes are numbered in that order)
         present = np.nonzero(np.bincount(ids - self._low))[0] if len(ids) else np.zeros(0, dtype=np.int64)
