@@ -248,9 +248,9 @@ static PyTypeObject LockType = {
     .tp_new = lock_new,
 };
 
-/* The session's event counter and flush limits (session.py, Recorder.counters): C fields
- * the compiled wrappers read and advance without a dictionary lookup or an int object, and
- * the Recorder's seq/flush_* properties forward to. */
+/* The session's event counter, flush limits and row buffers (counters.py, CountedRecorder):
+ * C fields the compiled wrappers read, advance and append to without a dictionary lookup or
+ * an int object, and the Recorder's attributes of those names forward to. */
 typedef struct {
     PyObject_HEAD
     long long seq, flush_ev_len, flush_acc_len, flush_deadline;
@@ -2158,7 +2158,7 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
 {
     int rc = -1;
     PyObject *plan = NULL, *dim_code = NULL, *phase = NULL, *tape_id = NULL, *t_ns = NULL;
-    PyObject *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL;
+    PyObject *seq = NULL, *ev = NULL, *acc = NULL;
     PyObject *kernel_id = NULL, *thread = NULL, *parent = NULL, *recorded = Py_False;
     PyObject *kernel = a[P_KERNEL], *dim = a[P_DIM], *rec = ss->rec;
     int locked = 0;
@@ -2326,7 +2326,6 @@ done:
     Py_XDECREF(tape_id);
     Py_XDECREF(t_ns);
     Py_XDECREF(seq);
-    Py_XDECREF(next_seq);
     Py_XDECREF(ev);
     Py_XDECREF(acc);
     Py_XDECREF(kernel_id);
@@ -3260,7 +3259,7 @@ event_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *kind, PyObject 
           PyObject *value, PyObject *detail)
 {
     int rc = -1, locked = 0;
-    PyObject *t_ns = NULL, *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
+    PyObject *t_ns = NULL, *seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
     PyObject *thread = NULL, *parent = NULL, *extra_row = NULL;
     if ((thread = TS_SLOT(self, ts, O_THREAD)) == NULL)
         goto done;
@@ -3306,7 +3305,6 @@ done:
         rc = unlock(ss, rc);
     Py_XDECREF(t_ns);
     Py_XDECREF(seq);
-    Py_XDECREF(next_seq);
     Py_XDECREF(ev);
     Py_XDECREF(acc);
     Py_XDECREF(extra);
@@ -4352,7 +4350,7 @@ whole_copy(PyObject *src, PyObject **a)
 static PyObject *
 reserve_seq(Session *ss)
 {
-    PyObject *seq = NULL, *next_seq = NULL, *open = NULL;
+    PyObject *seq = NULL, *open = NULL;
     if (session_acquire(ss) < 0)
         return NULL;
     int rc = -1;
@@ -4361,7 +4359,6 @@ reserve_seq(Session *ss)
     if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "warptrace: Recorder.open_seqs is not a set");
     rc = unlock(ss, rc);
-    Py_XDECREF(next_seq);
     Py_XDECREF(open);
     if (rc < 0)
         Py_CLEAR(seq);
