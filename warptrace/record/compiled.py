@@ -8,8 +8,8 @@ It holds the compiled wrappers of ``wp.launch`` (``FastLaunch``), ``wp.copy``
 ``Tape.__init__`` (``FastTapeInit``), ``Tape.__enter__``/``__exit__`` (``FastTapeEvent``),
 ``Tape.record_func`` (``FastRecordFunc``) and ``Tape.backward`` (``FastBackward``), the
 compiled ``Identity.register`` (``FastRegister``) and ``Recorder.row`` (``FastRow``), the row
-loop of ``Tape.zero()`` (``zeroed_rows``), the allocation index (``Intervals``, ``AllocIndex``'s twin), the session's seq and flush limits
-(``Counters``, :mod:`warptrace.record.counters`),
+loop of ``Tape.zero()`` (``zeroed_rows``), the allocation index (``Intervals``, ``AllocIndex``'s twin), the session's seq, flush limits
+and row buffers (``Counters``, :mod:`warptrace.record.counters`),
 the call-site frame walk (``caller_walk``) and the int64 packing of the rows the writer thread
 sends to the trace-writer process (``pack_int64``, ``pack_rows``), and the session's row
 buffers that pack their values as they are appended (``Rows``) and its lock (``Lock``). Every one of them has a pure-Python twin, used when the module is

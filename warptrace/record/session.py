@@ -128,8 +128,8 @@ class Recorder:
 
     The compiled launch wrapper (``record/_fastlaunch.c``) reads ``lock``, ``local``,
     ``sites`` (its ``by_pos``/``caller_dicts``), ``tok``, ``ident.register`` and
-    ``captures`` once per session: they are never rebound. ``ev``, ``acc`` (and ``seq`` and
-    the ``flush_*`` limits but in a CountedRecorder) it reads from the instance ``__dict__``.
+    ``captures`` once per session: they are never rebound. ``seq``, ``ev``, ``acc`` and the
+    ``flush_*`` limits it reads from the instance ``__dict__`` (a CountedRecorder's ``counters``).
     """
 
     def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
