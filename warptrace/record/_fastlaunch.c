@@ -1704,47 +1704,21 @@ bind_session(FastLaunch *self, PyObject *rec)
 }
 
 /* rec.flush() when a buffer is full or the deadline passed:
- * len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or t_ns >= rec.flush_deadline */
+ * len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or t_ns >= rec.flush_deadline
+ * (the limits: the session's Counters' fields, else plain attributes of rec) */
 static int
 flush_if_due(Session *ss, PyObject *ev, PyObject *acc, PyObject *t_ns)
 {
+    CountersObject *c = ss->counters;
     Py_ssize_t n_ev = length(ev), n_acc;
     if (n_ev < 0)
         return -1;
-    CountersObject *c = ss->counters;
-    if (c != NULL) {
-        long long now_value;
-        int full = n_ev >= c->flush_ev_len;
-        if (!full) {
-            if ((n_acc = length(acc)) < 0)
-                return -1;
-            full = n_acc >= c->flush_acc_len;
-        }
-        if (!full) {
-            if (small_int(t_ns, &now_value)) {
-                full = now_value >= c->flush_deadline;
-            } else {
-                PyObject *deadline = PyLong_FromLongLong(c->flush_deadline);
-                full = deadline == NULL ? -1 : PyObject_RichCompareBool(t_ns, deadline, Py_GE);
-                Py_XDECREF(deadline);
-            }
-        }
-        if (full < 0)
-            return -1;
-        if (full) {
-            PyObject *r = PyObject_CallMethodNoArgs(ss->rec, s_flush);
-            if (r == NULL)
-                return -1;
-            Py_DECREF(r);
-        }
-        return 0;
-    }
-    Py_ssize_t limit_ev = rec_ssize(ss, s_flush_ev_len);
+    Py_ssize_t limit_ev = c != NULL ? (Py_ssize_t)c->flush_ev_len : rec_ssize(ss, s_flush_ev_len);
     if (limit_ev == -1 && PyErr_Occurred())
         return -1;
     int full = n_ev >= limit_ev;
     if (!full) {
-        Py_ssize_t limit_acc = rec_ssize(ss, s_flush_acc_len);
+        Py_ssize_t limit_acc = c != NULL ? (Py_ssize_t)c->flush_acc_len : rec_ssize(ss, s_flush_acc_len);
         if (limit_acc == -1 && PyErr_Occurred())
             return -1;
         if ((n_acc = length(acc)) < 0)
@@ -1752,13 +1726,19 @@ flush_if_due(Session *ss, PyObject *ev, PyObject *acc, PyObject *t_ns)
         full = n_acc >= limit_acc;
     }
     if (!full) {
-        PyObject *deadline = rec_attr(ss, s_flush_deadline);
-        if (deadline == NULL)
+        long long now_value, deadline_value = 0;
+        PyObject *deadline = NULL;
+        if (c != NULL)
+            deadline_value = c->flush_deadline;
+        else if ((deadline = rec_attr(ss, s_flush_deadline)) == NULL)
             return -1;
-        long long now_value, deadline_value;
-        full = small_int(t_ns, &now_value) && small_int(deadline, &deadline_value) ? now_value >= deadline_value
-                                                                                 : PyObject_RichCompareBool(t_ns, deadline, Py_GE);
-        Py_DECREF(deadline);
+        if (small_int(t_ns, &now_value) && (deadline == NULL || small_int(deadline, &deadline_value)))
+            full = now_value >= deadline_value;
+        else if (deadline == NULL && (deadline = PyLong_FromLongLong(deadline_value)) == NULL)
+            full = -1;
+        else
+            full = PyObject_RichCompareBool(t_ns, deadline, Py_GE);
+        Py_XDECREF(deadline);
     }
     if (full < 0)
         return -1;
