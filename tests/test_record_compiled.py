@@ -1427,3 +1427,34 @@ def test_counters_hold_the_sessions_seq_and_flush_limits(tmp_path, monkeypatch):
         assert type(rec) is Recorder and "seq" in vars(rec) and "counters" not in vars(rec)
     finally:
         warptrace.stop()
+
+
+@needs_compiled
+def test_compiled_wrappers_use_a_plain_recorders_attributes(tmp_path, monkeypatch):
+    """A Recorder without ``Counters`` (one made directly, not by ``new_recorder``) under the
+    compiled wrappers: seq, the row buffers and the flush limits are read from and written to
+    its ``__dict__`` (the C module's fallback), with the same numbering."""
+    from warptrace.record import recorder as recorder_mod
+    from warptrace.record.session import Recorder
+    from warptrace.trace.rows import EVENT_WIDTH
+
+    x = wp.ones(4, dtype=float, device=DEVICE)
+    y = wp.zeros(4, dtype=float, device=DEVICE)
+    monkeypatch.setattr(recorder_mod, "new_recorder", Recorder)
+    warptrace.start(tmp_path / "plain.wtrace")
+    try:
+        rec = state.rec
+        assert type(rec) is Recorder and {"seq", "ev", "flush_deadline"} <= set(vars(rec))
+        assert type(wp.launch).__name__ == "FastLaunch"
+        rec.flush_ev_len = rec.flush_acc_len = rec.flush_deadline = 1 << 62  # rows stay buffered
+        first, rows = rec.seq, len(rec.ev)
+        for _ in range(3):
+            wp.launch(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)
+        assert rec.seq == first + 3
+        assert [rec.ev[i] for i in range(rows, len(rec.ev), EVENT_WIDTH)] == [first, first + 1, first + 2]
+        rec.flush_ev_len = 0  # the next event flushes
+        wp.launch(_scale, dim=4, inputs=[x], outputs=[y], device=DEVICE)
+        assert len(rec.ev) == 0 and rec.seq == first + 4
+    finally:
+        warptrace.stop()
+    assert y.numpy().tolist() == [2.0] * 4
