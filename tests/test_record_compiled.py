@@ -952,8 +952,8 @@ def test_compiled_init_new_records_the_allocation_and_its_label(tracing):
     assert len(rec.alloc_rows) - rows_before == 6 * 7  # three arrays and three grads
     assert rec.error_count == 0
     # the recorder's tuples of ints and strings on each array are no work for the cyclic GC
-    # (untracked from the start, as the GC itself would at their first collection); one with
-    # a weak reference (the grad's owner link) stays tracked
+    # (untracked from the start, as the GC itself would at their first collection), nor is
+    # the grad's owner link: its weak reference has no callback, so it holds nothing strongly
     import gc
 
     wp.zeros(4, dtype=float, device=DEVICE).numpy()  # the first registration fills the caches, in Python
@@ -961,7 +961,12 @@ def test_compiled_init_new_records_the_allocation_and_its_label(tracing):
     for arr in (weights, weights.grad):
         assert not gc.is_tracked(arr.__dict__[identity.NEW])
     assert not gc.is_tracked(weights.__dict__[identity.STATE])
-    assert gc.is_tracked(weights.grad.__dict__[identity.OWNER])
+    link = weights.grad.__dict__[identity.OWNER]
+    assert link[1]() is weights and not gc.is_tracked(link) and not gc.is_tracked(link[1])
+    # (the index's weak reference to what keeps each allocation alive is that same one)
+    import weakref
+
+    assert weakref.getweakrefs(weights) == [link[1]]
     # the compiled index holds the two allocations (pending: no lookup since) in C arrays
     assert type(rec.ident.index).__name__ == "Intervals"
     assert [e[2] for e in rec.ident.index.pending if e[2] in (new[3], grad_new[3])] == [new[3], grad_new[3]]
