@@ -145,10 +145,12 @@ class Recorder:
         self.held_below = -1  # the open seq a flush last found nothing below (see flush)
         self.disordered = False  # a reserved seq was appended after later ones
 
+        self.flush_ev_len = FLUSH_EVENTS * EVENT_WIDTH
+        self.flush_acc_len = FLUSH_ACCESSES * ACCESS_WIDTH
         self.new_rows = row_buffer_maker()  # (compiled.ROW_BUFFERS: a list, or one that packs)
-        self.ev: list[int] = self.new_rows("ev")  # EVENT_ROW rows
+        self.ev: list[int] = self.new_rows("ev", self.flush_ev_len)  # EVENT_ROW rows
         self.ev_extra: list[tuple[int, float | None, str | None]] = []  # (seq, value, detail)
-        self.acc: list[int] = self.new_rows("acc")  # ACCESS_ROW rows
+        self.acc: list[int] = self.new_rows("acc", self.flush_acc_len)  # ACCESS_ROW rows
         # code tables of the int rows (append-only: the writer thread reads them)
         self.kinds: list[str] = list(EVENT_KINDS)
         self.kind_codes: dict[str, int] = dict(EVENT_KIND_CODES)
@@ -174,8 +176,6 @@ class Recorder:
         self.error_count = 0
 
         self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
-        self.flush_ev_len = FLUSH_EVENTS * EVENT_WIDTH
-        self.flush_acc_len = FLUSH_ACCESSES * ACCESS_WIDTH
 
         self.sites = Sites(self.site_rows.extend, self.lock)
         self.ident = Identity(self)
@@ -459,8 +459,8 @@ class Recorder:
             self.alloc_rows = self.new_rows("alloc_rows")
             self.array_rows = self.new_rows("array_rows")
             if ev is self.ev:  # all of it (after a split, the rest stays, disordered or not)
-                self.acc = self.new_rows("acc", len(acc))  # (room for as many as the last)
-                self.ev = self.new_rows("ev", len(ev))
+                self.acc = self.new_rows("acc", max(len(acc), self.flush_acc_len))  # (room for a part:
+                self.ev = self.new_rows("ev", max(len(ev), self.flush_ev_len))  # no copy as they grow)
                 self.ev_extra = []
                 self.disordered = False
             self.sites.rebind(self.site_rows.extend)
