@@ -1070,6 +1070,71 @@ def test_overwrites_of_replays_copied_from_the_template(tmp_path, monkeypatch, z
     assert any(applied) and not all(applied)  # runs taken from the template, and passed row by row
 
 
+def _overwrites_against_every_row(model, monkeypatch) -> list:
+    """``_overwrites`` of the model, checked equal to passing every row (no replay taken from its
+    template's run): its findings."""
+    from warptrace.analysis.rules import overwrite_after_read
+    from warptrace.analysis.rules.post_loss import post_loss_launches
+
+    ours = overwrite_after_read._overwrites(model, post_loss_launches(model))
+    with monkeypatch.context() as patch:
+        patch.setattr(overwrite_after_read, "plan_replay_runs", lambda *args: None)
+        theirs = overwrite_after_read._overwrites(model, post_loss_launches(model))
+    assert [f.to_dict() for f in ours[0]] == [f.to_dict() for f in theirs[0]]
+    assert [f.key for f in ours[0]] == [f.key for f in theirs[0]]
+    assert ours[1] == theirs[1]
+    return ours[0]
+
+
+def _summary(findings: list) -> list[tuple]:
+    """(code, line, read line, backward line, count) of each finding, in order."""
+    return [
+        (f.code, f.location.line, *(r.line for r in f.related if r.role in ("read", "backward")), f.count)
+        for f in findings
+    ]
+
+
+def test_overwrites_of_a_copy_whose_tape_is_recorded_on_after_it(tmp_path, monkeypatch):
+    """A captured tape recorded on outside the graph after a replay is that replay's tape: a read
+    recorded there with the pending key of a read the replay left pending (over) takes that read's
+    place in the allocation's reads, ahead of reads added before it. The pass then reports the
+    overwrite of both with the later read first; a copy taken from its template's run no longer
+    holds the read it left, so such a copy is passed row by row (the check that no read outside a
+    copy has its tapes)."""
+    from warptrace.analysis.report import build_model
+
+    tb = TraceBuilder()
+    x = tb.array("x", shape=(16,), requires_grad=True)
+    quarter = [tb.view(x, offset=offset, shape=(4,)) for offset in (0, 4, 8, 12)]
+    loss = tb.array("loss", shape=(1,), requires_grad=True)
+    use = tb.kernel("use", a="r", b="a")
+    tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+    first = len(tb.rows["events"]["kind"])
+    tape = tb.tape(line=5)
+    with tb.recording(tape):
+        tb.launch(use, a=quarter[0], b=loss, line=10)  # at risk (the memset below) and left pending
+        tb.memset(quarter[2], line=11)
+    tb.backward(tape, loss, line=12)
+    for i in range(first, len(tb.rows["events"]["kind"])):
+        tb.rows["events"]["executed"][i] = False  # captured, not run
+    tb.event(S.CAPTURE_END, ref_id=7)
+    tb.event(S.CAPTURE_LAUNCH, ref_id=7)  # the template
+    tb.event(S.CAPTURE_LAUNCH, ref_id=7)  # a copy: its tape is the one recorded on next
+    with tb.recording(tape):
+        later = tb.launch(use, a=quarter[1], b=loss, line=10)
+        same_key = tb.launch(use, a=quarter[0], b=loss, line=10)  # the copy's read's pending key
+        write = tb.memset(x, line=20)
+    tb.backward(tape, loss, line=21)
+    model = build_model(read_trace(tb.write(tmp_path / "recorded_on.wtrace")))
+    assert len(model.row_copies) == 1
+    findings = _overwrites_against_every_row(model, monkeypatch)
+    assert _summary(findings) == [("WT101", 20, 10, 21, 2)]
+    moved = len(model.seq) - tb.seq  # the replays' events come before the reads (seqs renumbered)
+    evidence = findings[0].evidence
+    assert evidence["read_seqs"] == [same_key + moved, later + moved]
+    assert evidence["write_seqs"] == [write + moved] * 2
+
+
 def test_dataflow_row_columns_of_replays_copied_from_the_template(tmp_path, zoo_traces):
     """The dataflow's executed mask and its array-id bounds are worked out on the rows outside graph
     replays that copy a template and copied into those: the same as gathering every row's."""
