@@ -289,6 +289,7 @@ def test_def_use_edges_of_replays_copied_from_the_template(tmp_path, monkeypatch
         assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
     for name in ("w_key", "w_lo", "w_hi", "w_store", "s_key", "s_rows", "s_lo", "s_hi"):  # the write index
         assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+        assert getattr(ours, name).dtype == getattr(theirs, name).dtype, name
 
 
 def test_memory_codes_of_replays_copied_from_the_template(tmp_path, zoo_traces):
