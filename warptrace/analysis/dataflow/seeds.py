@@ -86,7 +86,8 @@ class Seeds(GradState):
         memory = self._memory_codes(rows)  # one dense code per memory
         calls = self.ev_backward[self.acc_ev[rows]]
         keep = calls >= 0
-        rows, calls, memory = rows[keep], calls[keep], memory[keep]
+        if not keep.all():  # (drone: every one of its 1.33M fill rows is a call's, no copies)
+            rows, calls, memory = rows[keep], calls[keep], memory[keep]
         n = len(rows)
         # stable: each memory's rows stay in row order (lex_order)
         order = _stable_order(memory)
