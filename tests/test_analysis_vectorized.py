@@ -1165,3 +1165,50 @@ def test_slices_of_replays_copied_from_the_template(tmp_path, monkeypatch, zoo_t
             assert np.array_equal(mine, walked_slice)
             assert set(mine.tolist()) == walked_set
     assert sum(n_moved) > 50
+
+
+def test_grouped_fills_in_call_order_match_the_sort():
+    """Seeds.fill_groups' grouping of the fill rows by memory: where the rows' calls never
+    decrease, the presence table of (call, memory) pairs and the first positions from growing
+    prefixes give the groups, first rows, first adjoint rows, cuts and calls of the stable sort
+    by memory (dtypes too); elsewhere the fast path declines."""
+    from warptrace.analysis.dataflow.seeds import (
+        _first_positions,
+        _grouped_fills_in_call_order,
+        _grouped_fills_sorted,
+    )
+
+    rng = np.random.default_rng(11)
+    answered = 0
+    for trial in range(400):
+        n = int(rng.integers(0, 3000 if trial % 10 else 40_000))
+        rows = np.sort(rng.choice(10 * n + 5, size=n, replace=False)).astype(np.int64)
+        n_memory = int(rng.integers(1, 40))
+        memory = rng.integers(0, n_memory, n).astype(np.int64)
+        if trial % 4 == 0 and n:  # a memory first filled late, some codes never
+            memory[: n // 2] = memory[: n // 2] % max(1, n_memory // 3)
+        steps = rng.random(n) < float(rng.choice([0.001, 0.05, 0.5]))
+        calls = int(rng.integers(0, 5)) + np.cumsum(steps).astype(np.int64)
+        if trial % 7 == 0 and n > 1:  # calls that go back: not in call order
+            calls[int(rng.integers(1, n))] = -1 if trial % 14 == 0 else 0
+            calls[0] = max(int(calls[0]), 1)
+        adjoint = rng.random(n) < float(rng.choice([0.0, 0.01, 0.9, 1.0]))
+        fast = _grouped_fills_in_call_order(rows, memory, calls, adjoint)
+        if fast is None:
+            assert (
+                n == 0
+                or bool(np.any(calls[1:] < calls[:-1]))
+                or (calls[-1] + 1) * n_memory > 4 * n + (1 << 16)
+            )
+            continue
+        answered += 1
+        want = _grouped_fills_sorted(rows, memory, calls, adjoint)
+        for got, expected in zip(fast, want):
+            assert np.array_equal(got, expected)
+            assert got.dtype == expected.dtype
+    assert answered > 250
+    codes = rng.integers(0, 9, 50_000)
+    first = _first_positions(codes, 12)
+    for code in range(12):
+        hits = np.flatnonzero(codes == code)
+        assert first[code] == (hits[0] if len(hits) else len(codes))
