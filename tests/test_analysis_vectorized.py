@@ -1212,3 +1212,17 @@ def test_grouped_fills_in_call_order_match_the_sort():
     for code in range(12):
         hits = np.flatnonzero(codes == code)
         assert first[code] == (hits[0] if len(hits) else len(codes))
+
+
+def test_provenance_starts_counted_match_the_search():
+    """Provenance's per-position starts of its ascending producer and leaf indexes, counted
+    (``_starts_of``), are the binary search of every position, empty and repeated ones too."""
+    from warptrace.analysis.dataflow.provenance import _starts_of
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 400))
+        index = np.sort(rng.integers(0, n, int(rng.integers(0, 3 * n)))).astype(np.int64)
+        got = _starts_of(index, n)
+        want = np.searchsorted(index, np.arange(n + 1), side="left")
+        assert np.array_equal(got, want) and got.dtype == want.dtype
