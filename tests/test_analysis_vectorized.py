@@ -1226,3 +1226,41 @@ def test_provenance_starts_counted_match_the_search():
         got = _starts_of(index, n)
         want = np.searchsorted(index, np.arange(n + 1), side="left")
         assert np.array_equal(got, want) and got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_expanded_replay_column_points_at_each_copys_launch(tmp_path, seed):
+    """expand_replays' per-event ``replay`` and ``executed`` (repeated per piece of the expansion):
+    a copied event points at the capture_launch just before its replay's events and ran; every
+    other event has -1. The random replay traces, plus a launch of a graph never captured (an
+    empty body) and launches with nothing between them."""
+    tb = _random_replay_trace(seed)
+    tb.event(S.CAPTURE_LAUNCH, ref_id=99)  # no such graph: nothing copied
+    tb.event(S.CAPTURE_LAUNCH, ref_id=7)
+    tb.event(S.CAPTURE_LAUNCH, ref_id=8)
+    path = tb.write(tmp_path / "replays.wtrace")
+    events = expand_captures(read_trace(path)).tables["events"]
+    kind = events.column("kind").to_pylist()
+    replay = events.column("replay").to_numpy()
+    executed = events.column("executed").to_numpy(zero_copy_only=False)
+    orig = events.column("orig_seq").to_numpy()
+    recorded = read_trace(path).tables["events"]
+    captured = set()  # recorded seqs inside a capture window
+    inside = False
+    for seq, k in zip(recorded.column("seq").to_pylist(), recorded.column("kind").to_pylist()):
+        if k == S.CAPTURE_END:
+            inside = False
+        if inside:
+            captured.add(seq)
+        if k == S.CAPTURE_BEGIN:
+            inside = True
+    copies = 0
+    launch = -1
+    for i, k in enumerate(kind):
+        if int(orig[i]) in captured:
+            copies += 1
+            assert replay[i] == launch >= 0 and kind[launch] == S.CAPTURE_LAUNCH and executed[i]
+        else:
+            assert replay[i] == -1
+            launch = i if k == S.CAPTURE_LAUNCH else -1
+    assert copies > 100
