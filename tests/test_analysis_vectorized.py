@@ -1264,3 +1264,105 @@ def test_expanded_replay_column_points_at_each_copys_launch(tmp_path, seed):
             assert replay[i] == -1
             launch = i if k == S.CAPTURE_LAUNCH else -1
     assert copies > 100
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "wt303_checkpoint",
+        "wt303_host_checkpoint",
+        "ok_flow_checkpoint_saved_adjoint",
+        "ok_flow_vjp_seed",
+        "wt304_fill_seed",
+        "wt304_grads_dict",
+        "wt305_seed_total",
+        "ok_flow_capture_replay",
+        "wt204_tape_kept",
+        "ok_acc_jacobian_rows",
+    ],
+)
+def test_seeds_found_together_match_each_call_alone(name, zoo_traces):
+    """Seeds._find_seeds_many (the candidate rows of every call gathered at once, as _slices asks)
+    gives each call's hand seeds as _find_seeds of that call alone: all calls, every other one,
+    and in reverse order, each on a fresh dataflow."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    path = zoo_traces(programs[name])
+    alone = dataflow_of(build_model(read_trace(path)))
+    calls = alone.backward_calls
+    assert calls
+    want = [alone._find_seeds(call) for call in calls]
+    for pick in (calls, calls[::2], calls[::-1]):
+        together = dataflow_of(build_model(read_trace(path)))
+        picked = [together.backward_calls[call.index] for call in pick]
+        assert together._find_seeds_many(picked) == [want[call.index] for call in pick]
+    # through the cache, as the slices fill it
+    sliced = dataflow_of(build_model(read_trace(path)))
+    sliced.objective_arrays_many(sliced.backward_calls)
+    assert [sliced.seeds(call) for call in sliced.backward_calls] == want
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_seeds_found_together_on_random_traces(tmp_path, seed):
+    """_find_seeds_many equals _find_seeds per call on random traces: tapes recorded again and
+    again or anew, backward calls with and without loss= and grads=, hand seeds (memsets, fills
+    and stores of gradient buffers, from gradients or not) between them, and calls that run no
+    adjoint launch."""
+    from warptrace.analysis.report import build_model
+
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    params = [tb.array(f"p{i}", shape=(8,), requires_grad=True) for i in range(4)]
+    grads = [tb.grad(p) for p in params]
+    step = tb.kernel("step", a="r", b="w")
+    tape = tb.tape()
+    for _ in range(int(rng.integers(5, 12))):
+        if rng.integers(0, 3) == 0:
+            tape = tb.tape()
+        with tb.recording(tape):
+            for _ in range(int(rng.integers(0, 4))):
+                a, b = (int(v) for v in rng.choice(params, 2, replace=False))
+                tb.launch(step, a=a, b=b)
+        for _ in range(int(rng.integers(0, 5))):  # hand seeds before the backward
+            g = int(rng.choice(grads))
+            choice = int(rng.integers(0, 4))
+            if choice == 0:
+                tb.memset(g)
+            elif choice == 1:
+                tb.memset(g, 1.0)
+            else:
+                source = int(rng.choice(grads if choice == 2 else params))
+                if source != g:
+                    tb.launch(step, a=source, b=g)
+        if rng.integers(0, 3) == 0:  # an adjoint launch run by hand: a store into a gradient, no seed
+            g = int(rng.choice(grads))
+            seq = tb.event(S.LAUNCH, tape=-1, phase=S.FORWARD, adjoint=True, kernel=step)
+            tb.access(seq, g, S.ROLE_WRITE, S.FLAG_STORE, "b")
+        loss = int(rng.choice(params)) if rng.integers(0, 2) else None
+        keys = [int(p) for p in params if rng.integers(0, 4) == 0]
+        if rng.integers(0, 2):
+            tb.backward(tape, loss, grads=keys, adjoints=bool(rng.integers(0, 4)))
+            continue
+        # a backward whose first adjoint launch comes before more writes of gradient buffers:
+        # those lie after the window where seeds are looked for
+        tb.event(S.BACKWARD_BEGIN, tape=tape, phase=S.BACKWARD, array_id=-1 if loss is None else loss)
+        seq = tb.event(S.LAUNCH, tape=tape, phase=S.BACKWARD, adjoint=True, kernel=step)
+        tb.access(seq, int(rng.choice(grads)), S.ROLE_WRITE, S.FLAG_ACCUMULATE, "b")
+        for g in rng.choice(grads, int(rng.integers(1, 3)), replace=False).tolist():
+            seq = tb.event(S.MEMSET, tape=tape, phase=S.BACKWARD, value=float(rng.integers(0, 2)), array_id=g)
+            tb.access(seq, g, S.ROLE_WRITE, S.FLAG_STORE, "")
+        tb.event(S.BACKWARD_END, tape=tape, phase=S.BACKWARD)
+    path = tb.write(tmp_path / "seeds.wtrace")
+    alone = dataflow_of(build_model(read_trace(path)))
+    calls = alone.backward_calls
+    assert len(calls) >= 5
+    want = [alone._find_seeds(call) for call in calls]
+    assert any(want)
+    for pick in (calls, calls[1::2]):
+        together = dataflow_of(build_model(read_trace(path)))
+        picked = [together.backward_calls[call.index] for call in pick]
+        assert together._find_seeds_many(picked) == [want[call.index] for call in pick]
