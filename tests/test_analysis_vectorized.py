@@ -1366,3 +1366,17 @@ def test_seeds_found_together_on_random_traces(tmp_path, seed):
         together = dataflow_of(build_model(read_trace(path)))
         picked = [together.backward_calls[call.index] for call in pick]
         assert together._find_seeds_many(picked) == [want[call.index] for call in pick]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_acc_ev_of_positional_seqs_is_the_checked_index(tmp_path, seed):
+    """Model.acc_ev where the seqs are the event positions (a capture expansion: acc_near_ev is
+    acc_seq itself) is the index checked row by row (seq[index] == acc_seq, else -1), and so it is
+    on the trace as recorded."""
+    path = _random_replay_trace(seed).write(tmp_path / "replays.wtrace")
+    for model in (Model(expand_captures(read_trace(path))), Model(read_trace(path))):
+        index = model.acc_near_ev
+        want = np.where(model.seq[index] == model.acc_seq, index, -1)
+        assert np.array_equal(model.acc_ev, want) and model.acc_ev.dtype == np.int64
+    expanded = Model(expand_captures(read_trace(path)))
+    assert expanded.acc_near_ev is expanded.acc_seq  # the fast path is taken there
