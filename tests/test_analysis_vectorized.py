@@ -1172,10 +1172,10 @@ def test_grouped_fills_in_call_order_match_the_sort():
     decrease, the presence table of (call, memory) pairs and the first positions from growing
     prefixes give the groups, first rows, first adjoint rows, cuts and calls of the stable sort
     by memory (dtypes too); elsewhere the fast path declines."""
-    from warptrace.analysis.dataflow.seeds import (
-        _first_positions,
-        _grouped_fills_in_call_order,
-        _grouped_fills_sorted,
+    from warptrace.analysis.dataflow.fill_groups import (
+        first_positions,
+        grouped_fills_in_call_order,
+        grouped_fills_sorted,
     )
 
     rng = np.random.default_rng(11)
@@ -1193,7 +1193,7 @@ def test_grouped_fills_in_call_order_match_the_sort():
             calls[int(rng.integers(1, n))] = -1 if trial % 14 == 0 else 0
             calls[0] = max(int(calls[0]), 1)
         adjoint = rng.random(n) < float(rng.choice([0.0, 0.01, 0.9, 1.0]))
-        fast = _grouped_fills_in_call_order(rows, memory, calls, adjoint)
+        fast = grouped_fills_in_call_order(rows, memory, calls, adjoint)
         if fast is None:
             assert (
                 n == 0
@@ -1202,13 +1202,13 @@ def test_grouped_fills_in_call_order_match_the_sort():
             )
             continue
         answered += 1
-        want = _grouped_fills_sorted(rows, memory, calls, adjoint)
+        want = grouped_fills_sorted(rows, memory, calls, adjoint)
         for got, expected in zip(fast, want):
             assert np.array_equal(got, expected)
             assert got.dtype == expected.dtype
     assert answered > 250
     codes = rng.integers(0, 9, 50_000)
-    first = _first_positions(codes, 12)
+    first = first_positions(codes, 12)
     for code in range(12):
         hits = np.flatnonzero(codes == code)
         assert first[code] == (hits[0] if len(hits) else len(codes))
