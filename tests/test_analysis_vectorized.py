@@ -289,6 +289,7 @@ def test_def_use_edges_of_replays_copied_from_the_template(tmp_path, monkeypatch
         assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
     for name in ("w_key", "w_lo", "w_hi", "w_store", "s_key", "s_rows", "s_lo", "s_hi"):  # the write index
         assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+        assert getattr(ours, name).dtype == getattr(theirs, name).dtype, name
 
 
 def test_memory_codes_of_replays_copied_from_the_template(tmp_path, zoo_traces):
@@ -1358,3 +1359,218 @@ def test_slices_of_replays_copied_from_the_template(tmp_path, monkeypatch, zoo_t
             assert np.array_equal(mine, walked_slice)
             assert set(mine.tolist()) == walked_set
     assert sum(n_moved) > 50
+
+
+def test_grouped_fills_in_call_order_match_the_sort():
+    """Seeds.fill_groups' grouping of the fill rows by memory: where the rows' calls never
+    decrease, the presence table of (call, memory) pairs and the first positions from growing
+    prefixes give the groups, first rows, first adjoint rows, cuts and calls of the stable sort
+    by memory (dtypes too); elsewhere the fast path declines."""
+    from warptrace.analysis.dataflow.fill_groups import (
+        first_positions,
+        grouped_fills_in_call_order,
+        grouped_fills_sorted,
+    )
+
+    rng = np.random.default_rng(11)
+    answered = 0
+    for trial in range(400):
+        n = int(rng.integers(0, 3000 if trial % 10 else 40_000))
+        rows = np.sort(rng.choice(10 * n + 5, size=n, replace=False)).astype(np.int64)
+        n_memory = int(rng.integers(1, 40))
+        memory = rng.integers(0, n_memory, n).astype(np.int64)
+        if trial % 4 == 0 and n:  # a memory first filled late, some codes never
+            memory[: n // 2] = memory[: n // 2] % max(1, n_memory // 3)
+        steps = rng.random(n) < float(rng.choice([0.001, 0.05, 0.5]))
+        calls = int(rng.integers(0, 5)) + np.cumsum(steps).astype(np.int64)
+        if trial % 7 == 0 and n > 1:  # calls that go back: not in call order
+            calls[int(rng.integers(1, n))] = -1 if trial % 14 == 0 else 0
+            calls[0] = max(int(calls[0]), 1)
+        adjoint = rng.random(n) < float(rng.choice([0.0, 0.01, 0.9, 1.0]))
+        fast = grouped_fills_in_call_order(rows, memory, calls, adjoint)
+        if fast is None:
+            assert (
+                n == 0
+                or bool(np.any(calls[1:] < calls[:-1]))
+                or (calls[-1] + 1) * n_memory > 4 * n + (1 << 16)
+            )
+            continue
+        answered += 1
+        want = grouped_fills_sorted(rows, memory, calls, adjoint)
+        for got, expected in zip(fast, want):
+            assert np.array_equal(got, expected)
+            assert got.dtype == expected.dtype
+    assert answered > 250
+    codes = rng.integers(0, 9, 50_000)
+    first = first_positions(codes, 12)
+    for code in range(12):
+        hits = np.flatnonzero(codes == code)
+        assert first[code] == (hits[0] if len(hits) else len(codes))
+
+
+def test_provenance_starts_counted_match_the_search():
+    """Provenance's per-position starts of its ascending producer and leaf indexes, counted
+    (``_starts_of``), are the binary search of every position, empty and repeated ones too."""
+    from warptrace.analysis.dataflow.provenance import _starts_of
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 400))
+        index = np.sort(rng.integers(0, n, int(rng.integers(0, 3 * n)))).astype(np.int64)
+        got = _starts_of(index, n)
+        want = np.searchsorted(index, np.arange(n + 1), side="left")
+        assert np.array_equal(got, want) and got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_expanded_replay_column_points_at_each_copys_launch(tmp_path, seed):
+    """expand_replays' per-event ``replay`` and ``executed`` (repeated per piece of the expansion):
+    a copied event points at the capture_launch just before its replay's events and ran; every
+    other event has -1. The random replay traces, plus a launch of a graph never captured (an
+    empty body) and launches with nothing between them."""
+    tb = _random_replay_trace(seed)
+    tb.event(S.CAPTURE_LAUNCH, ref_id=99)  # no such graph: nothing copied
+    tb.event(S.CAPTURE_LAUNCH, ref_id=7)
+    tb.event(S.CAPTURE_LAUNCH, ref_id=8)
+    path = tb.write(tmp_path / "replays.wtrace")
+    events = expand_captures(read_trace(path)).tables["events"]
+    kind = events.column("kind").to_pylist()
+    replay = events.column("replay").to_numpy()
+    executed = events.column("executed").to_numpy(zero_copy_only=False)
+    orig = events.column("orig_seq").to_numpy()
+    recorded = read_trace(path).tables["events"]
+    captured = set()  # recorded seqs inside a capture window
+    inside = False
+    for seq, k in zip(recorded.column("seq").to_pylist(), recorded.column("kind").to_pylist()):
+        if k == S.CAPTURE_END:
+            inside = False
+        if inside:
+            captured.add(seq)
+        if k == S.CAPTURE_BEGIN:
+            inside = True
+    copies = 0
+    launch = -1
+    for i, k in enumerate(kind):
+        if int(orig[i]) in captured:
+            copies += 1
+            assert replay[i] == launch >= 0 and kind[launch] == S.CAPTURE_LAUNCH and executed[i]
+        else:
+            assert replay[i] == -1
+            launch = i if k == S.CAPTURE_LAUNCH else -1
+    assert copies > 100
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "wt303_checkpoint",
+        "wt303_host_checkpoint",
+        "ok_flow_checkpoint_saved_adjoint",
+        "ok_flow_vjp_seed",
+        "wt304_fill_seed",
+        "wt304_grads_dict",
+        "wt305_seed_total",
+        "ok_flow_capture_replay",
+        "wt204_tape_kept",
+        "ok_acc_jacobian_rows",
+    ],
+)
+def test_seeds_found_together_match_each_call_alone(name, zoo_traces):
+    """Seeds._find_seeds_many (the candidate rows of every call gathered at once, as _slices asks)
+    gives each call's hand seeds as _find_seeds of that call alone: all calls, every other one,
+    and in reverse order, each on a fresh dataflow."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    path = zoo_traces(programs[name])
+    alone = dataflow_of(build_model(read_trace(path)))
+    calls = alone.backward_calls
+    assert calls
+    want = [alone._find_seeds(call) for call in calls]
+    for pick in (calls, calls[::2], calls[::-1]):
+        together = dataflow_of(build_model(read_trace(path)))
+        picked = [together.backward_calls[call.index] for call in pick]
+        assert together._find_seeds_many(picked) == [want[call.index] for call in pick]
+    # through the cache, as the slices fill it
+    sliced = dataflow_of(build_model(read_trace(path)))
+    sliced.objective_arrays_many(sliced.backward_calls)
+    assert [sliced.seeds(call) for call in sliced.backward_calls] == want
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_seeds_found_together_on_random_traces(tmp_path, seed):
+    """_find_seeds_many equals _find_seeds per call on random traces: tapes recorded again and
+    again or anew, backward calls with and without loss= and grads=, hand seeds (memsets, fills
+    and stores of gradient buffers, from gradients or not) between them, and calls that run no
+    adjoint launch."""
+    from warptrace.analysis.report import build_model
+
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    params = [tb.array(f"p{i}", shape=(8,), requires_grad=True) for i in range(4)]
+    grads = [tb.grad(p) for p in params]
+    step = tb.kernel("step", a="r", b="w")
+    tape = tb.tape()
+    for _ in range(int(rng.integers(5, 12))):
+        if rng.integers(0, 3) == 0:
+            tape = tb.tape()
+        with tb.recording(tape):
+            for _ in range(int(rng.integers(0, 4))):
+                a, b = (int(v) for v in rng.choice(params, 2, replace=False))
+                tb.launch(step, a=a, b=b)
+        for _ in range(int(rng.integers(0, 5))):  # hand seeds before the backward
+            g = int(rng.choice(grads))
+            choice = int(rng.integers(0, 4))
+            if choice == 0:
+                tb.memset(g)
+            elif choice == 1:
+                tb.memset(g, 1.0)
+            else:
+                source = int(rng.choice(grads if choice == 2 else params))
+                if source != g:
+                    tb.launch(step, a=source, b=g)
+        if rng.integers(0, 3) == 0:  # an adjoint launch run by hand: a store into a gradient, no seed
+            g = int(rng.choice(grads))
+            seq = tb.event(S.LAUNCH, tape=-1, phase=S.FORWARD, adjoint=True, kernel=step)
+            tb.access(seq, g, S.ROLE_WRITE, S.FLAG_STORE, "b")
+        loss = int(rng.choice(params)) if rng.integers(0, 2) else None
+        keys = [int(p) for p in params if rng.integers(0, 4) == 0]
+        if rng.integers(0, 2):
+            tb.backward(tape, loss, grads=keys, adjoints=bool(rng.integers(0, 4)))
+            continue
+        # a backward whose first adjoint launch comes before more writes of gradient buffers:
+        # those lie after the window where seeds are looked for
+        tb.event(S.BACKWARD_BEGIN, tape=tape, phase=S.BACKWARD, array_id=-1 if loss is None else loss)
+        seq = tb.event(S.LAUNCH, tape=tape, phase=S.BACKWARD, adjoint=True, kernel=step)
+        tb.access(seq, int(rng.choice(grads)), S.ROLE_WRITE, S.FLAG_ACCUMULATE, "b")
+        for g in rng.choice(grads, int(rng.integers(1, 3)), replace=False).tolist():
+            seq = tb.event(S.MEMSET, tape=tape, phase=S.BACKWARD, value=float(rng.integers(0, 2)), array_id=g)
+            tb.access(seq, g, S.ROLE_WRITE, S.FLAG_STORE, "")
+        tb.event(S.BACKWARD_END, tape=tape, phase=S.BACKWARD)
+    path = tb.write(tmp_path / "seeds.wtrace")
+    alone = dataflow_of(build_model(read_trace(path)))
+    calls = alone.backward_calls
+    assert len(calls) >= 5
+    want = [alone._find_seeds(call) for call in calls]
+    assert any(want)
+    for pick in (calls, calls[1::2]):
+        together = dataflow_of(build_model(read_trace(path)))
+        picked = [together.backward_calls[call.index] for call in pick]
+        assert together._find_seeds_many(picked) == [want[call.index] for call in pick]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_acc_ev_of_positional_seqs_is_the_checked_index(tmp_path, seed):
+    """Model.acc_ev where the seqs are the event positions (a capture expansion: acc_near_ev is
+    acc_seq itself) is the index checked row by row (seq[index] == acc_seq, else -1), and so it is
+    on the trace as recorded."""
+    path = _random_replay_trace(seed).write(tmp_path / "replays.wtrace")
+    for model in (Model(expand_captures(read_trace(path))), Model(read_trace(path))):
+        index = model.acc_near_ev
+        want = np.where(model.seq[index] == model.acc_seq, index, -1)
+        assert np.array_equal(model.acc_ev, want) and model.acc_ev.dtype == np.int64
+    expanded = Model(expand_captures(read_trace(path)))
+    assert expanded.acc_near_ev is expanded.acc_seq  # the fast path is taken there

@@ -34,6 +34,27 @@ def test_has_grad_many_matches_has_grad_including_queries_outside_the_change_ran
             assert state.has_grad_many(ids, seqs).tolist() == want
 
 
+def test_has_grad_many_matches_has_grad_with_sparse_ids():
+    """Array ids with gaps, and change lists of ids that are no array (negative, past the
+    largest): the slot table gives the ranks a search of the sorted ids would."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        ids = sorted(set(rng.integers(0, 60, size=int(rng.integers(1, 20))).tolist()))
+        state = GradState.__new__(GradState)
+        arrays = {i: SimpleNamespace(array_id=i, requires_grad=bool(rng.integers(0, 2))) for i in ids}
+        state.model = SimpleNamespace(arrays=arrays)  # type: ignore[assignment]
+        state._has_grad = {}
+        for array_id in rng.choice(np.arange(-3, 70), size=int(rng.integers(0, 30)), replace=False).tolist():
+            seqs = sorted(set(rng.integers(0, 1000, size=int(rng.integers(1, 6))).tolist()))
+            state._has_grad[array_id] = [(seq, bool(rng.integers(0, 2))) for seq in seqs]
+        for _ in range(5):
+            count = int(rng.integers(1, 80))
+            queried = rng.integers(-4, 75, size=count)
+            seqs = rng.integers(-5, 1100, size=count)
+            want = [state.has_grad(int(a), int(s)) for a, s in zip(queried, seqs)]
+            assert state.has_grad_many(queried, seqs).tolist() == want
+
+
 def test_static_grad_is_grad_array_at_every_seq():
     """Where ``static_grad`` answers (since, grad), ``grad_array`` is grad from since on and -1
     before; random change lists, some with several .grad objects or the flag turned off."""

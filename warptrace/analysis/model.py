@@ -453,6 +453,8 @@ class Model:
         if self.n_events == 0:
             return np.full(len(self.acc_seq), -1, dtype=np.int64)
         index = self.acc_near_ev
+        if index is self.acc_seq:  # the seqs are the event positions and bound every row's seq:
+            return index  # each row's seq is its event's (seq[acc_seq] == acc_seq)
         has_event = self.seq[index] == self.acc_seq
         if has_event.all():
             return index

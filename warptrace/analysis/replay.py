@@ -95,10 +95,8 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     next_tape = int(tape.max(initial=-1)) + 1
     take: list[np.ndarray] = []
     body_of: list[int] = []  # per piece of `take`: the graph whose body it is (-1: events between)
-    replayed: list[np.ndarray] = []
+    is_body: list[bool] = []  # per piece of `take`: a replay's body (its events are copies)
     tapes: list[np.ndarray] = []
-    launch_of: list[np.ndarray] = []  # per copied event: the new position of its capture_launch
-    taken = 0
     kept = np.nonzero(~in_window)[0]
     launches = kept[of_kind(S.CAPTURE_LAUNCH)[kept]]
     # per graph: its body's tapes, which of them are set, and the rank of each set one among the
@@ -115,22 +113,18 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     # what the backward replays, on the memory it left. recorded tape id -> that replay's id
     latest = np.full(next_tape, -1, dtype=np.int64)
     cursor = 0
-    for launch in launches:
-        upto = kept[cursor : np.searchsorted(kept, launch) + 1]
-        cursor += len(upto)
+    for launch, cut in zip(launches.tolist(), (np.searchsorted(kept, launches) + 1).tolist()):
+        upto = kept[cursor:cut]
+        cursor = max(cursor, cut)
         take.append(upto)
         body_of.append(-1)
-        replayed.append(np.zeros(len(upto), dtype=bool))
+        is_body.append(False)
         tapes.append(_latest_tapes(tape[upto], latest))
-        launch_of.append(np.full(len(upto), -1, dtype=np.int64))
-        taken += len(upto)
         gid = int(graph[launch])
         body = windows.get(gid, empty_body)
         take.append(body)
         body_of.append(gid)
-        replayed.append(np.ones(len(body), dtype=bool))
-        launch_of.append(np.full(len(body), taken - 1, dtype=np.int64))
-        taken += len(body)
+        is_body.append(True)
         if gid not in windows:
             tapes.append(tape[body])
             continue
@@ -142,11 +136,15 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
         tapes.append(virtual)
     take.append(kept[cursor:])
     body_of.append(-1)
-    replayed.append(np.zeros(len(kept) - cursor, dtype=bool))
+    is_body.append(False)
     tapes.append(_latest_tapes(tape[kept[cursor:]], latest))
-    launch_of.append(np.full(len(kept) - cursor, -1, dtype=np.int64))
     index = np.concatenate(take).astype(np.int64)
-    is_replay = np.concatenate(replayed)
+    # per taken event: copied by a replay, and then the new position of its capture_launch (the
+    # event just before its piece), else -1; repeated per piece instead of made per piece
+    lengths = np.array([len(piece) for piece in take], dtype=np.int64)
+    body_mask = np.array(is_body, dtype=bool)
+    is_replay = np.repeat(body_mask, lengths)
+    launch_of = np.repeat(np.where(body_mask, np.cumsum(lengths) - lengths - 1, -1), lengths)
 
     new_seq = np.arange(len(index), dtype=np.int64)
     # parent links point at the most recent copy of the parent event
@@ -165,7 +163,7 @@ def expand_replays(trace: Trace) -> tuple[Trace, AccessCopies | None]:
     for at, name in sorted((events.schema.get_field_index(name), name) for name in renewed):
         new_events = new_events.add_column(at, name, renewed[name])
     new_events = new_events.append_column("orig_seq", pa.array(seq[index], type=pa.int64()))
-    new_events = new_events.append_column("replay", pa.array(np.concatenate(launch_of), type=pa.int64()))
+    new_events = new_events.append_column("replay", pa.array(launch_of, type=pa.int64()))
 
     # accesses follow their event, once per copy
     accesses = trace.tables["accesses"].combine_chunks()

@@ -36,7 +36,13 @@ def tape_table(tape: np.ndarray, kind: np.ndarray, seq: np.ndarray) -> dict[int,
     first appearance, each with its events in order."""
     tape_events = np.nonzero(tape >= 0)[0]
     grouped = tape_events[np.argsort(tape[tape_events], kind="stable")]  # by tape, event order kept
-    unique, starts = np.unique(tape[grouped], return_index=True)
+    # the tape ids come sorted: each tape's first position is where the id changes (np.unique's
+    # return_index, without its sort)
+    sorted_ids = tape[grouped]
+    new_id = np.ones(len(sorted_ids), dtype=bool)
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=new_id[1:])
+    starts = np.flatnonzero(new_id)
+    unique = sorted_ids[starts]
     stops = [*starts[1:].tolist(), len(grouped)]
     kinds, seqs = kind[grouped], seq[grouped]
     created = _grouped_lists(starts, kinds == K[S.TAPE_CREATE], grouped)

@@ -27,8 +27,8 @@ Everything is computed from the model's numpy columns; nothing imports Warp.
 from __future__ import annotations
 
 from warptrace.analysis.dataflow.base import combine_codes
+from warptrace.analysis.dataflow.fill_groups import FillGroups
 from warptrace.analysis.dataflow.host import HostLinks
-from warptrace.analysis.dataflow.seeds import FillGroups
 from warptrace.analysis.dataflow.tapes import BackwardCall, Epoch
 from warptrace.analysis.model import Model
 

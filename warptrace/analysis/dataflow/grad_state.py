@@ -203,6 +203,16 @@ class GradState(Tapes):
         span = high - low + 2
         return seg_rank * span + (ch_seq - low), low, high, span
 
+    @cached_property
+    def _grad_rank_of_slot(self) -> np.ndarray:
+        """Per dense array slot of ``_grad_table``'s initial states: the rank of its id among the
+        change lists' sorted ids, -1 for none (a lookup instead of a search per query)."""
+        ids, _starts, _stops, _ch_seq, _values, initial = self._grad_table
+        table = np.full(len(initial) - 1, -1, dtype=np.int64)
+        slots = np.nonzero((ids >= 0) & (ids < len(table)))[0]
+        table[ids[slots]] = slots
+        return table
+
     def has_grad_many(self, array_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """:meth:`has_grad` of each (array id, seq) pair, vectorized."""
         array_ids = np.asarray(array_ids, dtype=np.int64)
@@ -213,19 +223,20 @@ class GradState(Tapes):
         ids, starts, _stops, _ch_seq, ch_val, initial = self._grad_table
         max_slot = len(initial) - 1
         dense = (array_ids >= 0) & (array_ids < max_slot)
-        out[dense] = initial[array_ids[dense]]
+        slots = array_ids if dense.all() else array_ids[dense]
+        out[dense] = initial[slots]
         # ids outside the dense table: the exact test
         for i in np.nonzero(~dense)[0].tolist():
             out[i] = self.has_grad(int(array_ids[i]), int(seqs[i]))
         if len(ids) == 0:
             return out
-        rank = np.searchsorted(ids, array_ids)
-        rank_c = np.minimum(rank, len(ids) - 1)
-        hit = dense & (ids[rank_c] == array_ids)
-        if not np.any(hit):
+        # each dense query's rank among the change lists' ids (-1: none), by the slot table
+        rank = np.full(len(array_ids), -1, dtype=np.int64)
+        rank[dense] = self._grad_rank_of_slot[slots]
+        q = np.nonzero(rank >= 0)[0]
+        if not len(q):
             return out
-        q = np.nonzero(hit)[0]
-        r = rank_c[q]
+        r = rank[q]
         s = seqs[q]
         # per query: number of changes of its array with seq <= query seq
         keys, low, high, span = self._grad_keys

@@ -81,15 +81,19 @@ class Provenance(Seeds):
         leaf_array = np.concatenate(leaf_array_parts)
         roots: dict[int, int] = {}
         n = len(scope_evs)
-        w_cuts = np.searchsorted(live_index, np.arange(n + 1), side="left")
-        l_cuts = np.searchsorted(leaf_index, np.arange(n + 1), side="left")
+        # where each position's producers and leaves start (both indexes ascend): counted, not searched
+        w_cuts, l_cuts = _starts_of(live_index, n), _starts_of(leaf_index, n)
         w_cut, l_cut = w_cuts.tolist(), l_cuts.tolist()
         # each distinct leaf set once (``sets``, interned), events carry its number: the
         # producers of an event are a set of small ints, not of frozensets
         sets: list[frozenset[int]] = [empty]
         number: dict[frozenset[int], int] = {empty: 0}
         set_of = [0] * n  # per scope position: the number of its event's leaf set
-        writers_at = np.searchsorted(scope_evs, live_writer)  # as scope positions
+        # as scope positions (every live writer is in scope): looked up per event, not searched
+        position = np.full(m.n_events, -1, dtype=np.int64)
+        position[scope_evs] = np.arange(n, dtype=np.int64)
+        writers_at = position[live_writer]
+        del position
         unions: dict[tuple[int, ...], int] = {}
         own_unions: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
@@ -213,3 +217,11 @@ class Provenance(Seeds):
         seqs = m.seq[evs]
         begins = m.backward_after_many(m.tape[evs], seqs)
         return np.where(m.recorded[evs] & (self.ev_epoch[evs] >= 0) & (begins >= 0), begins, seqs)
+
+
+def _starts_of(index: np.ndarray, n: int) -> np.ndarray:
+    """``np.searchsorted(index, np.arange(n + 1))`` of an ascending ``index`` of values in
+    ``range(n)``: per value, where its entries start (and the end), by counting them."""
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(index, minlength=n), out=starts[1:])
+    return starts

@@ -71,13 +71,16 @@ class ReplayedDefUse(DefUse):
         m = self.model
         outside, by_template = _outside_copies(copies, len(writes))
         own = np.nonzero(writes & outside)[0]  # row order, the templates' writes among them
-        own_alloc = m.acc_alloc[own]
+        own_alloc, own_seq = m.acc_alloc[own], m.acc_seq[own]
         own_lo, own_hi = self.hulls(own)
         # the units' rows are taken from `source`: the own writes, then each template's writes by
-        # allocation; a unit is one own write, or one copy's writes to one allocation
-        source, source_lo, source_hi = [own], [own_lo], [own_hi]
+        # allocation; a unit is one own write, or one copy's writes to one allocation. A copy's rows
+        # are its template's, their seqs moved by one offset (Model.row_copies): the seqs too are
+        # taken from the compact sources, not gathered from every row's
+        source, source_seq, source_lo, source_hi = [own], [own_seq], [own_lo], [own_hi]
         unit_alloc, unit_row, unit_first = [own_alloc], [own], [np.arange(len(own))]
-        unit_size, unit_shift = [np.ones(len(own), dtype=np.int64)], [np.zeros(len(own), dtype=np.int64)]
+        unit_size, no_shift = [np.ones(len(own), dtype=np.int64)], np.zeros(len(own), dtype=np.int64)
+        unit_shift, unit_seq_shift = [no_shift], [no_shift]
         at = len(own)
         for (template, size), starts in by_template.items():
             a, b = (int(x) for x in np.searchsorted(own, [template, template + size]))
@@ -85,6 +88,7 @@ class ReplayedDefUse(DefUse):
             by_alloc = a + _stable_order(own_alloc[a:b])
             allocs, first, count = np.unique(own_alloc[by_alloc], return_index=True, return_counts=True)
             source += [own[by_alloc]]
+            source_seq += [own_seq[by_alloc]]
             source_lo += [own_lo[by_alloc]]
             source_hi += [own_hi[by_alloc]]
             n_copies, n_allocs = len(starts), len(allocs)
@@ -93,14 +97,21 @@ class ReplayedDefUse(DefUse):
             unit_first.append(np.tile(at + first, n_copies))
             unit_size.append(np.tile(count, n_copies))
             unit_shift.append(np.repeat(starts - template, n_allocs))
+            unit_seq_shift.append(np.repeat(m.acc_seq[starts] - m.acc_seq[template], n_allocs))
             at += b - a
         alloc, row = np.concatenate(unit_alloc), np.concatenate(unit_row)
         order = np.lexsort((row, alloc))  # (allocation, first row): no own write lies inside a copy
         firsts, sizes = np.concatenate(unit_first)[order], np.concatenate(unit_size)[order]
-        taken, owner = expand_ranges(firsts, firsts + sizes)
-        rows = np.concatenate(source)[taken] + np.concatenate(unit_shift)[order][owner]
+        # expand_ranges(firsts, firsts + sizes) without the owner of each position: the per-unit
+        # shifts are repeated over their units' positions instead of gathered through it
+        taken = np.repeat(firsts - np.cumsum(sizes) + sizes, sizes)
+        taken += np.arange(len(taken), dtype=np.int64)
+        rows = np.concatenate(source)[taken]
+        rows += np.repeat(np.concatenate(unit_shift)[order], sizes)
+        seq = np.concatenate(source_seq)[taken]
+        seq += np.repeat(np.concatenate(unit_seq_shift)[order], sizes)
         lo, hi = np.concatenate(source_lo)[taken], np.concatenate(source_hi)[taken]
-        return rows, np.repeat(alloc[order], sizes), m.acc_seq[rows], lo, hi
+        return rows, np.repeat(alloc[order], sizes), seq, lo, hi
 
     def _answer_reads(self, queried: np.ndarray, copies: list[tuple[int, int, int]]) -> None:
         if not copies:
@@ -186,8 +197,12 @@ class ReplayedDefUse(DefUse):
         q_alloc = np.tile(alloc[key_read], n_copies)
         q_seq = m.acc_seq[(starts[:, None] + offset[key][None, :]).reshape(-1)]
         q_count = np.tile(go_count[key], n_copies)
+        # searched key by key: a key's copies come in seq order, a sorted run, which numpy's search
+        # walks on from the previous answer (drone's 232,600 queries in random order: twice the time)
+        by_key = (q_alloc * big + q_seq).reshape(n_copies, n_keys).T.ravel()
+        q_pos = np.searchsorted(self.w_key, by_key, side="left").reshape(n_keys, n_copies).T.ravel()
         found, found_w, found_r = self._walks_from(
-            np.searchsorted(self.w_key, q_alloc * big + q_seq, side="left") - 1,
+            q_pos - 1,
             q_alloc,
             np.tile(lo[key_read], n_copies),
             np.tile(hi[key_read], n_copies),

@@ -15,6 +15,8 @@ Findings are grouped by root cause (the user line to change) with a count.
 
 from __future__ import annotations
 
+import numpy as np
+
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
@@ -45,11 +47,12 @@ def check(model: Model) -> list[Finding]:
     if not disabled:
         return []
     findings = []
-    for _epoch, call in backpropagated(df):
-        objective = df.objective_events(call)
-        for ev in sorted(objective):
-            if int(model.kernel[ev]) not in disabled or model.kind[ev] != K[S.LAUNCH]:
-                continue
+    # per event: a launch of a kernel with its backward disabled (picked from each slice at once)
+    disabled_launch = np.isin(model.kernel, np.fromiter(disabled, dtype=np.int64, count=len(disabled)))
+    disabled_launch &= model.kind == K[S.LAUNCH]
+    calls = [call for _epoch, call in backpropagated(df)]
+    for call, objective in zip(calls, df.objective_arrays_many(calls)):
+        for ev in objective[disabled_launch[objective]].tolist():
             inputs = differentiable_reads(model, df, ev, call.begin_seq)
             leaves = df.provenance.get(ev, frozenset())
             if not inputs and not leaves:

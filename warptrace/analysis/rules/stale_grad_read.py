@@ -44,7 +44,8 @@ WT306 = RuleInfo(
 def check(model: Model) -> list[Finding]:
     df = dataflow_of(model)
     findings = []
-    grad_rows = np.nonzero(df.grad_row_mask & df.is_read & (model.phase[df.acc_ev] == S.FORWARD))[0]
+    grad_rows = np.nonzero(df.grad_row_mask & df.is_read)[0]  # then the phase of their events only
+    grad_rows = grad_rows[model.phase[df.acc_ev[grad_rows]] == S.FORWARD]
     evs = df.acc_ev[grad_rows]
     kinds = model.kind[evs]
     reads = grad_rows[

@@ -82,6 +82,7 @@ def check(model: Model) -> list[Finding]:
         return []
     slices = df.objective_arrays_many([call for _, call in pairs])
     findings = []
+    last_read, windows = _grad_read_tables(model)  # of _grads_read_after
     written_by: dict[int, set[int]] = {}  # per producer event: the arrays it writes
     updates: dict[int, bool] = {}  # per producer event: whether it is an update step
     dtype_ok: dict[int, bool] = {}  # per array: known, of a floating-point (differentiable) dtype
@@ -117,7 +118,7 @@ def check(model: Model) -> list[Finding]:
             if written is None:
                 rows_of = np.arange(int(model.acc_start[producer]), int(model.acc_stop[producer]))
                 written = written_by[producer] = set(model.acc_array[rows_of[df.is_write[rows_of]]].tolist())
-            if _grads_read_after(model, df, written, call.end_seq):
+            if _grads_read_after_in(model, df, last_read, windows, written, call.end_seq):
                 continue  # (hand-written checkpointing: see _grads_read_after)
             read_back = links.get(producer)
             if read_back is not None:  # the array whose values left through numpy() and came back
@@ -137,7 +138,7 @@ def check(model: Model) -> list[Finding]:
             # parameter upstream of it, read after the backward (an optimizer, numpy(), a copy)
             origin_ev = read_back if read_back is not None else producer
             upstream = set(sources) | set(df.provenance.get(origin_ev, frozenset()))
-            if not _grads_read_after(model, df, upstream, call.end_seq):
+            if not _grads_read_after_in(model, df, last_read, windows, upstream, call.end_seq):
                 continue
             if array_id in shared(model, "record_func_declared", _declared_by_epoch).get(epoch.uid, ()):
                 continue  # a tape.record_func supplies its adjoint
@@ -181,10 +182,30 @@ def _grads_read_after(model: Model, df: Dataflow, arrays: set[int], after: int) 
     (``q_end.grad.assign(checkpoint.grad)``, a seed, a copy to the host), and WT303 judges
     whether it carries all of it. Of its sources and the parameters upstream of them: the
     program uses a gradient the cut makes incomplete."""
+    last_read, windows = _grad_read_tables(model)
+    return _grads_read_after_in(model, df, last_read, windows, arrays, after)
+
+
+def _grad_read_tables(model: Model) -> tuple[np.ndarray, dict[int, tuple[int, ...]]]:
+    """What :func:`_grads_read_after` looks up (shared by the model's rules): per allocation the
+    last host-side read's seq, and per array whose .grad never changes (Dataflow.static_grad)
+    the seqs ``after`` for which the answer is yes, [since, last read of the grad's memory);
+    () where it changes (filled as asked)."""
     last_read = shared(model, "last_host_side_read", _last_host_side_read)
-    # per array whose .grad never changes (Dataflow.static_grad): the seqs `after` for which the
-    # answer is yes, [since, last read of the grad's memory); () where it changes
     windows: dict[int, tuple[int, ...]] = shared(model, "grad_read_windows", lambda _: {})
+    return last_read, windows
+
+
+def _grads_read_after_in(
+    model: Model,
+    df: Dataflow,
+    last_read: np.ndarray,
+    windows: dict[int, tuple[int, ...]],
+    arrays: set[int],
+    after: int,
+) -> bool:
+    """:func:`_grads_read_after` with its tables (:func:`_grad_read_tables`) looked up once by
+    the caller (WT309 asks 33,640 times on drone)."""
     for array_id in arrays:
         window = windows.get(array_id)
         if window is None:
