@@ -293,12 +293,18 @@ class Seeds(GradState):
         evs = self.acc_ev[rows]
         own = ~m.adjoint[evs]
         rows, evs = rows[own], evs[own]
-        values = m.value[evs]
-        zero_fill = (m.kind[evs] == self._K[S.MEMSET]) & (np.isnan(values) | (values == 0.0))
         # the first test of _carries_gradient for every candidate at once: it reads a gradient buffer
         others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
         reads_grad = set(evs[owner[self.is_read[others] & self.grad_row_mask[others]]].tolist())
-        columns = (
+        return self._seeds_of(call, self._candidate_columns(rows, evs), reads_grad)
+
+    def _candidate_columns(self, rows: np.ndarray, evs: np.ndarray) -> tuple[list[int], ...]:
+        """The columns :meth:`_seeds_of` reads of the candidate rows ``rows`` (events ``evs``):
+        event, array, allocation, byte bounds, and whether the event is a memset to zero."""
+        m = self.model
+        values = m.value[evs]
+        zero_fill = (m.kind[evs] == self._K[S.MEMSET]) & (np.isnan(values) | (values == 0.0))
+        return (
             evs.tolist(),
             m.acc_array[rows].tolist(),
             m.acc_alloc[rows].tolist(),
@@ -306,7 +312,6 @@ class Seeds(GradState):
             self.acc_hi[rows].tolist(),
             zero_fill.tolist(),
         )
-        return self._seeds_of(call, columns, reads_grad)
 
     def _seed_window_start(self, call: BackwardCall) -> int:
         """The seq after which :meth:`_find_seeds` looks for hand seeds of ``call``: the previous
@@ -342,20 +347,11 @@ class Seeds(GradState):
         evs = self.acc_ev[rows]
         own = ~m.adjoint[evs]
         rows, evs, call_of = rows[own], evs[own], call_of[own]
-        values = m.value[evs]
-        zero_fill = (m.kind[evs] == self._K[S.MEMSET]) & (np.isnan(values) | (values == 0.0))
         others, owner = expand_ranges(m.acc_start[evs], m.acc_stop[evs])
         reads = np.zeros(len(evs), dtype=bool)
         reads[owner[self.is_read[others] & self.grad_row_mask[others]]] = True
         cuts = np.searchsorted(call_of, np.arange(len(calls) + 1), side="left").tolist()
-        columns = (
-            evs.tolist(),
-            m.acc_array[rows].tolist(),
-            m.acc_alloc[rows].tolist(),
-            self.acc_lo[rows].tolist(),
-            self.acc_hi[rows].tolist(),
-            zero_fill.tolist(),
-        )
+        columns = self._candidate_columns(rows, evs)
         reads_list = reads.tolist()
         found = []
         for k, call in enumerate(calls):
