@@ -5946,7 +5946,6 @@ span_dead(const Span *s)
     return s->ref != NULL && PyWeakref_GET_OBJECT(s->ref) == Py_None;
 }
 
-/* room for `need` spans in *spans (0, or -1 with MemoryError) */
 /* weakref.ref(obj) (a new reference), untracked by the garbage collector: a weakref without a
  * callback holds no strong reference (its traverse visits only the callback), so it can be
  * in no cycle. Each allocation's keeper ref and each grad's owner ref would otherwise count
@@ -5961,6 +5960,7 @@ weak_ref(PyObject *obj)
     return ref;
 }
 
+/* room for `need` spans in *spans (0, or -1 with MemoryError) */
 static int
 spans_reserve(Span **spans, Py_ssize_t *cap, Py_ssize_t need)
 {
@@ -6398,7 +6398,8 @@ on_new(FastInitNew *self, Session *ss, PyObject *arr, PyObject *site, PyObject *
         goto done;
     if (owner != Py_None) {
         if ((ref = weak_ref(owner)) == NULL /* weakref.ref(owner) */
-            || (link = untracked(PyTuple_Pack(2, ss->tok, ref))) == NULL || PyDict_SetItem(arr_dict, self->owner_attr, link) < 0)
+            || (link = untracked(PyTuple_Pack(2, ss->tok, ref))) == NULL
+            || PyDict_SetItem(arr_dict, self->owner_attr, link) < 0)
             goto done;
     }
     rc = 0;
