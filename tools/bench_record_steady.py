@@ -12,7 +12,10 @@ backward, ``numpy()``, a new parameter array, ``tape.zero()``) runs ``--iters`` 
 script of its own, plainly and with ``python -m warptrace -q --no-analyze``, alternated
 ``--runs`` times. The script times its own loop after a warm-up (startup, imports, kernel
 loading and the final ``stop()`` are not in the figure): wall time, and CPU time of the
-program's thread (``main``). Reported per iteration and as traced/plain ratios.
+program's thread (``main``). Reported per iteration and as traced/plain ratios, with the
+garbage collector's collections per generation during the loop (``gc`` young/middle/full):
+a count this VM's speed does not move, where a full collection walks the whole heap (the
+sixteenth round found the recorder doubling them in (e); see the CHANGELOG).
 """
 
 from __future__ import annotations
@@ -108,15 +111,18 @@ def iteration():
 TIMED = r"""
 for _ in range(20):
     iteration()
+import gc
+before = [s["collections"] for s in gc.get_stats()]
 wall, main = time.perf_counter(), time.thread_time()
 for _ in range(iters):
     iteration()
 wall, main = time.perf_counter() - wall, time.thread_time() - main
-print(f"WARPTRACE_BENCH wall={wall / iters * 1e6:.2f} main={main / iters * 1e6:.2f}", file=sys.stderr)
+gcs = "/".join(str(s["collections"] - b) for s, b in zip(gc.get_stats(), before))
+print(f"WARPTRACE_BENCH wall={wall / iters * 1e6:.2f} main={main / iters * 1e6:.2f} gc={gcs}", file=sys.stderr)
 """
 
 DEFAULT_ITERS = {"b": 10000, "e": 1500}
-_RESULT = re.compile(r"WARPTRACE_BENCH wall=([0-9.]+) main=([0-9.]+)")
+_RESULT = re.compile(r"WARPTRACE_BENCH wall=([0-9.]+) main=([0-9.]+) gc=([0-9/]+)")
 
 
 def chosen_loops(parser: argparse.ArgumentParser, names: list[str]) -> list[str]:
@@ -128,8 +134,8 @@ def chosen_loops(parser: argparse.ArgumentParser, names: list[str]) -> list[str]
     return names or list(LOOPS)
 
 
-def run_once(script: Path, iters: int, traced: bool, folder: Path) -> tuple[float, float]:
-    """(wall, main) µs per iteration of one run."""
+def run_once(script: Path, iters: int, traced: bool, folder: Path) -> tuple[float, float, str]:
+    """(wall, main) µs per iteration of one run, and its collections per generation."""
     argv = [sys.executable]
     if traced:
         argv += ["-m", "warptrace", "-q", "--no-analyze", "-o", str(folder / "run.wtrace")]
@@ -138,7 +144,7 @@ def run_once(script: Path, iters: int, traced: bool, folder: Path) -> tuple[floa
     match = _RESULT.search(done.stderr)
     if done.returncode != 0 or match is None:
         raise RuntimeError(f"{' '.join(argv)} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return float(match.group(1)), float(match.group(2))
+    return float(match.group(1)), float(match.group(2)), match.group(3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     loops = chosen_loops(parser, args.loops)
     print(f"{'loop':5} {'run':4} {'plain wall':>11} {'traced wall':>12} {'ratio':>6} {'plain main':>11} "
-          f"{'traced main':>12} {'ratio':>6}  (µs per iteration)")  # fmt: skip
+          f"{'traced main':>12} {'ratio':>6} {'plain gc':>12} {'traced gc':>12}  (µs per iteration)")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="wt-steady-") as tmp:
         folder = Path(tmp)
         for name in loops:
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 traced = run_once(script, iters, True, folder)
                 print(
                     f"({name})   {run:<4} {plain[0]:11.1f} {traced[0]:12.1f} {traced[0] / plain[0]:6.2f} "
-                    f"{plain[1]:11.1f} {traced[1]:12.1f} {traced[1] / plain[1]:6.2f}",
+                    f"{plain[1]:11.1f} {traced[1]:12.1f} {traced[1] / plain[1]:6.2f} {plain[2]:>12} {traced[2]:>12}",
                     flush=True,
                 )
     return 0
