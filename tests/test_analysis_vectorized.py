@@ -51,6 +51,17 @@ def test_stable_orders_are_stable_argsorts(high):
             assert np.array_equal(_key_order(alloc, seq), np.argsort(alloc * 100 + seq, kind="stable"))
 
 
+def _zoo_trace(zoo_traces, name: str):
+    """The trace of the zoo program ``name`` (recorded once per session by the ``zoo_traces``
+    fixture); the test is skipped where there is no such program."""
+    from tests.zoo import discover
+
+    programs = {program.name: program for program in discover()}
+    if name not in programs:
+        pytest.skip(f"no zoo program {name}")
+    return zoo_traces(programs[name])
+
+
 def _latest_copies_loop(origin_seq: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """The loop expand_captures used: parents point at the most recent copy of the parent."""
     out = parent.copy()
@@ -296,7 +307,6 @@ def test_memory_codes_of_replays_copied_from_the_template(tmp_path, zoo_traces):
     """The memory codes of access rows in graph replays that copy a template are the template
     rows' (Seeds._memory_codes): the codes of working out every row, also where a subset of the
     rows breaks the copy pattern; fill_groups built on them is the one of every row."""
-    from tests.zoo import discover
     from warptrace.analysis.dataflow.base import combine_codes
     from warptrace.analysis.report import build_model
 
@@ -311,9 +321,8 @@ def test_memory_codes_of_replays_copied_from_the_template(tmp_path, zoo_traces):
     for subset in (rows, uneven):
         expected = unique_inverse(combine_codes([model.acc_alloc[subset], *df.hulls(subset)]))[1]
         assert np.array_equal(df._memory_codes(subset), expected)
-    programs = {program.name: program for program in discover()}
     for name in ("ok_flow_capture_replay", "wt101_capture_replay"):
-        path = zoo_traces(programs[name])
+        path = _zoo_trace(zoo_traces, name)
         copied = dataflow_of(build_model(read_trace(path))).fill_groups
         every_row = build_model(read_trace(path))
         every_row.__dict__["row_copies"] = []
@@ -365,14 +374,10 @@ def test_replay_seqs_match_backward_of_event(tmp_path):
 def test_wt303_prune_never_hides_a_seeded_pair(name, zoo_traces):
     """WT303 skips the boundary walk of a segment pair when _may_pair_seeded says no pair can be
     seeded: on every segment pair of these programs, the full walk agrees."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
     from warptrace.analysis.rules import unchained_boundary as wt303
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    model = build_model(read_trace(zoo_traces(programs[name])))
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
     df = dataflow_of(model)
     seen = 0
     for call_a in df.backward_calls[1:]:
@@ -394,13 +399,9 @@ def test_wt303_prune_never_hides_a_seeded_pair(name, zoo_traces):
 def test_grad_arrays_ever_covers_grad_array(name, zoo_traces):
     """WT303 tests an array's seeded gradient only when one of ``grad_arrays_ever`` is seeded
     memory: every ``grad_array`` answer at every seq of the trace is among them."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    model = build_model(read_trace(zoo_traces(programs[name])))
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
     df = dataflow_of(model)
     seqs = sorted({int(s) for s in model.seq.tolist()} | {-1, int(model.seq.max()) + 1})
     answered = 0
@@ -457,14 +458,10 @@ def test_wt303_content_cache_matches_direct(name, zoo_traces):
     """WT303 computes B's exposed inputs and A's pair candidates once per segment content (the
     replays of a captured graph share it): on every segment pair, the cached answers are the
     ones computed for that pair directly."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
     from warptrace.analysis.rules import unchained_boundary as wt303
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    model = build_model(read_trace(zoo_traces(programs[name])))
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
     df = dataflow_of(model)
     for call_a in df.backward_calls[1:]:
         call_b = df.backward_calls[call_a.index - 1]
@@ -511,14 +508,10 @@ def test_orig_seq_of_replayed_events(tmp_path):
 def test_grad_args_many_matches_grad_args(name, zoo_traces):
     """The kernel uses ask which arguments of each launch have a gradient for all their
     (launch, backward) pairs at once: the answers of the per-launch question."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
     from warptrace.analysis.rules import kernel_uses
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    model = build_model(read_trace(zoo_traces(programs[name])))
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
     df = dataflow_of(model)
     evs = np.arange(model.n_events, dtype=np.int64)
     evs = evs[model.acc_stop[evs] > model.acc_start[evs]]
@@ -561,13 +554,9 @@ def _fill_rows_loop(df) -> np.ndarray:
     "name", ["wt303_checkpoint", "wt101_copy_writeback", "wt203_dlpack_bridge", "ok_flow_capture_replay"]
 )
 def test_fill_rows_match_the_loop(name, zoo_traces):
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    df = dataflow_of(build_model(read_trace(zoo_traces(programs[name]))))
+    df = dataflow_of(build_model(read_trace(_zoo_trace(zoo_traces, name))))
     assert np.array_equal(df.fill_rows, _fill_rows_loop(df))
 
 
@@ -646,13 +635,9 @@ def _provenance_reference(df) -> dict[int, frozenset[int]]:
     ["wt302_copy_carry", "wt302_frames", "wt303_checkpoint", "ok_flow_capture_replay", "wt503_copy_severed"],
 )
 def test_provenance_matches_plain_sets(name, zoo_traces):
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    df = dataflow_of(build_model(read_trace(zoo_traces(programs[name]))))
+    df = dataflow_of(build_model(read_trace(_zoo_trace(zoo_traces, name))))
     want = _provenance_reference(df)
     assert df.provenance == want
     assert any(want.values())
@@ -681,11 +666,9 @@ def test_lex_order_is_lexsort(high):
 def test_clearing_store_matches_a_per_row_check(name, zoo_traces):
     """Dataflow.clearing_store (pairs of store and read rows in numpy) against the plain
     definition: a forward store none of whose event's read rows overlaps its memory."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    model = build_model(read_trace(zoo_traces(programs[name])))
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
     df = dataflow_of(model)
     expected = np.zeros(len(model.acc_array), dtype=bool)
     for row in range(len(model.acc_array)):
@@ -709,11 +692,9 @@ def test_model_of_access_copies_matches_copied_table(zoo_traces):
     """build_model leaves a replay's access rows uncopied (expand_replays: the model gathers its
     columns from the recorded rows): the model's access columns are those of a model of the
     table expand_captures copies, value for value and code for code."""
-    from tests.zoo import discover
     from warptrace.analysis.replay import expand_replays
 
-    programs = {program.name: program for program in discover()}
-    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    trace = read_trace(_zoo_trace(zoo_traces, "ok_flow_capture_replay"))
     expanded, copies = expand_replays(trace)
     assert copies is not None and "accesses" not in expanded.tables
     gathered, copied = Model(expanded, copies), Model(expand_captures(trace))
@@ -733,12 +714,10 @@ def test_provenance_copies_replays_as_the_walk_would(zoo_traces, monkeypatch):
     """Provenance copies the leaf sets of a graph replay from the replay before it when its
     events read the same (own leaves, producers inside it, leaf sets of those before it): the
     sets that walking every event gives, in the same order."""
-    from tests.zoo import discover
     from warptrace.analysis.dataflow.provenance import Provenance
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    path = zoo_traces(programs["ok_flow_capture_replay"])
+    path = _zoo_trace(zoo_traces, "ok_flow_capture_replay")
     df = dataflow_of(build_model(read_trace(path)))
     copied = df.provenance
     assert df.provenance_copies > 0
@@ -752,11 +731,9 @@ def test_provenance_copies_replays_as_the_walk_would(zoo_traces, monkeypatch):
 def test_clearing_store_of_replays_copied_from_the_template(zoo_traces):
     """clearing_store decides the rows of a graph replay that copies an earlier one by the
     template's rows (an event's own rows decide): the mask of deciding every row."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    path = zoo_traces(programs["ok_flow_capture_replay"])
+    path = _zoo_trace(zoo_traces, "ok_flow_capture_replay")
     model = build_model(read_trace(path))
     assert model.row_copies
     copied = dataflow_of(model).clearing_store
@@ -771,12 +748,10 @@ def test_access_columns_of_replays_copied_from_the_template(zoo_traces):
     template's rows (columns.take_rows), and equal the rows gathered one by one."""
     import pyarrow as pa
 
-    from tests.zoo import discover
     from warptrace.analysis.columns import table_column
     from warptrace.analysis.replay import expand_replays
 
-    programs = {program.name: program for program in discover()}
-    trace, accesses = expand_replays(read_trace(zoo_traces(programs["ok_flow_capture_replay"])))
+    trace, accesses = expand_replays(read_trace(_zoo_trace(zoo_traces, "ok_flow_capture_replay")))
     model = Model(trace, accesses)
     assert accesses is not None and model.row_copies
     rows = accesses.table()
@@ -797,12 +772,10 @@ def test_reads_at_risk_of_replays_copied_from_the_template(name, zoo_traces):
     """WT101's pending reads at risk in a graph replay that copies an earlier one are the
     template's, moved (rows, backward seqs); the writes that may hit them follow: the same as
     looking at every replay's reads."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
     from warptrace.analysis.rules.overwrite_after_read import _reads_at_risk
 
-    programs = {program.name: program for program in discover()}
-    path = zoo_traces(programs[name])
+    path = _zoo_trace(zoo_traces, name)
     model = build_model(read_trace(path))
     assert len(model.row_copies) >= 2
     copied = _reads_at_risk(model)
@@ -823,11 +796,9 @@ def test_expansion_of_access_rows_recorded_out_of_order(zoo_traces):
 
     import pyarrow as pa
 
-    from tests.zoo import discover
     from warptrace.analysis.replay import expand_replays
 
-    programs = {program.name: program for program in discover()}
-    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    trace = read_trace(_zoo_trace(zoo_traces, "ok_flow_capture_replay"))
     accesses = trace.tables["accesses"]
     seq = accesses.column("seq").to_numpy()
     assert np.all(seq[1:] >= seq[:-1])
@@ -857,13 +828,9 @@ def test_objective_arrays_are_the_sorted_slices(name, zoo_traces):
     """objective_arrays_many (what WT301 and WT309 read) gives each call's backward slice as an
     ascending array of its events: the set objective_events gives, sorted, when every call is
     sliced together and when each call is sliced alone (a fresh dataflow per call)."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    path = zoo_traces(programs[name])
+    path = _zoo_trace(zoo_traces, name)
     df = dataflow_of(build_model(read_trace(path)))
     calls = df.backward_calls
     assert calls
@@ -907,14 +874,10 @@ def test_narrowest_keeps_the_values():
 def test_edge_passes_on_narrow_epochs(name, zoo_traces):
     """WT302's cross-tape reads and the backward slices gather the events' epochs per def-use edge
     in the smallest integer type (Dataflow.ev_epoch_narrow): the same answers as on int64 epochs."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
     from warptrace.analysis.rules import truncated_horizon
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    path = zoo_traces(programs[name])
+    path = _zoo_trace(zoo_traces, name)
     results = []
     for narrow in (True, False):
         model = build_model(read_trace(path))
@@ -935,12 +898,10 @@ def test_wt303_memory_codes_of_replays_copied_from_the_template(zoo_traces):
     """WT303's memory codes per array id are numbered from the ids of the rows outside graph
     replays that copy a template (a copy's rows are its template's): the codes of counting every
     row's id."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
     from warptrace.analysis.rules.unchained_boundary import _RowCodes
 
-    programs = {program.name: program for program in discover()}
-    path = zoo_traces(programs["ok_flow_capture_replay"])
+    path = _zoo_trace(zoo_traces, "ok_flow_capture_replay")
     model = build_model(read_trace(path))
     assert model.row_copies
     ours = _RowCodes(model, dataflow_of(model))
@@ -1029,7 +990,6 @@ def test_overwrites_of_replays_copied_from_the_template(tmp_path, monkeypatch, z
     row, on random captured forward + backward graphs (with tapes open across replays, where the
     runs are passed row by row) and on the zoo's capture programs; also with a bucket size limit
     small enough that the pass drops the reads that are over in and after copied runs."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
     from warptrace.analysis.rules import overwrite_after_read, overwrite_replays
     from warptrace.analysis.rules.post_loss import post_loss_launches
@@ -1046,14 +1006,13 @@ def test_overwrites_of_replays_copied_from_the_template(tmp_path, monkeypatch, z
         return after
 
     monkeypatch.setattr(overwrite_replays.ReplayRuns, "apply_block", counting)
-    programs = {program.name: program for program in discover()}
     names = (
         "wt101_capture_replay",
         "ok_flow_capture_replay",
         "wt103_capture_eager_backward",
         "wt103_capture_epoch_reload",
     )
-    paths = [zoo_traces(programs[name]) for name in names]
+    paths = [_zoo_trace(zoo_traces, name) for name in names]
     paths += [_random_taped_replay_trace(seed).write(tmp_path / f"replays{seed}.wtrace") for seed in range(8)]
     n_findings = 0
     for path in paths:
@@ -1268,12 +1227,10 @@ def test_overwrites_after_a_copy_counts_the_reads_it_left_pending(tmp_path, monk
 def test_dataflow_row_columns_of_replays_copied_from_the_template(tmp_path, zoo_traces):
     """The dataflow's executed mask and its array-id bounds are worked out on the rows outside graph
     replays that copy a template and copied into those: the same as gathering every row's."""
-    from tests.zoo import discover
     from warptrace.analysis.dataflow.base import DataflowBase
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    paths = [zoo_traces(programs[name]) for name in ("ok_flow_capture_replay", "wt101_capture_replay")]
+    paths = [_zoo_trace(zoo_traces, name) for name in ("ok_flow_capture_replay", "wt101_capture_replay")]
     paths.append(_random_replay_trace(1).write(tmp_path / "replays.wtrace"))
     for path in paths:
         model = build_model(read_trace(path))
@@ -1298,11 +1255,9 @@ def test_expanded_events_take_only_the_columns_copied(zoo_traces):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tests.zoo import discover
     from warptrace.analysis.replay import expand_replays
 
-    programs = {program.name: program for program in discover()}
-    trace = read_trace(zoo_traces(programs["ok_flow_capture_replay"]))
+    trace = read_trace(_zoo_trace(zoo_traces, "ok_flow_capture_replay"))
     expanded = expand_replays(trace)[0].tables["events"]
     events = trace.tables["events"].combine_chunks()
     events = events.take(np.argsort(events.column("seq").to_numpy(), kind="stable"))
@@ -1324,7 +1279,6 @@ def test_slices_of_replays_copied_from_the_template(tmp_path, monkeypatch, zoo_t
     all calls together and one by one, on random captured forward + backward graphs and the zoo's
     capture programs, also with the step and scan limits cut so that walks inside a template pass
     the step limit."""
-    from tests.zoo import discover
     from warptrace.analysis.dataflow import replayed
     from warptrace.analysis.dataflow.seeds import Seeds
     from warptrace.analysis.report import build_model
@@ -1341,9 +1295,8 @@ def test_slices_of_replays_copied_from_the_template(tmp_path, monkeypatch, zoo_t
         return moved
 
     monkeypatch.setattr(Seeds, "_moved_slices", counting)
-    programs = {program.name: program for program in discover()}
     names = ("ok_flow_capture_replay", "wt101_capture_replay", "wt103_capture_eager_backward")
-    paths = [zoo_traces(programs[name]) for name in names]
+    paths = [_zoo_trace(zoo_traces, name) for name in names]
     paths += [_random_taped_replay_trace(seed).write(tmp_path / f"replays{seed}.wtrace") for seed in range(6)]
     for path in paths:
         df = dataflow_of(build_model(read_trace(path)))
@@ -1479,13 +1432,9 @@ def test_seeds_found_together_match_each_call_alone(name, zoo_traces):
     """Seeds._find_seeds_many (the candidate rows of every call gathered at once, as _slices asks)
     gives each call's hand seeds as _find_seeds of that call alone: all calls, every other one,
     and in reverse order, each on a fresh dataflow."""
-    from tests.zoo import discover
     from warptrace.analysis.report import build_model
 
-    programs = {program.name: program for program in discover()}
-    if name not in programs:
-        pytest.skip(f"no zoo program {name}")
-    path = zoo_traces(programs[name])
+    path = _zoo_trace(zoo_traces, name)
     alone = dataflow_of(build_model(read_trace(path)))
     calls = alone.backward_calls
     assert calls
