@@ -216,7 +216,17 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
         except (OSError, ValueError, IndexError):
             return 0.0
 
-    def timed(block: Callable[[], None], traced: bool, numerics: bool = False) -> tuple[float, float, float]:
+    def recorded_so_far() -> int:
+        """Operations the session recorded so far: its events (launches, adjoint launches,
+        memsets, copies, value reads, tape events) and its allocations."""
+        rec = recorder.active()
+        return 0 if rec is None else rec.seq + rec.ident.next_alloc
+
+    recorded: dict[str, list[int]] = {}
+
+    def timed(
+        block: Callable[[], None], traced: bool, numerics: bool = False, name: str = ""
+    ) -> tuple[float, float, float]:
         recording = traced or numerics
         if numerics:
             warptrace.start(tmp / f"numerics{time.perf_counter_ns()}.wtrace", numerics=True)
@@ -232,8 +242,11 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
             rec.flush()
             flush()
         child = child_cpu()
+        before = recorded_so_far()
         wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
         block()
+        if traced:
+            recorded.setdefault(name, []).append(recorded_so_far() - before)
         if recording:
             flush()  # writing the block's rows is part of its cost (returns once on disk)
         wall, cpu, main = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - main
@@ -254,13 +267,15 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
         samples: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
         for _ in range(repeat):
             for m in modes:
-                samples[m].append(timed(block, m == "traced", m == "numerics"))
+                samples[m].append(timed(block, m == "traced", m == "numerics", name))
         for m in modes:
             label = m if mode == "compare" else "verify"
             result[f"{label}_{name}_wall_us"] = min(s[0] for s in samples[m]) / count * 1e6
             result[f"{label}_{name}_cpu_us"] = statistics.median(s[1] for s in samples[m]) / count * 1e6
             result[f"{label}_{name}_main_us"] = statistics.median(s[2] for s in samples[m]) / count * 1e6
             result[f"{label}_{name}_main_min_us"] = min(s[2] for s in samples[m]) / count * 1e6
+        if name in recorded:
+            result[f"recorded_{name}"] = statistics.median(recorded[name]) / count
     from warptrace.record.compiled import compiled_module
 
     result["launch_wrapper"] = "pure-Python" if compiled_module() is None else "compiled"
@@ -329,16 +344,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"recorder hot paths: {r['launch_wrapper']} (WARPTRACE_PURE_PYTHON=1 selects the pure-Python code)")
     print(f"(d) per operation on 16-element arrays [µs/op, min of {args.repeat} alternating blocks]")
     print("    main: CPU time of the program's thread (steadier than wall on a shared machine)")
+    print("    recorded: the operations one call records (events and allocations, counted by the session)")
+    print("    per rec.: main added per recorded operation (the issue's measure: one wp.copy of arrays with")
+    print("    gradients records two copies, one wp.zeros(requires_grad=True) two allocations)")
     print(
         f"    {'operation':40s} {'wall plain':>10s} {'traced':>8s} {'added':>7s} {'main plain':>10s} {'traced':>8s}"
-        f" {'added':>7s}" + ("" if args.no_verify else f" {'tracker':>8s} {'added':>7s}")
+        f" {'added':>7s} {'recorded':>8s} {'per rec.':>8s}"
+        + ("" if args.no_verify else f" {'tracker':>8s} {'added':>7s}")
     )
     for name, _key, what in OPS:
         plain, traced = r[f"plain_op_{name}_wall_us"], r[f"traced_op_{name}_wall_us"]
         mplain, mtraced = r[f"plain_op_{name}_main_min_us"], r[f"traced_op_{name}_main_min_us"]
+        count = r.get(f"recorded_op_{name}", 0.0)
+        per = f"{(mtraced - mplain) / count:+8.2f}" if count else f"{'-':>8s}"
         line = (
             f"    {what:40s} {plain:10.2f} {traced:8.2f} {traced - plain:+7.2f} {mplain:10.2f} {mtraced:8.2f}"
-            f" {mtraced - mplain:+7.2f}"
+            f" {mtraced - mplain:+7.2f} {count:8.2f} {per}"
         )
         if not args.no_verify:
             verify = r[f"verify_op_{name}_main_min_us"]
