@@ -13,6 +13,7 @@ import warp as wp
 import warptrace
 from tests.test_record_common import DEVICE, Trace
 from warptrace.record.wrap import hostdata
+from warptrace.trace.rows import detail_text
 from warptrace.trace.schema import FLAG_GRAD, ROLE_NONE, ROLE_READ
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -91,6 +92,32 @@ def test_host_detail_text_is_json_dumps_of_its_facts(monkeypatch, cap):
                     "digest": digest,
                 }
                 assert hostdata.transfer_detail(direction, values, view) == json.dumps(facts)
+
+
+def test_reads_at_one_call_site_carry_the_digest_of_the_values_read(trace_path):
+    """From the second read at a call site the compiled recorder leaves a small read's detail
+    as (bytes, view) and the trace writer hashes them: the digest is of the values at the
+    read, not later ones."""
+    warptrace.start(trace_path)
+    x = wp.array(np.arange(6.0), dtype=float, device=DEVICE)
+    seen = []
+    for k in range(3):
+        x.fill_(float(k))
+        seen.append(x.numpy().copy())  # site:loop_read
+    x.fill_(7.0)
+    warptrace.stop()
+    t = Trace(trace_path)
+    reads = [e for e in t.of_kind("value_read") if t.site_line(e) == _line("site:loop_read")]
+    assert [_facts(e) for e in reads] == [json.loads(hostdata.transfer_detail("read", v, True)) for v in seen]
+    assert len({_facts(e)["digest"] for e in reads}) == 3
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_a_deferred_read_detail_is_the_text_of_transfer_detail(view):
+    arrays = [np.ones(16, np.float32), np.zeros(0, np.float32), np.arange(1024, dtype=np.float32)]
+    for values in arrays:
+        assert detail_text((values.tobytes(), view)) == hostdata.transfer_detail("read", values, view)
+    assert detail_text("text") == "text"
 
 
 def test_small_and_large_transfers_get_the_digest_of_their_c_order_bytes(monkeypatch):

@@ -59,7 +59,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 16
+#define ABI_VERSION 17
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -4039,10 +4039,17 @@ FAST_METHOD_TYPE(FastBackwardType, "FastBackward",
  * make_value_read), a FastMethod with another call: the VALUE_READ row of a read whose call
  * site, tape and array are known, with the host-transfer detail of an ndarray result
  * (hostdata.transfer_detail: its digest by hashlib's BLAKE2b, the same bytes and text; a
- * result that is not C-contiguous goes to transfer_detail itself). Everything else is
+ * result that is not C-contiguous goes to transfer_detail itself; a small one's detail is
+ * left as (bytes, view) for the trace writer to hash, READ_DEFER_MAX). Everything else is
  * the Python wrapper's, called as it is. */
 
 static PyObject *s_base, *s_hexdigest, *s_ptr, *k_digest_size, *i_eight;
+
+/* A read of up to this many bytes leaves its detail as (bytes, view) for the trace writer to
+ * hash and format (warptrace/trace/rows.py, host_read_text): a copy of the bytes costs this
+ * thread ~200 instructions, their digest here ~3,500 (hashlib's object, BLAKE2b, hex text).
+ * The bound keeps a part's buffered bytes small (4,096 reads of 4 KiB at most). */
+#define READ_DEFER_MAX 4096
 
 /* buf + the text of text (no terminator) */
 static char *
@@ -4123,6 +4130,15 @@ read_detail(FastMethod *self, PyObject *arr, PyObject *result)
     }
     if (view.len > self->digest_max) {
         detail = read_text(is_view, view.len, NULL, 0);
+        goto done;
+    }
+    if (view.len <= READ_DEFER_MAX) {
+        /* (bytes, view): the trace writer hashes them (rows.host_read_text), off this thread */
+        PyObject *data = PyBytes_FromStringAndSize(view.buf, view.len);
+        if (data != NULL) {
+            detail = untracked(PyTuple_Pack(2, data, is_view ? Py_True : Py_False));
+            Py_DECREF(data);
+        }
         goto done;
     }
     {

@@ -54,6 +54,7 @@ from warptrace.trace.rows import (
     EVENT_WIDTH,
     WRITE_ORDER,
     Batch,
+    Extra,
     PartSink,
     event_counts_of_parts,
 )
@@ -149,7 +150,7 @@ class Recorder:
         self.flush_acc_len = FLUSH_ACCESSES * ACCESS_WIDTH
         self.new_rows = row_buffer_maker()  # (compiled.ROW_BUFFERS: a list, or one that packs)
         self.ev: list[int] = self.new_rows("ev", self.flush_ev_len)  # EVENT_ROW rows
-        self.ev_extra: list[tuple[int, float | None, str | None]] = []  # (seq, value, detail)
+        self.ev_extra: Extra = []  # (seq, value, detail)
         self.acc: list[int] = self.new_rows("acc", self.flush_acc_len)  # ACCESS_ROW rows
         # code tables of the int rows (append-only: the writer thread reads them)
         self.kinds: list[str] = list(EVENT_KINDS)
@@ -484,9 +485,7 @@ class Recorder:
             else:
                 self._queue.put((batch, False, None, False))
 
-    def _split_below(
-        self, first: int
-    ) -> tuple[list[int], list[tuple[int, float | None, str | None]], list[int]]:
+    def _split_below(self, first: int) -> tuple[list[int], Extra, list[int]]:
         """Take the buffered event, extra and access rows whose seq is below ``first`` out
         of the buffers (in their order) and return them; the rest stays buffered."""
         taken: list[list[Any]] = []
