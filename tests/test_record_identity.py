@@ -149,6 +149,22 @@ def test_arrays_created_before_start_are_registered_lazily(trace_path):
     assert view_row["base_id"] == early_row["array_id"]
 
 
+def test_arrays_created_before_start_are_numbered_in_address_order(trace_path):
+    """The external allocations of arrays made before start() are numbered by address, not by
+    the garbage collector's list order (which moves with its history): the same arrays get the
+    same alloc ids in every session of a process."""
+    early = [wp.zeros(n, dtype=float, device=DEVICE) for n in (3, 5, 7, 9)]
+    for _ in range(2):
+        gc.collect()  # moves the arrays between the collector's generations
+        warptrace.start(trace_path)
+        _touch(*early)
+        warptrace.stop()
+        trace = Trace(trace_path)
+        ptrs = [trace.allocs[alloc_id]["ptr"] for alloc_id in sorted(trace.allocs)]
+        ours = [trace.allocs[_row(trace, i)["alloc_id"]]["ptr"] for i in range(len(early))]
+        assert ptrs == sorted(ptrs) and sorted(ours) == sorted(a.ptr for a in early)
+
+
 def test_labels_from_the_assignment_line(trace_path):
     class Holder:
         pass

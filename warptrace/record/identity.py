@@ -318,11 +318,20 @@ class Identity:
         with warnings.catch_warnings():  # isinstance() on lazy module proxies (torch) may warn
             warnings.simplefilter("ignore")
             candidates = [obj for obj in gc.get_objects() if isinstance(obj, _warp_array)]
+        owners = []
         for obj in candidates:
             try:
                 ptr = obj.ptr
-                if ptr is None or obj.deleter is None or getattr(obj, "_ref", None) is not None:
+                if not isinstance(ptr, int) or obj.deleter is None or getattr(obj, "_ref", None) is not None:
                     continue
+                owners.append((ptr, obj))
+            except Exception:
+                continue
+        # in address order: the collector's lists order them by its own history, which would
+        # number the same arrays differently in two sessions of one process
+        owners.sort(key=lambda owner: owner[0])
+        for ptr, obj in owners:
+            try:
                 if self.index.find(ptr, ptr + max(obj.capacity, 1)) is not None:
                     continue
                 self._new_alloc(ptr, obj.capacity, obj.device, ALLOC_EXTERNAL, -1, obj)
