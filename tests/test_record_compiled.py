@@ -845,6 +845,47 @@ def test_a_thread_state_attribute_replaced_on_the_class_is_seen(tmp_path):
 
 
 @needs_compiled
+def test_a_thread_state_setattr_of_the_class_sees_the_compiled_stores(tmp_path):
+    # the compiled wrappers store ThreadState's guard and copy_ctx by slot offset, as long as
+    # the class has no __setattr__ of its own; with one, every store goes through it
+    from warptrace.record import state
+    from warptrace.record.session import ThreadState
+
+    a = wp.ones(4, dtype=float, device=DEVICE)
+    b = wp.zeros(4, dtype=float, device=DEVICE)
+    stored: list[str] = []
+
+    def setattr_seen(self: Any, name: str, value: Any) -> None:
+        stored.append(name)
+        object.__setattr__(self, name, value)
+
+    warptrace.start(tmp_path / "run.wtrace")
+    try:
+        rec = state.rec
+        for _ in range(2):  # the second time each call site is known: the compiled paths
+            a.zero_()
+            wp.copy(b, a)
+        zero_calls, copy_calls = wp.array.zero_.recorded_calls, wp.copy.recorded_calls
+        assert stored == []
+        ThreadState.__setattr__ = setattr_seen  # type: ignore[method-assign]
+        try:
+            before = rec.seq
+            a.zero_()
+            wp.copy(b, a)
+            assert rec.seq == before + 2 and rec.error_count == 0
+            assert stored == ["guard", "guard", "guard", "copy_ctx", "guard", "copy_ctx"]
+            assert (wp.array.zero_.recorded_calls, wp.copy.recorded_calls) == (zero_calls + 1, copy_calls + 1)
+        finally:
+            del ThreadState.__setattr__
+        stored.clear()
+        a.zero_()
+        wp.copy(b, a)
+        assert stored == [] and rec.error_count == 0
+    finally:
+        warptrace.stop()
+
+
+@needs_compiled
 def test_compiled_frame_walk_finds_the_sites_of_the_python_walk(tracing):
     # Sites.caller / alloc_caller: the C walk answers what the Python loop answers, and
     # leaves new code objects and positions to it (None)

@@ -75,7 +75,7 @@ static const char *param_names[NPARAMS] = {
 static PyObject *s_params[NPARAMS];
 
 /* interned attribute names */
-static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_sites, *s_by_pos,
+static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_copy_ctx, *s_sites, *s_by_pos,
     *s_phase, *s_bw_site, *s_bw_tape, *s_caller, *s_runtime, *s_tape, *s_launches, *s_captures,
     *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
     *s_release, *s_counters, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
@@ -423,8 +423,8 @@ static PyTypeObject SessionType = {
 };
 
 /* the __slots__ members read: ThreadState's, then LaunchPlan's, then ThreadState's again */
-enum { O_GUARD, O_PHASE, O_BW_SITE, O_BW_TAPE, O_THREAD, O_PARENT, O_BW_FRAME, O_KERNEL_ID, O_SIMPLE, O_FIELDS,
-       O_ADJ, O_ZEROED, O_SCOPE_TAPE, O_GRAD_OWNER, NSLOTS };
+enum { O_GUARD, O_PHASE, O_BW_SITE, O_BW_TAPE, O_THREAD, O_PARENT, O_BW_FRAME, O_COPY_CTX, O_KERNEL_ID,
+       O_SIMPLE, O_FIELDS, O_ADJ, O_ZEROED, O_SCOPE_TAPE, O_GRAD_OWNER, NSLOTS };
 
 /* Offsets of a type's __slots__ members, valid while the type is unchanged: the
  * version tag CPython gives a type on lookup and resets when the type (or a base)
@@ -1335,7 +1335,7 @@ small_int(PyObject *x, long long *value)
 /* ------------------------------------------------------------------ session cache */
 
 static PyObject *const *slot_names[NSLOTS] = {
-    &s_guard, &s_phase, &s_bw_site, &s_bw_tape, &s_thread, &s_parent, &s_bw_frame,
+    &s_guard, &s_phase, &s_bw_site, &s_bw_tape, &s_thread, &s_parent, &s_bw_frame, &s_copy_ctx,
     &s_kernel_id, &s_simple, &s_fields, &s_adj, &s_zeroed, &s_scope_tape, &s_grad_owner_slot,
 };
 
@@ -1401,7 +1401,24 @@ read_slot(SlotCache *cache, PyObject *obj, int i, int first, int last)
     return PyObject_GetAttr(obj, *slot_names[i]);
 }
 
-#define TS_SLOT(self, ts, i) read_slot(&(self)->ts_slots, (ts), (i), O_GUARD, O_BW_FRAME)
+/* obj.<slot i> = v (0, or -1 with an error); a store without setattr where the slot is known
+ * and the type has no __setattr__ of its own */
+static int
+write_slot(SlotCache *cache, PyObject *obj, int i, int first, int last, PyObject *v)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (!slots_current(cache, type))
+        slots_resolve(cache, type, first, last);
+    if (cache->type == type && cache->off[i] >= 0 && type->tp_setattro == PyObject_GenericSetAttr) {
+        Py_INCREF(v);
+        Py_XSETREF(*(PyObject **)((char *)obj + cache->off[i]), v);
+        return 0;
+    }
+    return PyObject_SetAttr(obj, *slot_names[i], v);
+}
+
+#define TS_SLOT(self, ts, i) read_slot(&(self)->ts_slots, (ts), (i), O_GUARD, O_COPY_CTX)
+#define TS_SET(self, ts, i, v) write_slot(&(self)->ts_slots, (ts), (i), O_GUARD, O_COPY_CTX, (v))
 #define PLAN_SLOT(self, plan, i) read_slot(&(self)->plan_slots, (plan), (i), O_KERNEL_ID, O_ADJ)
 
 static void
@@ -2869,20 +2886,18 @@ fz_clear_session(FastMethod *self)
     }
 }
 
-/* ts.guard += delta */
+/* ts.guard += delta (1 or -1) */
 static int
 add_guard(FastMethod *self, PyObject *ts, long delta)
 {
     PyObject *guard = TS_SLOT(self, ts, O_GUARD);
     if (guard == NULL)
         return -1;
-    PyObject *d = PyLong_FromLong(delta);
-    PyObject *next = d != NULL ? PyNumber_Add(guard, d) : NULL;
+    PyObject *next = PyNumber_Add(guard, delta > 0 ? i_one : i_minus1);
     Py_DECREF(guard);
-    Py_XDECREF(d);
     if (next == NULL)
         return -1;
-    int rc = PyObject_SetAttr(ts, s_guard, next);
+    int rc = TS_SET(self, ts, O_GUARD, next);
     Py_DECREF(next);
     return rc;
 }
@@ -4278,7 +4293,7 @@ FAST_METHOD_TYPE(FastReadType, "FastRead",
  * allocate gets its detail from memory._host_write. Everything else is the Python
  * wrapper's, called as it is. */
 
-static PyObject *s_copy_ctx, *s_dest, *s_src, *s_dest_offset, *s_src_offset, *s_count, *s_stream,
+static PyObject *s_dest, *s_src, *s_dest_offset, *s_src_offset, *s_count, *s_stream,
     *s_deleter, *s_row, *s_copy_code, *s_src_dest;
 static PyObject *s_qualname, *s_json_names, *s_func_head, *s_arrays_head, *s_comma, *s_arrays_tail, *s_empty, *s_no_accesses;
 
@@ -4465,7 +4480,7 @@ copy_context(FastMethod *self, PyObject *ts, PyObject **guard_value, PyFrameObje
     int guard = PyObject_IsTrue(*guard_value);
     if (guard <= 0)
         return guard < 0 ? CC_ERROR : CC_FREE;
-    if ((*ctx = PyObject_GetAttr(ts, s_copy_ctx)) == NULL)
+    if ((*ctx = TS_SLOT(self, ts, O_COPY_CTX)) == NULL)
         return CC_ERROR;
     if (*ctx == Py_None)
         return CC_OTHER;
@@ -4561,7 +4576,7 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     if ((seq = reserve_seq(ss)) == NULL)
         goto error;
     /* the original with the guard up and this copy in progress (copy_ctx) */
-    if ((saved = PyObject_GetAttr(ts, s_copy_ctx)) == NULL || (new_guard = PyNumber_Add(guard_value, i_one)) == NULL
+    if ((saved = TS_SLOT(self, ts, O_COPY_CTX)) == NULL || (new_guard = PyNumber_Add(guard_value, i_one)) == NULL
         || (my_ctx = PyList_New(6)) == NULL) {
         release_seq(ss, seq);
         goto error;
@@ -4573,13 +4588,13 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
             PyList_SET_ITEM(my_ctx, i, items[i]);
         }
     }
-    if (PyObject_SetAttr(ts, s_guard, new_guard) < 0) {
+    if (TS_SET(self, ts, O_GUARD, new_guard) < 0) {
         release_seq(ss, seq);
         goto error;
     }
-    if (PyObject_SetAttr(ts, s_copy_ctx, my_ctx) < 0) {
+    if (TS_SET(self, ts, O_COPY_CTX, my_ctx) < 0) {
         release_seq(ss, seq);
-        if (PyObject_SetAttr(ts, s_guard, guard_value) < 0)
+        if (TS_SET(self, ts, O_GUARD, guard_value) < 0)
             PyErr_Clear();
         goto error;
     }
@@ -4588,7 +4603,7 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         /* ts.guard -= 1; ts.copy_ctx = saved (whatever the original did) */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        int restored = PyObject_SetAttr(ts, s_guard, guard_value) == 0 && PyObject_SetAttr(ts, s_copy_ctx, saved) == 0;
+        int restored = TS_SET(self, ts, O_GUARD, guard_value) == 0 && TS_SET(self, ts, O_COPY_CTX, saved) == 0;
         if (!restored) {
             if (type != NULL)
                 PyErr_Clear();
@@ -4611,9 +4626,9 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         goto recording_failed;
     if (host) {
         /* reading the source's array interface is the recorder's, not the program's */
-        if (PyObject_SetAttr(ts, s_guard, new_guard) == 0) {
+        if (TS_SET(self, ts, O_GUARD, new_guard) == 0) {
             detail = PyObject_CallOneArg(self->detail_py, src);
-            if (PyObject_SetAttr(ts, s_guard, guard_value) < 0)
+            if (TS_SET(self, ts, O_GUARD, guard_value) < 0)
                 Py_CLEAR(detail);
         }
         if (detail == NULL)
