@@ -3821,6 +3821,7 @@ FAST_METHOD_TYPE(FastTapeInitType, "FastTapeInit",
  * SET_REQUIRES_GRAD row), as from the Python wrapper. A thread's first event and another
  * signature are the Python wrapper's. */
 #define TSG_SLOT(self, ts) read_slot(&(self)->ts2_slots, (ts), O_GRAD_OWNER, O_GRAD_OWNER, O_GRAD_OWNER)
+#define TSG_SET(self, ts, v) write_slot(&(self)->ts2_slots, (ts), O_GRAD_OWNER, O_GRAD_OWNER, O_GRAD_OWNER, (v))
 
 static PyObject *
 fag_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -3844,7 +3845,7 @@ fag_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObjec
     Session *ss = NULL;
     PyObject *ts = NULL, *saved = NULL, *result = NULL, *arr = args[0];
     int bound = bound_state(&self->bound, rec, &ss, &ts);
-    if (bound > 0 && (saved = TSG_SLOT(self, ts)) != NULL && PyObject_SetAttr(ts, s_grad_owner_slot, arr) < 0)
+    if (bound > 0 && (saved = TSG_SLOT(self, ts)) != NULL && TSG_SET(self, ts, arr) < 0)
         Py_CLEAR(saved);
     if (saved == NULL) { /* the Python wrapper's: the thread's first event, or an error reading its state */
         if (bound != 0 && fail(rec) < 0)
@@ -3858,7 +3859,7 @@ fag_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObjec
         /* the thread's grad_owner back, whatever Warp's call did (its exception kept) */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        int restored = PyObject_SetAttr(ts, s_grad_owner_slot, saved);
+        int restored = TSG_SET(self, ts, saved);
         if (restored < 0) {
             Py_CLEAR(result);
             Py_XDECREF(type);
@@ -6347,6 +6348,7 @@ typedef struct {
 } FastInitNew;
 
 #define TS3_SLOT(self, ts, i) read_slot(&(self)->ts3_slots, (ts), (i), O_GRAD_OWNER, O_GRAD_OWNER)
+#define TS3_SET(self, ts, i, v) write_slot(&(self)->ts3_slots, (ts), (i), O_GRAD_OWNER, O_GRAD_OWNER, (v))
 
 
 
@@ -6543,7 +6545,7 @@ fi_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         goto fail;
     if (owner != Py_None) {
         /* this array is owner's grad: the owner's site */
-        if (PyObject_SetAttr(ts, s_grad_owner_slot, Py_None) < 0)
+        if (TS3_SET(self, ts, O_GRAD_OWNER, Py_None) < 0)
             goto fail;
         PyObject *owner_new = getattr_or_none(owner, self->new_attr);
         if (owner_new == NULL)
@@ -6575,7 +6577,7 @@ fi_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
 python:
     if (owner != NULL && owner != Py_None) {
         /* ts.grad_owner was cleared above: the Python code must see it (a grad's site) */
-        if (PyObject_SetAttr(ts, s_grad_owner_slot, owner) < 0)
+        if (TS3_SET(self, ts, O_GRAD_OWNER, owner) < 0)
             goto fail;
     }
     if (python_record(self, arr) < 0)
