@@ -643,6 +643,19 @@ def test_provenance_matches_plain_sets(name, zoo_traces):
     assert any(want.values())
 
 
+@pytest.mark.parametrize("name", ["wt302_copy_carry", "ok_flow_capture_replay", "wt503_copy_severed"])
+def test_provenance_in_small_blocks_matches_plain_sets(name, zoo_traces, monkeypatch):
+    """Provenance gathers each event's edges as one range and marks the reads they reach over
+    a block's rows: blocks of a few events (the rows of a block far apart, edges from earlier
+    blocks) give the plain sets too."""
+    from warptrace.analysis.dataflow import provenance
+    from warptrace.analysis.report import build_model
+
+    monkeypatch.setattr(provenance, "_BLOCK_EVENTS", 3)
+    df = dataflow_of(build_model(read_trace(_zoo_trace(zoo_traces, name))))
+    assert df.provenance == _provenance_reference(df)
+
+
 @pytest.mark.parametrize("high", [3, 5000, 2**40, 2**62])
 def test_lex_order_is_lexsort(high):
     """lex_order (dense codes, radix-sorted when few) is np.lexsort: few and many distinct

@@ -57,19 +57,25 @@ class Provenance(Seeds):
         # would set the analysis' peak memory (the drone trace: 100 MiB more)
         live_index_parts, live_writer_parts, leaf_index_parts, leaf_array_parts = [], [], [], []
         for first in range(0, len(scope_evs), _BLOCK_EVENTS):
-            rows, index = self.rows_of_events(scope_evs[first : first + _BLOCK_EVENTS])
-            index += first  # as positions in scope_evs
-            read = self.is_read[rows]
-            rows, index = rows[read], index[read]
-            edges, edge_row = expand_ranges(self._edge_start[rows], self._edge_start[rows + 1])
+            block = scope_evs[first : first + _BLOCK_EVENTS]
+            # an event's edges are one range (only reads have edges, an event's rows are one
+            # range): expanded per event, not per read row
+            edges, edge_index = expand_ranges(
+                self._edge_start[m.acc_start[block]], self._edge_start[m.acc_stop[block]]
+            )
             writer_ev = self.edge_writer_ev[edges]
-            reader_ev = scope_evs[index[edge_row]]
-            live = scope[writer_ev] & (writer_ev < reader_ev)
-            produced = np.zeros(len(rows), dtype=bool)
-            produced[edge_row[live]] = True
-            live_index_parts.append(index[edge_row[live]])
+            live = scope[writer_ev] & (writer_ev < block[edge_index])
+            live_index_parts.append(edge_index[live] + first)  # as positions in scope_evs
             live_writer_parts.append(writer_ev[live])
-            cand = ~produced & ~self.grad_row_mask[rows]
+            rows, index = self.rows_of_events(block)
+            index += first
+            # the rows an edge from an earlier in-scope event reaches, marked over the block's span
+            base = int(rows[0]) if len(rows) else 0
+            produced = np.zeros(int(rows[-1]) + 1 - base if len(rows) else 0, dtype=bool)
+            produced[self.edge_reader[edges[live]] - base] = True
+            read = self.is_read[rows] & ~produced[rows - base]
+            rows, index = rows[read], index[read]
+            cand = ~self.grad_row_mask[rows]
             leaf = np.zeros(len(rows), dtype=bool)
             if np.any(cand):
                 leaf[cand] = self.has_grad_many(m.acc_array[rows[cand]], whens[index[cand]])
