@@ -656,6 +656,55 @@ def test_provenance_in_small_blocks_matches_plain_sets(name, zoo_traces, monkeyp
     assert df.provenance == _provenance_reference(df)
 
 
+@pytest.mark.parametrize(
+    "name", ["wt301_zeros", "wt301_struct", "wt301_zeros_fixed", "ok_flow_capture_replay"]
+)
+def test_severed_chain_rows_match_a_per_row_check(name, zoo_traces):
+    """WT301's rows to look at (one table per array id, one comparison per row) against the plain
+    definition row by row: every access row, at seqs before, among and after the trace's."""
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.common import differentiable_dtype
+    from warptrace.analysis.rules.severed_chain import _may_lack_grad
+
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
+    df = dataflow_of(model)
+    never = np.iinfo(np.int64).max
+
+    def plain(row: int, when: int) -> bool:
+        array_id = int(model.acc_array[row])
+        if not df.is_read[row] or df.grad_row_mask[row]:
+            return False
+        if array_id < 0:  # rows of no array are looked at where some array has a negative id
+            return any(key < 0 for key in model.arrays)
+        info = model.arrays.get(array_id)
+        return info is not None and differentiable_dtype(info.dtype) and when < df.grad_since(array_id, never)
+
+    rng = np.random.default_rng(5)
+    rows = np.arange(len(model.acc_array))
+    high = int(model.seq.max()) + 2
+    df.grad_row_mask  # noqa: B018 (worked out on the recorded ids, before some are replaced)
+    ids = model.acc_array.copy()
+    ids[rng.random(len(ids)) < 0.1] = -1  # no array
+    ids[rng.random(len(ids)) < 0.05] = -7
+    ids[rng.random(len(ids)) < 0.05] = max(model.arrays) + 3  # past the largest id
+    model.acc_array = ids
+    since = np.array([df.grad_since(array_id, high) for array_id in ids.tolist()], dtype=np.int64)
+    at_since = np.where(since == high, rng.integers(-2, high, len(rows)), since)  # the seq it is on from
+    for whens in (
+        rng.integers(-2, high, len(rows)),
+        np.full(len(rows), -1),
+        np.full(len(rows), high),
+        at_since,
+    ):
+        for negative in (False, True):
+            if negative:
+                model.arrays[-7] = next(iter(model.arrays.values()))
+            got = _may_lack_grad(model, df, rows, whens)
+            assert got.tolist() == [plain(row, when) for row, when in zip(rows.tolist(), whens.tolist())]
+            model.arrays.pop(-7, None)
+    assert _may_lack_grad(model, df, rows, np.full(len(rows), -1)).any() or name == "ok_flow_capture_replay"
+
+
 @pytest.mark.parametrize("high", [3, 5000, 2**40, 2**62])
 def test_lex_order_is_lexsort(high):
     """lex_order (dense codes, radix-sorted when few) is np.lexsort: few and many distinct
