@@ -956,6 +956,43 @@ def test_edge_passes_on_narrow_epochs(name, zoo_traces):
     assert results[0][0] or not name.startswith("wt302")  # cross-tape reads there
 
 
+@pytest.mark.parametrize(
+    "name", ["wt302_copy_carry", "wt302_frames", "ok_flow_capture_replay", "wt303_checkpoint"]
+)
+def test_cross_tape_reads_match_a_per_edge_loop(name, zoo_traces):
+    """WT302's cross-tape reads (the edges read on a tape picked first, their writers' epochs
+    gathered only there) against the plain definition edge by edge: a read on one tape of what a
+    recorded event of another tape wrote, directly or through an untaped copy that carries it."""
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import truncated_horizon
+
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
+    df = dataflow_of(model)
+    copy = S.EVENT_KIND_CODES[S.COPY]
+    direct, carried = [], []
+    for edge in range(len(df.edge_writer_ev)):
+        writer, reader, row = (
+            int(df.edge_writer_ev[edge]),
+            int(df.edge_reader_ev[edge]),
+            int(df.edge_reader[edge]),
+        )
+        a_uid, b_uid = int(df.ev_epoch[writer]), int(df.ev_epoch[reader])
+        if b_uid < 0:
+            continue
+        if a_uid >= 0 and a_uid != b_uid:
+            direct.append((a_uid, b_uid, writer, reader, row))
+        untaped_copy = model.kind[writer] == copy and not model.recorded[writer]
+        if untaped_copy and model.phase[writer] == S.FORWARD and model.parent[writer] < 0:
+            for source in sorted(df.carried_writers(writer)):
+                if 0 <= int(df.ev_epoch[source]) != b_uid:
+                    carried.append((int(df.ev_epoch[source]), b_uid, source, reader, row))
+    want: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for a_uid, b_uid, writer, reader, row in sorted(direct + carried, key=lambda read: read[:2]):
+        want.setdefault((a_uid, b_uid), []).append((writer, reader, row))
+    assert truncated_horizon._cross_tape_reads(model, df) == want
+    assert want or not name.startswith("wt302")
+
+
 def test_wt303_memory_codes_of_replays_copied_from_the_template(zoo_traces):
     """WT303's memory codes per array id are numbered from the ids of the rows outside graph
     replays that copy a template (a copy's rows are its template's): the codes of counting every
