@@ -643,6 +643,30 @@ def test_provenance_matches_plain_sets(name, zoo_traces):
     assert any(want.values())
 
 
+@pytest.mark.parametrize("name", ["wt302_copy_carry", "ok_flow_capture_replay"])
+def test_provenance_leaf_sets_read_as_the_dict_of_every_event(name, zoo_traces):
+    """Provenance hands its sets out through the scope positions (LeafSets): lookups, membership,
+    order, length and items of a dict holding every scope event's set, also for events out of
+    scope, negative and past the last."""
+    from warptrace.analysis.dataflow.provenance import LeafSets
+    from warptrace.analysis.report import build_model
+
+    df = dataflow_of(build_model(read_trace(_zoo_trace(zoo_traces, name))))
+    sets = df.provenance
+    assert isinstance(sets, LeafSets)
+    want = _provenance_reference(df)
+    assert list(sets) == list(want) and len(sets) == len(want) and list(sets.items()) == list(want.items())
+    for ev in range(-3, df.model.n_events + 3):
+        assert sets.get(ev, frozenset({-1})) == want.get(ev, frozenset({-1}))
+        assert sets.get(np.int64(ev)) == want.get(ev) and (ev in sets) == (ev in want)
+        if ev in want:
+            assert sets[ev] == want[ev]
+        else:
+            with pytest.raises(KeyError):
+                sets[ev]
+    assert sets == want and any(want.values()) and len(want) < df.model.n_events
+
+
 @pytest.mark.parametrize("name", ["wt302_copy_carry", "ok_flow_capture_replay", "wt503_copy_severed"])
 def test_provenance_in_small_blocks_matches_plain_sets(name, zoo_traces, monkeypatch):
     """Provenance gathers each event's edges as one range and marks the reads they reach over

@@ -4,6 +4,7 @@ into it along recorded launches and copies."""
 
 from __future__ import annotations
 
+from collections.abc import ItemsView, Iterator, Mapping
 from functools import cached_property
 
 import numpy as np
@@ -32,7 +33,7 @@ class Provenance(Seeds):
         return current
 
     @cached_property
-    def provenance(self) -> dict[int, frozenset[int]]:
+    def provenance(self) -> Mapping[int, frozenset[int]]:
         """For each recorded forward event (and unrecorded copies inside a tape scope): the
         differentiable leaves whose values reached it through recorded events.
 
@@ -42,13 +43,12 @@ class Provenance(Seeds):
         across tapes too (state carried from one tape to the next keeps its leaves)."""
         m = self.model
         K = self._K
-        prov: dict[int, frozenset[int]] = {}
         scope = m.recorded | ((m.kind == K[S.COPY]) & (m.tape >= 0))
         scope &= (m.phase == S.FORWARD) & ~m.adjoint & (m.parent < 0)
         empty: frozenset[int] = frozenset()
         scope_evs = np.nonzero(scope)[0]
         if len(scope_evs) == 0:
-            return prov
+            return {}
         # when each event is replayed (the seq its leaves' gradients are looked up at)
         whens = self._replay_seqs(scope_evs)
         # producers: def-use edges from an earlier in-scope event (already in prov); leaves:
@@ -99,7 +99,6 @@ class Provenance(Seeds):
         position = np.full(m.n_events, -1, dtype=np.int64)
         position[scope_evs] = np.arange(n, dtype=np.int64)
         writers_at = position[live_writer]
-        del position
         unions: dict[tuple[int, ...], int] = {}
         own_unions: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
@@ -193,8 +192,7 @@ class Provenance(Seeds):
                 walk(a, b)
             done = b
         walk(done, n)
-        prov.update(zip(scope_evs.tolist(), map(sets.__getitem__, set_of)))
-        return prov
+        return LeafSets(scope_evs, position, set_of, sets)
 
     def _scope_copies(self, scope_evs: np.ndarray) -> list[tuple[int, int, int]]:
         """(start, stop, previous start) in scope positions of each graph replay that is a copy of
@@ -231,3 +229,39 @@ def _starts_of(index: np.ndarray, n: int) -> np.ndarray:
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(index, minlength=n), out=starts[1:])
     return starts
+
+
+class LeafSets(Mapping[int, frozenset[int]]):
+    """:attr:`Provenance.provenance`: each scope event's leaf set, looked up through its scope
+    position (a dict of every scope event, drone's 253,200, cost more than the rules' few
+    thousand lookups). Ordered by event, as such a dict would be."""
+
+    def __init__(
+        self, events: np.ndarray, position: np.ndarray, set_of: list[int], sets: list[frozenset[int]]
+    ) -> None:
+        self._events = events  # the scope events, ascending
+        self._position = position  # per event: its scope position, -1 when out of scope
+        self._set_of = set_of  # per scope position: the number of its leaf set in `sets`
+        self._sets = sets
+
+    def __getitem__(self, ev: int) -> frozenset[int]:
+        if not 0 <= ev < len(self._position) or (position := int(self._position[ev])) < 0:
+            raise KeyError(ev)
+        return self._sets[self._set_of[position]]
+
+    def get(self, ev: int, default: frozenset[int] | None = None) -> frozenset[int] | None:  # type: ignore[override]
+        if not 0 <= ev < len(self._position) or (position := int(self._position[ev])) < 0:
+            return default
+        return self._sets[self._set_of[position]]
+
+    def __contains__(self, ev: object) -> bool:
+        return isinstance(ev, (int, np.integer)) and self.get(int(ev)) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._events.tolist())
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def items(self) -> ItemsView[int, frozenset[int]]:
+        return dict(zip(self._events.tolist(), map(self._sets.__getitem__, self._set_of))).items()
