@@ -1017,6 +1017,50 @@ def test_cross_tape_reads_match_a_per_edge_loop(name, zoo_traces):
     assert want or not name.startswith("wt302")
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["wt309_untaped_init", "wt309_numpy_round_trip", "wt309_untaped_init_fixed", "ok_flow_capture_replay"],
+)
+def test_untaped_producers_through_the_edges_of_events_match_the_rows(name, zoo_traces):
+    """WT309 finds each backward slice's untaped producers through its events' def-use edges (one
+    range per event): the producers, first reads and arrays of going through the slice's access
+    rows (reads not of a gradient buffer) and each row's producers, for every backward call."""
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.common import backpropagated
+    from warptrace.analysis.rules.untaped_producer import _first_untaped_reads
+
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
+    df = dataflow_of(model)
+    real = ~model.recorded & (model.phase == S.FORWARD) & ~model.adjoint & (model.parent < 0)
+    pairs = backpropagated(df)
+    slices = df.objective_arrays_many([call for _, call in pairs])
+    found = 0
+    every = np.ones(model.n_events, dtype=bool)  # also every event a producer: grad-buffer reads too
+    some = np.random.default_rng(4).random(model.n_events) < 0.5
+    for consumers, untaped in [
+        *((events, real) for events in slices),
+        *((np.arange(model.n_events), mask) for mask in (real, every, some)),
+    ]:
+        rows, index = df.rows_of_events(consumers)
+        keep = df.is_read[rows] & ~df.grad_row_mask[rows]
+        rows, index = rows[keep], index[keep]
+        first: dict[int, tuple[int, int]] = {}
+        for row, k in zip(rows.tolist(), index.tolist()):
+            for writer in df.writer_rows(row).tolist():
+                producer = int(df.acc_ev[writer])
+                if untaped[producer] and producer not in first:
+                    first[producer] = (k, int(model.acc_array[row]))
+        producers, firsts, arrays = _first_untaped_reads(model, df, consumers, untaped)
+        assert producers.tolist() == sorted(first)
+        assert list(zip(firsts.tolist(), arrays.tolist())) == [first[p] for p in sorted(first)]
+        edges, owner = df.edges_of_events(consumers)
+        writers, _ = df.writer_rows_many(rows)
+        assert np.array_equal(df.edge_writer[edges[~df.grad_row_mask[df.edge_reader[edges]]]], writers)
+        assert np.array_equal(consumers[owner], df.edge_reader_ev[edges])
+        found += len(first)
+    assert found
+
+
 def test_wt303_memory_codes_of_replays_copied_from_the_template(zoo_traces):
     """WT303's memory codes per array id are numbered from the ids of the rows outside graph
     replays that copy a template (a copy's rows are its template's): the codes of counting every

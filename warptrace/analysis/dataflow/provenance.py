@@ -9,7 +9,6 @@ from functools import cached_property
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import expand_ranges
 from warptrace.analysis.dataflow.seeds import Seeds
 from warptrace.trace import schema as S
 
@@ -58,11 +57,7 @@ class Provenance(Seeds):
         live_index_parts, live_writer_parts, leaf_index_parts, leaf_array_parts = [], [], [], []
         for first in range(0, len(scope_evs), _BLOCK_EVENTS):
             block = scope_evs[first : first + _BLOCK_EVENTS]
-            # an event's edges are one range (only reads have edges, an event's rows are one
-            # range): expanded per event, not per read row
-            edges, edge_index = expand_ranges(
-                self._edge_start[m.acc_start[block]], self._edge_start[m.acc_stop[block]]
-            )
+            edges, edge_index = self.edges_of_events(block)  # per event, not per read row
             writer_ev = self.edge_writer_ev[edges]
             live = scope[writer_ev] & (writer_ev < block[edge_index])
             live_index_parts.append(edge_index[live] + first)  # as positions in scope_evs
