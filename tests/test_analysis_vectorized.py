@@ -643,6 +643,92 @@ def test_provenance_matches_plain_sets(name, zoo_traces):
     assert any(want.values())
 
 
+@pytest.mark.parametrize("name", ["wt302_copy_carry", "ok_flow_capture_replay"])
+def test_provenance_leaf_sets_read_as_the_dict_of_every_event(name, zoo_traces):
+    """Provenance hands its sets out through the scope positions (LeafSets): lookups, membership,
+    order, length and items of a dict holding every scope event's set, also for events out of
+    scope, negative and past the last."""
+    from warptrace.analysis.dataflow.provenance import LeafSets
+    from warptrace.analysis.report import build_model
+
+    df = dataflow_of(build_model(read_trace(_zoo_trace(zoo_traces, name))))
+    sets = df.provenance
+    assert isinstance(sets, LeafSets)
+    want = _provenance_reference(df)
+    assert list(sets) == list(want) and len(sets) == len(want) and list(sets.items()) == list(want.items())
+    for ev in range(-3, df.model.n_events + 3):
+        assert sets.get(ev, frozenset({-1})) == want.get(ev, frozenset({-1}))
+        assert sets.get(np.int64(ev)) == want.get(ev) and (ev in sets) == (ev in want)
+        if ev in want:
+            assert sets[ev] == want[ev]
+        else:
+            with pytest.raises(KeyError):
+                sets[ev]
+    assert sets == want and any(want.values()) and len(want) < df.model.n_events
+
+
+@pytest.mark.parametrize("name", ["wt302_copy_carry", "ok_flow_capture_replay", "wt503_copy_severed"])
+def test_provenance_in_small_blocks_matches_plain_sets(name, zoo_traces, monkeypatch):
+    """Provenance gathers each event's edges as one range and marks the reads they reach over
+    a block's rows: blocks of a few events (the rows of a block far apart, edges from earlier
+    blocks) give the plain sets too."""
+    from warptrace.analysis.dataflow import provenance
+    from warptrace.analysis.report import build_model
+
+    monkeypatch.setattr(provenance, "_BLOCK_EVENTS", 3)
+    df = dataflow_of(build_model(read_trace(_zoo_trace(zoo_traces, name))))
+    assert df.provenance == _provenance_reference(df)
+
+
+@pytest.mark.parametrize(
+    "name", ["wt301_zeros", "wt301_struct", "wt301_zeros_fixed", "ok_flow_capture_replay"]
+)
+def test_severed_chain_rows_match_a_per_row_check(name, zoo_traces):
+    """WT301's rows to look at (one table per array id, one comparison per row) against the plain
+    definition row by row: every access row, at seqs before, among and after the trace's."""
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.common import differentiable_dtype
+    from warptrace.analysis.rules.severed_chain import _may_lack_grad
+
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
+    df = dataflow_of(model)
+    never = np.iinfo(np.int64).max
+
+    def plain(row: int, when: int) -> bool:
+        array_id = int(model.acc_array[row])
+        if not df.is_read[row] or df.grad_row_mask[row]:
+            return False
+        if array_id < 0:  # rows of no array are looked at where some array has a negative id
+            return any(key < 0 for key in model.arrays)
+        info = model.arrays.get(array_id)
+        return info is not None and differentiable_dtype(info.dtype) and when < df.grad_since(array_id, never)
+
+    rng = np.random.default_rng(5)
+    rows = np.arange(len(model.acc_array))
+    high = int(model.seq.max()) + 2
+    df.grad_row_mask  # noqa: B018 (worked out on the recorded ids, before some are replaced)
+    ids = model.acc_array.copy()
+    ids[rng.random(len(ids)) < 0.1] = -1  # no array
+    ids[rng.random(len(ids)) < 0.05] = -7
+    ids[rng.random(len(ids)) < 0.05] = max(model.arrays) + 3  # past the largest id
+    model.acc_array = ids
+    since = np.array([df.grad_since(array_id, high) for array_id in ids.tolist()], dtype=np.int64)
+    at_since = np.where(since == high, rng.integers(-2, high, len(rows)), since)  # the seq it is on from
+    for whens in (
+        rng.integers(-2, high, len(rows)),
+        np.full(len(rows), -1),
+        np.full(len(rows), high),
+        at_since,
+    ):
+        for negative in (False, True):
+            if negative:
+                model.arrays[-7] = next(iter(model.arrays.values()))
+            got = _may_lack_grad(model, df, rows, whens)
+            assert got.tolist() == [plain(row, when) for row, when in zip(rows.tolist(), whens.tolist())]
+            model.arrays.pop(-7, None)
+    assert _may_lack_grad(model, df, rows, np.full(len(rows), -1)).any() or name == "ok_flow_capture_replay"
+
+
 @pytest.mark.parametrize("high", [3, 5000, 2**40, 2**62])
 def test_lex_order_is_lexsort(high):
     """lex_order (dense codes, radix-sorted when few) is np.lexsort: few and many distinct
@@ -892,6 +978,87 @@ def test_edge_passes_on_narrow_epochs(name, zoo_traces):
     assert results[0] == results[1]
     assert results[0][1] and any(results[0][1])
     assert results[0][0] or not name.startswith("wt302")  # cross-tape reads there
+
+
+@pytest.mark.parametrize(
+    "name", ["wt302_copy_carry", "wt302_frames", "ok_flow_capture_replay", "wt303_checkpoint"]
+)
+def test_cross_tape_reads_match_a_per_edge_loop(name, zoo_traces):
+    """WT302's cross-tape reads (the edges read on a tape picked first, their writers' epochs
+    gathered only there) against the plain definition edge by edge: a read on one tape of what a
+    recorded event of another tape wrote, directly or through an untaped copy that carries it."""
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import truncated_horizon
+
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
+    df = dataflow_of(model)
+    copy = S.EVENT_KIND_CODES[S.COPY]
+    direct, carried = [], []
+    for edge in range(len(df.edge_writer_ev)):
+        writer, reader, row = (
+            int(df.edge_writer_ev[edge]),
+            int(df.edge_reader_ev[edge]),
+            int(df.edge_reader[edge]),
+        )
+        a_uid, b_uid = int(df.ev_epoch[writer]), int(df.ev_epoch[reader])
+        if b_uid < 0:
+            continue
+        if a_uid >= 0 and a_uid != b_uid:
+            direct.append((a_uid, b_uid, writer, reader, row))
+        untaped_copy = model.kind[writer] == copy and not model.recorded[writer]
+        if untaped_copy and model.phase[writer] == S.FORWARD and model.parent[writer] < 0:
+            for source in sorted(df.carried_writers(writer)):
+                if 0 <= int(df.ev_epoch[source]) != b_uid:
+                    carried.append((int(df.ev_epoch[source]), b_uid, source, reader, row))
+    want: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for a_uid, b_uid, writer, reader, row in sorted(direct + carried, key=lambda read: read[:2]):
+        want.setdefault((a_uid, b_uid), []).append((writer, reader, row))
+    assert truncated_horizon._cross_tape_reads(model, df) == want
+    assert want or not name.startswith("wt302")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["wt309_untaped_init", "wt309_numpy_round_trip", "wt309_untaped_init_fixed", "ok_flow_capture_replay"],
+)
+def test_untaped_producers_through_the_edges_of_events_match_the_rows(name, zoo_traces):
+    """WT309 finds each backward slice's untaped producers through its events' def-use edges (one
+    range per event): the producers, first reads and arrays of going through the slice's access
+    rows (reads not of a gradient buffer) and each row's producers, for every backward call."""
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules.common import backpropagated
+    from warptrace.analysis.rules.untaped_producer import _first_untaped_reads
+
+    model = build_model(read_trace(_zoo_trace(zoo_traces, name)))
+    df = dataflow_of(model)
+    real = ~model.recorded & (model.phase == S.FORWARD) & ~model.adjoint & (model.parent < 0)
+    pairs = backpropagated(df)
+    slices = df.objective_arrays_many([call for _, call in pairs])
+    found = 0
+    every = np.ones(model.n_events, dtype=bool)  # also every event a producer: grad-buffer reads too
+    some = np.random.default_rng(4).random(model.n_events) < 0.5
+    for consumers, untaped in [
+        *((events, real) for events in slices),
+        *((np.arange(model.n_events), mask) for mask in (real, every, some)),
+    ]:
+        rows, index = df.rows_of_events(consumers)
+        keep = df.is_read[rows] & ~df.grad_row_mask[rows]
+        rows, index = rows[keep], index[keep]
+        first: dict[int, tuple[int, int]] = {}
+        for row, k in zip(rows.tolist(), index.tolist()):
+            for writer in df.writer_rows(row).tolist():
+                producer = int(df.acc_ev[writer])
+                if untaped[producer] and producer not in first:
+                    first[producer] = (k, int(model.acc_array[row]))
+        producers, firsts, arrays = _first_untaped_reads(model, df, consumers, untaped)
+        assert producers.tolist() == sorted(first)
+        assert list(zip(firsts.tolist(), arrays.tolist())) == [first[p] for p in sorted(first)]
+        edges, owner = df.edges_of_events(consumers)
+        writers, _ = df.writer_rows_many(rows)
+        assert np.array_equal(df.edge_writer[edges[~df.grad_row_mask[df.edge_reader[edges]]]], writers)
+        assert np.array_equal(consumers[owner], df.edge_reader_ev[edges])
+        found += len(first)
+    assert found
 
 
 def test_wt303_memory_codes_of_replays_copied_from_the_template(zoo_traces):

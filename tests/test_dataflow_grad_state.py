@@ -77,3 +77,15 @@ def test_static_grad_is_grad_array_at_every_seq():
                 if -(2**63) <= seq < 2**63:
                     assert state.grad_array(array_id, seq) == (grad if seq >= since else -1)
     assert answered > 1000
+
+
+def test_has_grad_many_compares_with_the_seq_the_gradient_is_on_from_where_never_turned_off():
+    """The random states of the tests above take both ways: slots answered by one comparison
+    (the gradient never turned off once on) and slots left to the search."""
+    rng = np.random.default_rng(1)
+    compared = searched = 0
+    for _ in range(200):
+        _since, exact = _state(rng)._grad_since_of_slot
+        compared += int(exact.sum())
+        searched += int((~exact).sum())
+    assert compared > 1000 and searched > 100

@@ -312,6 +312,14 @@ class DefUse(DataflowBase):
         m = self.model
         return expand_ranges(m.acc_start[evs], m.acc_stop[evs])
 
+    def edges_of_events(self, evs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The def-use edges of the reads of each event of ``evs`` in turn (by row, each read's
+        producers nearest first), and for each edge the position in ``evs`` of its event. An
+        event's rows are one range and only reads have edges, so its edges are one range too:
+        expanded per event, not per access row."""
+        m = self.model
+        return expand_ranges(self._edge_start[m.acc_start[evs]], self._edge_start[m.acc_stop[evs]])
+
     def writer_events(self, ev: int) -> set[int]:
         """Events whose writes the reads of event ``ev`` saw."""
         m = self.model

@@ -213,6 +213,28 @@ class GradState(Tapes):
         table[ids[slots]] = slots
         return table
 
+    @cached_property
+    def _grad_since_of_slot(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per dense array slot of ``_grad_table``'s initial states: the seq from which
+        :meth:`has_grad` is true (:meth:`grad_since`: int64 min when always, int64 max when
+        never), and whether that is the answer at every seq (the gradient is never turned off
+        once on); where it is not, the slot's initial state and the search decides."""
+        _ids, _starts, _stops, _ch_seq, _values, initial = self._grad_table
+        never, always = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        since = np.where(initial[:-1], always, never)
+        exact = np.ones(len(since), dtype=bool)
+        for array_id, changes in self._has_grad.items():
+            if not 0 <= array_id < len(since):
+                continue
+            state = bool(initial[array_id])
+            for _, value in changes:  # sorted, as the search reads them
+                if state and not value:
+                    exact[array_id] = False
+                state = bool(value)
+            if exact[array_id]:
+                since[array_id] = self.grad_since(array_id, never)
+        return since, exact
+
     def has_grad_many(self, array_ids: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """:meth:`has_grad` of each (array id, seq) pair, vectorized."""
         array_ids = np.asarray(array_ids, dtype=np.int64)
@@ -223,20 +245,23 @@ class GradState(Tapes):
         ids, starts, _stops, _ch_seq, ch_val, initial = self._grad_table
         max_slot = len(initial) - 1
         dense = (array_ids >= 0) & (array_ids < max_slot)
-        slots = array_ids if dense.all() else array_ids[dense]
-        out[dense] = initial[slots]
+        all_dense = bool(dense.all())
+        slots = array_ids if all_dense else array_ids[dense]
+        # a gradient never turned off once on: one comparison with the seq it is on from
+        since, exact = self._grad_since_of_slot
+        if all_dense:
+            out = seqs >= since[slots]
+        else:
+            out[dense] = seqs[dense] >= since[slots]
         # ids outside the dense table: the exact test
         for i in np.nonzero(~dense)[0].tolist():
             out[i] = self.has_grad(int(array_ids[i]), int(seqs[i]))
-        if len(ids) == 0:
+        if len(ids) == 0 or bool(exact.all()):
             return out
-        # each dense query's rank among the change lists' ids (-1: none), by the slot table
-        rank = np.full(len(array_ids), -1, dtype=np.int64)
-        rank[dense] = self._grad_rank_of_slot[slots]
-        q = np.nonzero(rank >= 0)[0]
-        if not len(q):
-            return out
-        r = rank[q]
+        searched = ~exact[slots]
+        # the other slots' queries: each one's rank among the change lists' ids, by the slot table
+        q = np.nonzero(dense)[0][searched] if not all_dense else np.nonzero(searched)[0]
+        r = self._grad_rank_of_slot[array_ids[q]]
         s = seqs[q]
         # per query: number of changes of its array with seq <= query seq
         keys, low, high, span = self._grad_keys

@@ -4,11 +4,11 @@ into it along recorded launches and copies."""
 
 from __future__ import annotations
 
+from collections.abc import ItemsView, Iterator, Mapping
 from functools import cached_property
 
 import numpy as np
 
-from warptrace.analysis.dataflow.base import expand_ranges
 from warptrace.analysis.dataflow.seeds import Seeds
 from warptrace.trace import schema as S
 
@@ -32,7 +32,7 @@ class Provenance(Seeds):
         return current
 
     @cached_property
-    def provenance(self) -> dict[int, frozenset[int]]:
+    def provenance(self) -> Mapping[int, frozenset[int]]:
         """For each recorded forward event (and unrecorded copies inside a tape scope): the
         differentiable leaves whose values reached it through recorded events.
 
@@ -42,13 +42,12 @@ class Provenance(Seeds):
         across tapes too (state carried from one tape to the next keeps its leaves)."""
         m = self.model
         K = self._K
-        prov: dict[int, frozenset[int]] = {}
         scope = m.recorded | ((m.kind == K[S.COPY]) & (m.tape >= 0))
         scope &= (m.phase == S.FORWARD) & ~m.adjoint & (m.parent < 0)
         empty: frozenset[int] = frozenset()
         scope_evs = np.nonzero(scope)[0]
         if len(scope_evs) == 0:
-            return prov
+            return {}
         # when each event is replayed (the seq its leaves' gradients are looked up at)
         whens = self._replay_seqs(scope_evs)
         # producers: def-use edges from an earlier in-scope event (already in prov); leaves:
@@ -57,19 +56,21 @@ class Provenance(Seeds):
         # would set the analysis' peak memory (the drone trace: 100 MiB more)
         live_index_parts, live_writer_parts, leaf_index_parts, leaf_array_parts = [], [], [], []
         for first in range(0, len(scope_evs), _BLOCK_EVENTS):
-            rows, index = self.rows_of_events(scope_evs[first : first + _BLOCK_EVENTS])
-            index += first  # as positions in scope_evs
-            read = self.is_read[rows]
-            rows, index = rows[read], index[read]
-            edges, edge_row = expand_ranges(self._edge_start[rows], self._edge_start[rows + 1])
+            block = scope_evs[first : first + _BLOCK_EVENTS]
+            edges, edge_index = self.edges_of_events(block)  # per event, not per read row
             writer_ev = self.edge_writer_ev[edges]
-            reader_ev = scope_evs[index[edge_row]]
-            live = scope[writer_ev] & (writer_ev < reader_ev)
-            produced = np.zeros(len(rows), dtype=bool)
-            produced[edge_row[live]] = True
-            live_index_parts.append(index[edge_row[live]])
+            live = scope[writer_ev] & (writer_ev < block[edge_index])
+            live_index_parts.append(edge_index[live] + first)  # as positions in scope_evs
             live_writer_parts.append(writer_ev[live])
-            cand = ~produced & ~self.grad_row_mask[rows]
+            rows, index = self.rows_of_events(block)
+            index += first
+            # the rows an edge from an earlier in-scope event reaches, marked over the block's span
+            base = int(rows[0]) if len(rows) else 0
+            produced = np.zeros(int(rows[-1]) + 1 - base if len(rows) else 0, dtype=bool)
+            produced[self.edge_reader[edges[live]] - base] = True
+            read = self.is_read[rows] & ~produced[rows - base]
+            rows, index = rows[read], index[read]
+            cand = ~self.grad_row_mask[rows]
             leaf = np.zeros(len(rows), dtype=bool)
             if np.any(cand):
                 leaf[cand] = self.has_grad_many(m.acc_array[rows[cand]], whens[index[cand]])
@@ -93,7 +94,6 @@ class Provenance(Seeds):
         position = np.full(m.n_events, -1, dtype=np.int64)
         position[scope_evs] = np.arange(n, dtype=np.int64)
         writers_at = position[live_writer]
-        del position
         unions: dict[tuple[int, ...], int] = {}
         own_unions: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
@@ -187,8 +187,7 @@ class Provenance(Seeds):
                 walk(a, b)
             done = b
         walk(done, n)
-        prov.update(zip(scope_evs.tolist(), map(sets.__getitem__, set_of)))
-        return prov
+        return LeafSets(scope_evs, position, set_of, sets)
 
     def _scope_copies(self, scope_evs: np.ndarray) -> list[tuple[int, int, int]]:
         """(start, stop, previous start) in scope positions of each graph replay that is a copy of
@@ -225,3 +224,39 @@ def _starts_of(index: np.ndarray, n: int) -> np.ndarray:
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(index, minlength=n), out=starts[1:])
     return starts
+
+
+class LeafSets(Mapping[int, frozenset[int]]):
+    """:attr:`Provenance.provenance`: each scope event's leaf set, looked up through its scope
+    position (a dict of every scope event, drone's 253,200, cost more than the rules' few
+    thousand lookups). Ordered by event, as such a dict would be."""
+
+    def __init__(
+        self, events: np.ndarray, position: np.ndarray, set_of: list[int], sets: list[frozenset[int]]
+    ) -> None:
+        self._events = events  # the scope events, ascending
+        self._position = position  # per event: its scope position, -1 when out of scope
+        self._set_of = set_of  # per scope position: the number of its leaf set in `sets`
+        self._sets = sets
+
+    def __getitem__(self, ev: int) -> frozenset[int]:
+        if not 0 <= ev < len(self._position) or (position := int(self._position[ev])) < 0:
+            raise KeyError(ev)
+        return self._sets[self._set_of[position]]
+
+    def get(self, ev: int, default: frozenset[int] | None = None) -> frozenset[int] | None:  # type: ignore[override]
+        if not 0 <= ev < len(self._position) or (position := int(self._position[ev])) < 0:
+            return default
+        return self._sets[self._set_of[position]]
+
+    def __contains__(self, ev: object) -> bool:
+        return isinstance(ev, (int, np.integer)) and self.get(int(ev)) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._events.tolist())
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def items(self) -> ItemsView[int, frozenset[int]]:
+        return dict(zip(self._events.tolist(), map(self._sets.__getitem__, self._set_of))).items()

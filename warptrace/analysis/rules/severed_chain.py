@@ -60,8 +60,7 @@ def check(model: Model) -> list[Finding]:
         np.array([call.begin_seq for _, call, _ in work], dtype=np.int64), [len(evs) for _, _, evs in work]
     )
     rows, index = df.rows_of_events(consumers)
-    candidate, grad_from = _may_lack_grad(model, df, rows)
-    keep = candidate & (whens[index] < grad_from)
+    keep = _may_lack_grad(model, df, rows, whens[index])
     rows, index = rows[keep], index[keep]
     # the producers each row may blame: certain writers in the consuming call's epoch (or an
     # unrecorded copy inside its tape's scope); rows without one cannot be reported
@@ -106,27 +105,27 @@ def check(model: Model) -> list[Finding]:
     return findings
 
 
-def _may_lack_grad(model: Model, df: Dataflow, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per access row of ``rows``: whether WT301 looks at it (a read, not of a gradient buffer, of
-    a known array with a floating-point dtype), and the seq from which its array always has a
-    gradient (:meth:`Dataflow.has_grad` is true at every later seq; int64 max when never)."""
+def _may_lack_grad(model: Model, df: Dataflow, rows: np.ndarray, whens: np.ndarray) -> np.ndarray:
+    """Per access row of ``rows``: whether WT301 looks at it at seq ``whens[i]``: a read, not of a
+    gradient buffer, of a known array with a floating-point dtype that may lack a gradient then
+    (:meth:`Dataflow.has_grad` is not true at every seq from then on)."""
     never = np.iinfo(np.int64).max
     ids = [array_id for array_id in model.arrays if array_id >= 0]
     max_id = max(ids, default=-1)
-    known = np.zeros(max_id + 2, dtype=bool)  # last slot: ids out of range
-    since = np.full(max_id + 2, never, dtype=np.int64)
+    # per array id (last slot: ids out of range): the seq from which it always has a gradient,
+    # int64 min where WT301 never looks at it: one comparison per row with the row's seq
+    limit = np.full(max_id + 2, np.iinfo(np.int64).min, dtype=np.int64)
     for array_id in ids:
-        info = model.arrays[array_id]
-        known[array_id] = differentiable_dtype(info.dtype)
-        since[array_id] = df.grad_since(array_id, never)
+        if differentiable_dtype(model.arrays[array_id].dtype):
+            limit[array_id] = df.grad_since(array_id, never)
     array_ids = model.acc_array[rows]
-    slots = np.where((array_ids >= 0) & (array_ids <= max_id), array_ids, max_id + 1)
-    mask = known[slots]
-    grad_from = since[slots]
+    slots = np.minimum(array_ids.view(np.uint64), max_id + 1)  # negative ids too: the last slot
+    mask = whens < limit[slots]
     if len(ids) < len(model.arrays):  # negative array ids: left to the exact test
         mask |= array_ids < 0
-        grad_from[array_ids < 0] = never
-    return mask & df.is_read[rows] & ~df.grad_row_mask[rows], grad_from
+    mask &= df.is_read[rows]
+    mask &= ~df.grad_row_mask[rows]
+    return mask
 
 
 def _in_scope(

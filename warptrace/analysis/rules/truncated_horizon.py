@@ -134,20 +134,22 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
     rebinding) or through untaped copies and host round trips (``wp.copy``, ``wp.array(x.numpy())``)."""
     epoch = df.ev_epoch_narrow  # the edge passes on int16 rather than int64 epochs
     reader_epoch = epoch[df.edge_reader_ev]
-    writer_epoch = epoch[df.edge_writer_ev]
-    writers = df.edge_writer_ev
-    cross = np.nonzero((reader_epoch >= 0) & (writer_epoch >= 0) & (reader_epoch != writer_epoch))[0]
+    taped = np.nonzero(reader_epoch >= 0)[0]  # the edges read on a tape (drone: 2.1M of 4.9M)
+    writers = df.edge_writer_ev[taped]
+    writer_epoch = epoch[writers]
+    reader_epoch = reader_epoch[taped]
+    cross = np.nonzero((writer_epoch >= 0) & (writer_epoch != reader_epoch))[0]
     columns = [
         writer_epoch[cross].astype(np.int64),
         reader_epoch[cross].astype(np.int64),
         writers[cross],
-        df.edge_reader_ev[cross],
-        df.edge_reader[cross],
+        df.edge_reader_ev[taped[cross]],
+        df.edge_reader[taped[cross]],
     ]
     transfer = (
         (model.kind == K[S.COPY]) & ~model.recorded & (model.phase == S.FORWARD) & (model.parent < 0)
     )[writers]  # per event, then per edge: one gather
-    via = np.nonzero((reader_epoch >= 0) & transfer)[0]
+    via = np.nonzero(transfer)[0]
     if len(via):
         # the copies among the writers (drone: 39 events for 1,440,080 edges): marked per event,
         # which gives them in order without sorting every edge's writer
@@ -162,8 +164,8 @@ def _cross_tape_reads(model: Model, df: Dataflow) -> dict[tuple[int, int], list[
         extra: list[tuple[int, int, int, int, int]] = []
         for writer, reader_ev, reader_row, b_uid in zip(
             writers[via].tolist(),
-            df.edge_reader_ev[via].tolist(),
-            df.edge_reader[via].tolist(),
+            df.edge_reader_ev[taped[via]].tolist(),
+            df.edge_reader[taped[via]].tolist(),
             reader_epoch[via].tolist(),
         ):
             for source in carried[writer]:

@@ -90,21 +90,13 @@ def check(model: Model) -> list[Finding]:
         if not len(consumers):
             continue
         when = call.begin_seq
-        rows, index = df.rows_of_events(consumers)
-        keep = df.is_read[rows] & ~df.grad_row_mask[rows]
-        rows, index = rows[keep], index[keep]
-        writer_rows, owner = df.writer_rows_many(rows)
-        producers = df.acc_ev[writer_rows]
-        hit = untaped[producers]
-        # one read per untaped producer (the first): its findings are per producer
-        hit_producers, first = np.unique(producers[hit], return_index=True)
+        hit_producers, firsts, arrays = _first_untaped_reads(model, df, consumers, untaped)
         reported: set[int] = set()
         copied = _copied_from_many(model, df, hit_producers, when, epoch.uid)
-        firsts = owner[hit][first]
         for producer, k, array_id, site, is_copy in zip(
             hit_producers.tolist(),
             firsts.tolist(),
-            model.acc_array[rows[firsts]].tolist(),
+            arrays.tolist(),
             model.site[hit_producers].tolist(),
             (model.kind[hit_producers] == K[S.COPY]).tolist(),
         ):
@@ -142,10 +134,26 @@ def check(model: Model) -> list[Finding]:
                 continue
             if array_id in shared(model, "record_func_declared", _declared_by_epoch).get(epoch.uid, ()):
                 continue  # a tape.record_func supplies its adjoint
-            consumer = int(consumers[index[k]])
+            consumer = int(consumers[k])
             findings.append(_untaped(model, df, array_id, producer, consumer, call.site, sources, read_back))
             reported.add(site)
     return findings
+
+
+def _first_untaped_reads(
+    model: Model, df: Dataflow, consumers: np.ndarray, untaped: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The untaped producers (``untaped`` per event) of the reads, not of a gradient buffer, of
+    the events ``consumers``, ascending, and for each the first such read (by row, then nearest
+    producer first): the position of its event in ``consumers`` and its array id. Through the
+    consumers' def-use edges (one range per event), not their access rows."""
+    edges, index = df.edges_of_events(consumers)
+    producers = df.edge_writer_ev[edges]
+    hit = np.nonzero(untaped[producers] & ~df.grad_row_mask[df.edge_reader[edges]])[0]
+    # one read per untaped producer (the first): its findings are per producer
+    hit_producers, first = np.unique(producers[hit], return_index=True)
+    firsts = hit[first]
+    return hit_producers, index[firsts], model.acc_array[df.edge_reader[edges[firsts]]]
 
 
 def _last_host_side_read(model: Model) -> np.ndarray:
