@@ -1017,6 +1017,81 @@ def test_cross_tape_reads_match_a_per_edge_loop(name, zoo_traces):
     assert want or not name.startswith("wt302")
 
 
+def test_untaped_producer_skips_sourceless_copies_as_the_full_checks_do(zoo_traces, monkeypatch, tmp_path):
+    """WT309 skips a copy that is no round trip through the host and carried no recorded write
+    before its other checks: the findings of going through all of them, on zoo programs with
+    untaped producers, copies and round trips through numpy; and the skip saves checks (counted
+    calls of _grads_read_after_in) on some of them."""
+    from tests.zoo import discover
+    from warptrace.analysis.report import build_model
+    from warptrace.analysis.rules import untaped_producer as wt309
+
+    names = {
+        "wt309_untaped_init",
+        "wt309_numpy_round_trip",
+        "wt309_numpy_round_trip_fixed",
+        "wt302_copy_carry",
+        "wt103_copy_carry",
+        "wt503_copy_severed",
+        "ok_flow_capture_replay",
+    }
+    programs = [program for program in discover() if program.name in names]
+    if not programs:
+        pytest.skip("no zoo programs")
+    asked: list[int] = []
+    original = wt309._grads_read_after_in
+
+    def counted(*args):
+        asked.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(wt309, "_grads_read_after_in", counted)
+    saved = 0
+    round_trip = _host_round_trip_trace().write(tmp_path / "round_trip.wtrace")
+    for path in [round_trip, *(zoo_traces(program) for program in programs)]:
+        found = {}
+        for skip in (True, False):
+            monkeypatch.setattr(wt309, "_SKIP_SOURCELESS_COPIES", skip)
+            asked.clear()
+            found[skip] = ([f.to_dict() for f in wt309.check(build_model(read_trace(path)))], len(asked))
+        assert found[True][0] == found[False][0], path
+        assert found[True][1] <= found[False][1]
+        assert found[True][0] or path != round_trip  # the copy linked to a value read is reported
+        saved += found[False][1] - found[True][1]
+    assert saved > 0
+
+
+def _host_round_trip_trace() -> TraceBuilder:
+    """On a tape: hidden = lift(x, w1); hidden.numpy() comes back as relay (an untaped copy from
+    the host, linked to the value read by its digest); out = readout(relay, w2); the loss; then
+    backward and hidden.grad read: WT309 on the copy, with no recorded write carried by it."""
+    import json
+
+    tb = TraceBuilder()
+    x, w1 = tb.array("x", line=1), tb.array("w1", requires_grad=True, line=2)
+    hidden = tb.array("hidden", requires_grad=True, line=3)
+    relay = tb.array("relay", requires_grad=True, line=4)
+    out = tb.array("out", requires_grad=True, line=5)
+    w2 = tb.array("w2", requires_grad=True, line=6)
+    loss = tb.array("loss", shape=(1,), requires_grad=True, line=7)
+    lift = tb.kernel("lift", line=100, x="r", w1="r", hidden="w")
+    readout = tb.kernel("readout", line=110, hidden="r", w2="r", out="w")
+    total = tb.kernel("sq_error", line=120, out="r", loss="a")
+    tape = tb.tape(line=9)
+    host = {"digest": "0123456789abcdef", "nbytes": 16}
+    with tb.recording(tape):
+        tb.launch(lift, x=x, w1=w1, hidden=hidden, line=20)
+        read = tb.event(S.VALUE_READ, tape=tape, array_id=hidden, detail=json.dumps({"host": "read", **host}))
+        tb.access(read, hidden, S.ROLE_READ, 0, "")
+        back = tb.event(S.COPY, tape=tape, recorded=False, detail=json.dumps({"host": "write", **host}))
+        tb.access(back, relay, S.ROLE_WRITE, S.FLAG_STORE, "dest")
+        tb.launch(readout, hidden=relay, w2=w2, out=out, line=22)
+        tb.launch(total, out=out, loss=loss, line=23)
+    tb.backward(tape, loss, line=24)
+    tb.value_read(tb.grad(hidden), line=25, text="hidden.grad.numpy()")
+    return tb
+
+
 @pytest.mark.parametrize(
     "name",
     ["wt309_untaped_init", "wt309_numpy_round_trip", "wt309_untaped_init_fixed", "ok_flow_capture_replay"],

@@ -64,6 +64,12 @@ WT309 = RuleInfo(
 )
 
 
+# A copy that is no round trip through the host (``links``) and carried no recorded write
+# (``_copied_from_many``) has no sources: it is skipped before the checks in front of that one,
+# which can only skip it too (tests turn this off to compare with going through them all).
+_SKIP_SOURCELESS_COPIES = True
+
+
 def check(model: Model) -> list[Finding]:
     forward_untaped = ~model.recorded & (model.phase == S.FORWARD) & ~model.adjoint & (model.parent < 0)
     untaped_copy = forward_untaped & (model.kind == K[S.COPY])
@@ -106,13 +112,15 @@ def check(model: Model) -> list[Finding]:
                 differentiable = dtype_ok[array_id] = info is not None and differentiable_dtype(info.dtype)
             if site in reported or not differentiable:
                 continue
+            read_back = links.get(producer)
+            if read_back is None and is_copy and producer not in copied and _SKIP_SOURCELESS_COPIES:
+                continue  # no sources (below), whatever it writes: most of them (drone: 27,680 of 33,640)
             written = written_by.get(producer)
             if written is None:
                 rows_of = np.arange(int(model.acc_start[producer]), int(model.acc_stop[producer]))
                 written = written_by[producer] = set(model.acc_array[rows_of[df.is_write[rows_of]]].tolist())
             if _grads_read_after_in(model, df, last_read, windows, written, call.end_seq):
                 continue  # (hand-written checkpointing: see _grads_read_after)
-            read_back = links.get(producer)
             if read_back is not None:  # the array whose values left through numpy() and came back
                 origin = int(model.array_id[read_back])
                 sources = [origin] if df.has_grad(origin, when) and origin not in written else []
