@@ -1067,16 +1067,11 @@ def _host_round_trip_trace() -> TraceBuilder:
     backward and hidden.grad read: WT309 on the copy, with no recorded write carried by it."""
     import json
 
+    from tests.test_rules_flow import mlp
+
     tb = TraceBuilder()
-    x, w1 = tb.array("x", line=1), tb.array("w1", requires_grad=True, line=2)
-    hidden = tb.array("hidden", requires_grad=True, line=3)
-    relay = tb.array("relay", requires_grad=True, line=4)
-    out = tb.array("out", requires_grad=True, line=5)
-    w2 = tb.array("w2", requires_grad=True, line=6)
-    loss = tb.array("loss", shape=(1,), requires_grad=True, line=7)
-    lift = tb.kernel("lift", line=100, x="r", w1="r", hidden="w")
-    readout = tb.kernel("readout", line=110, hidden="r", w2="r", out="w")
-    total = tb.kernel("sq_error", line=120, out="r", loss="a")
+    x, w1, w2, hidden, out, loss, lift, readout, total = mlp(tb, hidden_grad=True)
+    relay = tb.array("relay", requires_grad=True, line=7)
     tape = tb.tape(line=9)
     host = {"digest": "0123456789abcdef", "nbytes": 16}
     with tb.recording(tape):
