@@ -4390,6 +4390,48 @@ release_seq(Session *ss, PyObject *seq)
     PyErr_Restore(type, value, tb);
 }
 
+static PyObject *s_disordered, *s_discard;
+
+/* rec.row's bookkeeping for a reserved seq, under rec.lock: rec.open_seqs.discard(seq);
+ * rec.disordered = True where seq is not the last one taken (a row appended after later
+ * ones): 0, or -1 */
+static int
+settle_reserved(Session *ss, PyObject *seq)
+{
+    PyObject *open = rec_attr(ss, s_open_seqs);
+    if (open == NULL)
+        return -1;
+    int rc = 0;
+    if (PySet_CheckExact(open)) {
+        rc = PySet_Discard(open, seq) < 0 ? -1 : 0;
+    } else {
+        PyObject *r = PyObject_CallMethodOneArg(open, s_discard, seq);
+        rc = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(open);
+    if (rc < 0)
+        return -1;
+    long long value;
+    int same;
+    if (ss->counters != NULL && small_int(seq, &value)) {
+        same = value == ss->counters->seq - 1;
+    } else {
+        PyObject *current = seq_now(ss), *last = NULL;
+        if (current == NULL)
+            return -1;
+        last = PyNumber_Subtract(current, i_one);
+        Py_DECREF(current);
+        if (last == NULL)
+            return -1;
+        same = PyObject_RichCompareBool(seq, last, Py_EQ);
+        Py_DECREF(last);
+    }
+    if (same < 0 || (!same && PyObject_SetAttr(ss->rec, s_disordered, Py_True) < 0))
+        return -1;
+    return 0;
+}
+
 /* 1 when src is host memory Warp did not allocate (alloc id in rec.ident.external, no
  * deleter): the copy's detail is memory._host_write's; 0 when not; -1 on error */
 static int
@@ -4406,14 +4448,14 @@ host_source(Session *ss, PyObject *src, PyObject *src_st)
     return none;
 }
 
-/* the COPY row (rec.row with its columns; seq reserved) */
+/* the COPY row and its two access rows (rec.row's, appended here; seq reserved) */
 static int
 copy_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *seq, PyObject *tape_id, PyObject *recorded,
          PyObject *phase, PyObject *site, PyObject *parent, PyObject *detail, PyObject *src_st, PyObject *dest_st)
 {
-    int rc = -1;
-    PyObject *thread = NULL, *ts_parent = NULL, *dest_flags = NULL, *src_acc = NULL, *dest_acc = NULL;
-    PyObject *accesses = NULL, *row = NULL, *got = NULL;
+    int rc = -1, locked = 0;
+    PyObject *thread = NULL, *ts_parent = NULL, *dest_flags = NULL, *t_ns = NULL;
+    PyObject *ev = NULL, *acc = NULL, *extra = NULL, *extra_row = NULL;
     PyObject *codes = PyDict_GetItemWithError(self->state_dict, s_src_dest); /* borrowed */
     if (codes == NULL) {
         if (!PyErr_Occurred())
@@ -4431,33 +4473,54 @@ copy_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *seq, PyObject *t
         goto done;
     if ((dest_flags = PyNumber_Or(self->flag_store, PyTuple_GET_ITEM(dest_st, 3))) == NULL)
         goto done;
-    src_acc = PyTuple_Pack(6, PyTuple_GET_ITEM(src_st, 1), PyTuple_GET_ITEM(src_st, 2), self->role_read,
-                           PyTuple_GET_ITEM(src_st, 3), PyTuple_GET_ITEM(codes, 0), i_zero);
-    dest_acc = PyTuple_Pack(6, PyTuple_GET_ITEM(dest_st, 1), PyTuple_GET_ITEM(dest_st, 2), self->role, dest_flags,
-                            PyTuple_GET_ITEM(codes, 1), i_zero);
-    if (src_acc == NULL || dest_acc == NULL || (accesses = PyTuple_Pack(2, src_acc, dest_acc)) == NULL)
+    if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
-    if ((row = rec_attr(ss, s_row)) == NULL)
+    if (session_acquire(ss) < 0)
+        goto done;
+    locked = 1;
+    if (settle_reserved(ss, seq) < 0)
+        goto done;
+    if ((ev = rows_attr(ss, s_ev)) == NULL || (acc = rows_attr(ss, s_acc)) == NULL)
         goto done;
     {
-        PyObject *call[15] = {
-            thread, self->kind_code, tape_id, recorded, phase, Py_False, Py_True, site, parent, i_minus1,
-            i_minus1, Py_None, detail, accesses, seq,
+        PyObject *row[15] = {
+            seq, self->kind_code, tape_id, recorded, phase, Py_False, Py_True, site,
+            i_minus1, thread, t_ns, parent, i_minus1, i_minus1, i_minus1,
         };
-        if ((got = PyObject_Vectorcall(row, call, 15, NULL)) == NULL)
+        if (extend_row(ev, row, 15) < 0)
             goto done;
     }
+    if (detail != Py_None) {
+        if ((extra = rows_attr(ss, s_ev_extra)) == NULL
+            || (extra_row = untracked(PyTuple_Pack(3, seq, Py_None, detail))) == NULL || append_item(extra, extra_row) < 0)
+            goto done;
+    }
+    {
+        /* (seq, array_id, alloc_id, role, flags, arg, field): the source read, the destination stored */
+        PyObject *rows[14] = {
+            seq, PyTuple_GET_ITEM(src_st, 1), PyTuple_GET_ITEM(src_st, 2), self->role_read,
+            PyTuple_GET_ITEM(src_st, 3), PyTuple_GET_ITEM(codes, 0), i_zero,
+            seq, PyTuple_GET_ITEM(dest_st, 1), PyTuple_GET_ITEM(dest_st, 2), self->role, dest_flags,
+            PyTuple_GET_ITEM(codes, 1), i_zero,
+        };
+        if (extend_row(acc, rows, 14) < 0)
+            goto done;
+    }
+    if (flush_if_due(ss, ev, acc, t_ns) < 0)
+        goto done;
     rc = 0;
 done:
+    if (locked)
+        rc = unlock(ss, rc);
     Py_DECREF(codes);
     Py_XDECREF(thread);
     Py_XDECREF(ts_parent);
     Py_XDECREF(dest_flags);
-    Py_XDECREF(src_acc);
-    Py_XDECREF(dest_acc);
-    Py_XDECREF(accesses);
-    Py_XDECREF(row);
-    Py_XDECREF(got);
+    Py_XDECREF(t_ns);
+    Py_XDECREF(ev);
+    Py_XDECREF(acc);
+    Py_XDECREF(extra);
+    Py_XDECREF(extra_row);
     return rc;
 }
 
@@ -5433,7 +5496,6 @@ typedef struct {
     unsigned long long calls; /* rows written by the compiled path (tests) */
 } FastRow;
 
-static PyObject *s_disordered, *s_discard;
 #define ACCESS_ITEMS 6 /* (array_id, alloc_id, role, flags, arg, field): an access row less its seq */
 
 /* the access rows of one event: acc.append(seq); acc.extend(access) for each access */
@@ -5484,40 +5546,23 @@ frow_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
     Session *ss = self->session;
     Py_INCREF(ss);
     int locked = 0, rc = -1;
-    PyObject *t_ns = NULL, *seq = NULL, *next_seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL;
-    PyObject *extra_row = NULL, *current = NULL, *open = NULL;
+    PyObject *t_ns = NULL, *seq = NULL, *ev = NULL, *acc = NULL, *extra = NULL, *extra_row = NULL;
     if ((t_ns = perf_now(self->perf_ns)) == NULL)
         goto done;
     if (session_acquire(ss) < 0)
         goto done;
     locked = 1;
-    int fresh = PyObject_RichCompareBool(given, i_zero, Py_LT);
+    long long given_value;
+    int fresh = small_int(given, &given_value) ? given_value < 0 : PyObject_RichCompareBool(given, i_zero, Py_LT);
     if (fresh < 0)
         goto done;
     if (fresh) {
         if ((seq = seq_take(ss)) == NULL)
             goto done;
     } else {
-        if ((current = seq_now(ss)) == NULL)
-            goto done;
         seq = given;
         Py_INCREF(seq);
-        /* self.open_seqs.discard(seq); a row appended after later ones: self.disordered = True */
-        if ((open = rec_attr(ss, s_open_seqs)) == NULL)
-            goto done;
-        if (PySet_CheckExact(open)) {
-            if (PySet_Discard(open, seq) < 0)
-                goto done;
-        } else {
-            PyObject *r = PyObject_CallMethodOneArg(open, s_discard, seq);
-            if (r == NULL)
-                goto done;
-            Py_DECREF(r);
-        }
-        if ((next_seq = PyNumber_Subtract(current, i_one)) == NULL)
-            goto done;
-        int same = PyObject_RichCompareBool(seq, next_seq, Py_EQ);
-        if (same < 0 || (!same && PyObject_SetAttr(ss->rec, s_disordered, Py_True) < 0))
+        if (settle_reserved(ss, seq) < 0)
             goto done;
     }
     if ((ev = rows_attr(ss, s_ev)) == NULL)
@@ -5546,9 +5591,6 @@ done:
         rc = unlock(ss, rc);
     Py_DECREF(ss);
     Py_XDECREF(t_ns);
-    Py_XDECREF(next_seq);
-    Py_XDECREF(current);
-    Py_XDECREF(open);
     Py_XDECREF(ev);
     Py_XDECREF(acc);
     Py_XDECREF(extra);
