@@ -1273,6 +1273,58 @@ def test_compiled_read_writes_the_rows_of_the_python_wrapper(tracing):
     assert rec.error_count == 0
 
 
+@needs_compiled
+def test_compiled_copy_from_host_memory_gives_the_detail_of_the_python_wrapper(tracing):
+    """``wp.array(ndarray)`` and ``assign(ndarray)`` copy from host memory Warp did not
+    allocate: the compiled ``FastCopy`` leaves a C-contiguous source of up to 4 KiB as (its
+    bytes, ``HOST_WRITE``), which the trace writer turns into the text
+    ``hostdata.transfer_detail`` gives for the values written (``rows.detail_text``); a strided
+    source, a larger one and one above the digest cap get that text while recording."""
+    import numpy as np
+
+    from warptrace.record import state
+    from warptrace.record.wrap import hostdata
+    from warptrace.trace.rows import EVENT_WIDTH, HOST_WRITE, detail_text
+    from warptrace.trace.schema import COPY, EVENT_KIND_CODES
+
+    rec = state.rec
+    rec.flush_ev_len = rec.flush_acc_len = 1 << 60  # every row stays in the buffers
+    rec.flush_deadline = 1 << 62
+    grid = np.arange(24, dtype=np.float32).reshape(4, 6)
+    sources = {
+        "plain": (np.linspace(0.0, 1.0, 16, dtype=np.float32), float),
+        "2-d": (grid, float),
+        "vec3": (np.arange(12, dtype=np.float32).reshape(4, 3), wp.vec3),
+        "4 KiB": (np.ones(1024, dtype=np.float32), float),
+        "strided": (grid[:, ::2], float),  # Warp copies from the strided memory as it is
+        "medium": (np.ones(1025, dtype=np.float32), float),  # 4,100 bytes
+        "int": (np.arange(5, dtype=np.int32), wp.int32),
+    }
+    deferred = {"plain", "2-d", "vec3", "4 KiB", "int"}
+
+    def last_copy(first: int) -> Any:
+        ev = rec.ev
+        rows = [ev[i : i + EVENT_WIDTH] for i in range(0, len(ev), EVENT_WIDTH)]
+        copies = [r for r in rows if r[0] >= first and r[1] == EVENT_KIND_CODES[COPY]]
+        assert len(copies) == 1
+        return {e[0]: e[2] for e in rec.ev_extra}.get(copies[0][0])
+
+    for name, (values, dtype) in sources.items():
+        expected = hostdata.transfer_detail("write", values, False)
+        for round_ in range(2):  # the site is new the first time (the Python wrapper), then known
+            first, calls = rec.seq, wp.copy.recorded_calls
+            made = wp.array(values, dtype=dtype, device=DEVICE, requires_grad=True)
+            detail = last_copy(first)
+            assert detail_text(detail) == expected, name
+            if round_:
+                assert wp.copy.recorded_calls == calls + 1, name  # the compiled path's
+                assert (isinstance(detail, tuple) and detail[1] == HOST_WRITE) == (name in deferred), name
+            first = rec.seq
+            made.assign(values)
+            assert detail_text(last_copy(first)) == expected, name
+    assert rec.error_count == 0
+
+
 # three arrays rows and two allocs rows (flat), every kind of value their columns hold
 _ARRAY_ROWS = (
     0, 3, 0, (16,), (4,), 4, "float32", "cpu", "owned", True, False, -1, -1, 5, 2, "x",

@@ -13,7 +13,7 @@ import warp as wp
 import warptrace
 from tests.test_record_common import DEVICE, Trace
 from warptrace.record.wrap import hostdata
-from warptrace.trace.rows import detail_text
+from warptrace.trace.rows import HOST_WRITE, detail_text
 from warptrace.trace.schema import FLAG_GRAD, ROLE_NONE, ROLE_READ
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -117,6 +117,7 @@ def test_a_deferred_read_detail_is_the_text_of_transfer_detail(view):
     arrays = [np.ones(16, np.float32), np.zeros(0, np.float32), np.arange(1024, dtype=np.float32)]
     for values in arrays:
         assert detail_text((values.tobytes(), view)) == hostdata.transfer_detail("read", values, view)
+        assert detail_text((values.tobytes(), HOST_WRITE)) == hostdata.transfer_detail("write", values, False)
     assert detail_text("text") == "text"
 
 

@@ -59,7 +59,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 17
+#define ABI_VERSION 18
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -4062,7 +4062,7 @@ FAST_METHOD_TYPE(FastBackwardType, "FastBackward",
 static PyObject *s_base, *s_hexdigest, *s_ptr, *k_digest_size, *i_eight;
 
 /* A read of up to this many bytes leaves its detail as (bytes, view) for the trace writer to
- * hash and format (warptrace/trace/rows.py, host_read_text): a copy of the bytes costs this
+ * hash and format (warptrace/trace/rows.py, host_transfer_text): a copy of the bytes costs this
  * thread ~200 instructions, their digest here ~3,500 (hashlib's object, BLAKE2b, hex text).
  * The bound keeps a part's buffered bytes small (4,096 reads of 4 KiB at most). */
 #define READ_DEFER_MAX 4096
@@ -4149,7 +4149,7 @@ read_detail(FastMethod *self, PyObject *arr, PyObject *result)
         goto done;
     }
     if (view.len <= READ_DEFER_MAX) {
-        /* (bytes, view): the trace writer hashes them (rows.host_read_text), off this thread */
+        /* (bytes, view): the trace writer hashes them (rows.host_transfer_text), off this thread */
         PyObject *data = PyBytes_FromStringAndSize(view.buf, view.len);
         if (data != NULL) {
             detail = untracked(PyTuple_Pack(2, data, is_view ? Py_True : Py_False));
@@ -4295,7 +4295,7 @@ FAST_METHOD_TYPE(FastReadType, "FastRead",
  * wrapper's, called as it is. */
 
 static PyObject *s_dest, *s_src, *s_dest_offset, *s_src_offset, *s_count, *s_stream,
-    *s_deleter, *s_row, *s_copy_code, *s_src_dest;
+    *s_deleter, *s_row, *s_copy_code, *s_src_dest, *s_strides, *s_device, *s_is_cpu, *s_is_contiguous;
 static PyObject *s_qualname, *s_json_names, *s_func_head, *s_arrays_head, *s_comma, *s_arrays_tail, *s_empty, *s_no_accesses;
 
 /* wp.copy's six arguments from a vectorcall (out: borrowed; the defaults where not
@@ -4446,6 +4446,56 @@ host_source(Session *ss, PyObject *src, PyObject *src_st)
     int none = deleter == Py_None;
     Py_DECREF(deleter);
     return none;
+}
+
+/* the deferred detail of a small host write (rows.host_transfer_text: the trace writer hashes
+ * the bytes, as for a small read, read_detail) from src, a C-contiguous array on the CPU of at
+ * most READ_DEFER_MAX bytes (and digest_max, hostdata.DIGEST_MAX_BYTES): (its bytes, 2) (rows.HOST_WRITE), a new reference; NULL with no
+ * exception set where src is not such an array (memory._host_write's, detail_py) */
+static PyObject *
+host_write_detail(PyObject *src, Py_ssize_t digest_max)
+{
+    PyObject *contiguous = NULL, *device = NULL, *cpu = NULL, *size = NULL, *strides = NULL, *ptr = NULL;
+    PyObject *detail = NULL;
+    long long n, item_size, at;
+    if ((contiguous = dict_attr(src, s_is_contiguous, 1)) == NULL || contiguous != Py_True)
+        goto done;
+    if ((device = dict_attr(src, s_device, 1)) == NULL || device == Py_None
+        || (cpu = PyObject_GetAttr(device, s_is_cpu)) == NULL || cpu != Py_True)
+        goto done;
+    if ((size = dict_attr(src, s_size, 1)) == NULL || !small_int(size, &n) || n < 0)
+        goto done;
+    /* contiguous: the innermost stride is the element's size (Warp's contiguous strides) */
+    if ((strides = dict_attr(src, s_strides, 1)) == NULL || !PyTuple_CheckExact(strides)
+        || PyTuple_GET_SIZE(strides) == 0
+        || !small_int(PyTuple_GET_ITEM(strides, PyTuple_GET_SIZE(strides) - 1), &item_size) || item_size <= 0
+        || n > READ_DEFER_MAX / item_size || n * item_size > digest_max)
+        goto done;
+    PyObject *data;
+    if (n == 0) {
+        data = PyBytes_FromStringAndSize(NULL, 0);
+    } else {
+        if ((ptr = dict_attr(src, s_ptr, 1)) == NULL || !small_int(ptr, &at) || at == 0)
+            goto done;
+        data = PyBytes_FromStringAndSize((const char *)(intptr_t)at, (Py_ssize_t)(n * item_size));
+    }
+    if (data != NULL) {
+        PyObject *how = PyLong_FromLong(2);
+        if (how != NULL)
+            detail = untracked(PyTuple_Pack(2, data, how));
+        Py_XDECREF(how);
+        Py_DECREF(data);
+    }
+done:
+    if (detail == NULL)
+        PyErr_Clear();
+    Py_XDECREF(contiguous);
+    Py_XDECREF(device);
+    Py_XDECREF(cpu);
+    Py_XDECREF(size);
+    Py_XDECREF(strides);
+    Py_XDECREF(ptr);
+    return detail;
 }
 
 /* the COPY row and its two access rows (rec.row's, appended here; seq reserved) */
@@ -4688,7 +4738,9 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     int host = 0;
     if (parent == NULL && (host = host_source(ss, src, src_st)) < 0)
         goto recording_failed;
-    if (host) {
+    if (host && (detail = host_write_detail(src, self->digest_max)) != NULL) {
+        /* a small one: its bytes, hashed by the trace writer */
+    } else if (host) {
         /* reading the source's array interface is the recorder's, not the program's */
         if (TS_SET(self, ts, O_GUARD, new_guard) == 0) {
             detail = PyObject_CallOneArg(self->detail_py, src);
@@ -4746,18 +4798,22 @@ fc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
         "original", "python", "state_dict", "context_dict", "state_attr", "tape_attr", "copy_code",
-        "role_read", "role_write", "flag_store", "perf_ns", "host_write", NULL,
+        "role_read", "role_write", "flag_store", "perf_ns", "host_write", "digest_max", NULL,
     };
     static const size_t offsets[12] = {
         F(original), F(python), F(state_dict), F(context_dict), F(state_attr), F(tape_attr), F(kind_code),
         F(role_read), F(role), F(flag_store), F(perf_ns), F(detail_py),
     };
     PyObject *o[12];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUOOOOOO:FastCopy", kwlist, &o[0], &o[1], &PyDict_Type,
+    Py_ssize_t digest_max;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!UUOOOOOOn:FastCopy", kwlist, &o[0], &o[1], &PyDict_Type,
                                      &o[2], &PyDict_Type, &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
-                                     &o[10], &o[11]))
+                                     &o[10], &o[11], &digest_max))
         return NULL;
-    return method_new(type, fc_vectorcall, offsets, o, 12);
+    PyObject *self = method_new(type, fc_vectorcall, offsets, o, 12);
+    if (self != NULL)
+        ((FastMethod *)self)->digest_max = digest_max;
+    return self;
 }
 
 static PyGetSetDef fc_getset[] = {
@@ -5050,8 +5106,7 @@ typedef struct {
     unsigned long long calls; /* arrays registered by the compiled path (tests) */
 } FastRegister;
 
-static PyObject *s_ref, *s_requires_grad, *s_dtype, *s_shape, *s_strides, *s_device,
-    *s_next_array, *s_rec_attr, *s_array_rows;
+static PyObject *s_ref, *s_requires_grad, *s_dtype, *s_shape, *s_next_array, *s_rec_attr, *s_array_rows;
 
 /* the instance dict's value for name (borrowed; NULL: none, or an error) */
 static PyObject *
@@ -7087,7 +7142,7 @@ PyInit__fastlaunch(void)
         || intern(&s_dtype, "dtype") < 0 || intern(&s_dtype_key, "dtype") < 0
         || intern(&s_ndim, "ndim") < 0 || intern(&s_cls_attr, "_cls") < 0
         || intern(&s_next_tape, "next_tape") < 0 || intern(&s_bw_frame, "bw_frame") < 0 || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0
-        || intern(&s_device, "device") < 0 || intern(&s_ptr, "ptr") < 0 || intern(&s_next_array, "next_array") < 0
+        || intern(&s_device, "device") < 0 || intern(&s_is_cpu, "is_cpu") < 0 || intern(&s_is_contiguous, "is_contiguous") < 0 || intern(&s_ptr, "ptr") < 0 || intern(&s_next_array, "next_array") < 0
         || intern(&s_rec_attr, "rec") < 0 || intern(&s_array_rows, "array_rows") < 0
         || intern(&s_grad_owner_slot, "grad_owner") < 0 || intern(&s_index, "index") < 0
         || intern(&s_add, "add") < 0

@@ -52,8 +52,12 @@ def _int_dtypes(table: str) -> dict[str, np.dtype[Any]]:
 
 
 # (seq, value, detail) of the events that have a value or a detail; a detail is its text,
-# or a small host read's (bytes, view) whose digest the writer computes (host_read_text)
-Extra = list[tuple[int, "float | None", "str | tuple[bytes, bool] | None"]]
+# or a small host transfer's (bytes, how) whose digest the writer computes (host_transfer_text)
+Extra = list[tuple[int, "float | None", "str | tuple[bytes, int] | None"]]
+
+# ``how`` of a deferred host transfer detail: a read's is whether it is a zero-copy view
+# (False/True, 0/1), a write's HOST_WRITE
+HOST_WRITE = 2
 
 
 def host_detail(direction: str, nbytes: int, digest: str | None, view: bool) -> str:
@@ -65,18 +69,22 @@ def host_detail(direction: str, nbytes: int, digest: str | None, view: bool) -> 
     return f'{{{head}"host": "{direction}", "nbytes": {nbytes}, "digest": {quoted}}}'
 
 
-def host_read_text(detail: tuple[bytes, bool]) -> str:
-    """The detail text of a small host read the compiled recorder left as (the bytes read,
-    whether the read is a zero-copy view): hashing them here, in the trace writer, costs the
-    program's thread a copy of the bytes instead of the digest (~3,500 of the ~10,800
-    instructions a 16-float ``numpy()`` added). The same text as ``hostdata.transfer_detail``."""
-    data, view = detail
-    return host_detail("read", len(data), hashlib.blake2b(data, digest_size=8).hexdigest(), view)
+def host_transfer_text(detail: tuple[bytes, int]) -> str:
+    """The detail text of a small host transfer the compiled recorder left as (the bytes
+    transferred, ``how``: a read's zero-copy flag, or :data:`HOST_WRITE`): hashing them here,
+    in the trace writer, costs the program's thread a copy of the bytes instead of the digest
+    (~3,500 of the ~10,800 instructions a 16-float ``numpy()`` added). The same text as
+    ``hostdata.transfer_detail``."""
+    data, how = detail
+    digest = hashlib.blake2b(data, digest_size=8).hexdigest()
+    if how == HOST_WRITE:
+        return host_detail("write", len(data), digest, False)
+    return host_detail("read", len(data), digest, bool(how))
 
 
 def detail_text(detail: Any) -> str:
     """An Extra detail as the text the events table holds."""
-    return host_read_text(detail) if detail.__class__ is tuple else str(detail)
+    return host_transfer_text(detail) if detail.__class__ is tuple else str(detail)
 
 
 # One flush: ((table, rows), ...) in WRITE_ORDER (other tables, such as numerics, in

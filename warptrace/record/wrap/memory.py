@@ -179,6 +179,7 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
         return compiled_or(
             python, original, "FastCopy", original, python, vars(state), vars(_context), STATE, TAPE_ATTR, _COPY,
             ROLE_READ, ROLE_WRITE, FLAG_STORE, perf_ns, _host_write,
+            hostdata.DIGEST_MAX_BYTES,  # the cap when the session starts (tests lower it)
         )  # fmt: skip
 
     def copy_generic(*args: Any, **kwargs: Any) -> Any:
