@@ -595,8 +595,9 @@ def grads():
         e.requires_grad = True
         with wp.Tape() as tape:
             wp.launch(scale, 16, [a], [d], device="cpu")
+            f = wp.array(np.ones(16, dtype=np.float32), requires_grad=True, device="cpu")  # on the tape
         tape.backward(grads={d: wp.ones(16, dtype=float, device="cpu")})
-        kept.append((a.grad.numpy().sum(), b.grad, c.grad, d.grad, e.grad))
+        kept.append((a.grad.numpy().sum(), b.grad, c.grad, d.grad, e.grad, f.grad))
     return kept
 
 
@@ -616,11 +617,15 @@ warptrace.stop()
 @needs_compiled
 def test_compiled_grad_allocation_records_the_rows_of_the_python_wrapper(tmp_path):
     (decided,) = _both_ways(tmp_path, _GRADS, ("{script}", "{out}"))
-    assert decided == 12  # a and d on both threads, 3 times (b, c, e were registered first)
+    # every grad allocation on both threads, 3 times: a and d have no row; b and f, registered
+    # first, get their SET_REQUIRES_GRAD rows from the compiled path; c and e's come from the setter
+    assert decided == 36
     from warptrace.trace.reader import read_trace
 
     events = read_trace(tmp_path / "compiled.wtrace").tables["events"].to_pylist()
-    assert sum(e["kind"] == "set_requires_grad" for e in events) >= 6  # b and e, on both threads
+    rows = [e for e in events if e["kind"] == "set_requires_grad"]
+    assert len(rows) == 24  # b, c, e and f, 3 times on both threads
+    assert sum(e["tape"] >= 0 for e in rows) == 6  # f's
 
 
 # Views in the forms the compiled FastInitFromPtr and FastRegister take (a slice of a

@@ -2854,7 +2854,8 @@ typedef struct {
     PyObject *role;         /* ROLE_WRITE (FastRead: ROLE_READ) */
     PyObject *role_read;    /* FastCopy: ROLE_READ, the source's role */
     PyObject *flag_store;   /* FLAG_STORE */
-    PyObject *zero_value;   /* 0.0, the value column of a zero_ */
+    PyObject *zero_value;   /* 0.0, the value column of a zero_ (FastAllocGrad: 1.0, of its
+                             * SET_REQUIRES_GRAD row) */
     PyObject *perf_ns;
     /* FastRead and FastCopy only (NULL in a FastZero): */
     PyObject *digest;       /* hashlib.blake2b */
@@ -3823,6 +3824,53 @@ FAST_METHOD_TYPE(FastTapeInitType, "FastTapeInit",
 #define TSG_SLOT(self, ts) read_slot(&(self)->ts2_slots, (ts), O_GRAD_OWNER, O_GRAD_OWNER, O_GRAD_OWNER)
 #define TSG_SET(self, ts, v) write_slot(&(self)->ts2_slots, (ts), O_GRAD_OWNER, O_GRAD_OWNER, O_GRAD_OWNER, (v))
 
+/* The SET_REQUIRES_GRAD row of an array this session registered before its grad existed
+ * (allocation.py make_alloc_grad's after: wp.array(data, requires_grad=True) copies its data,
+ * and so registers the array, before it sets _requires_grad): 0, recorded, or nothing to
+ * record (under the guard; called by the requires_grad setter, which reports itself); 1 where
+ * the Python after decides (no Python caller, a tape not tagged yet); -1 on error */
+static int
+requires_grad_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *array_id)
+{
+    PyObject *guard = TS_SLOT(self, ts, O_GUARD);
+    if (guard == NULL)
+        return -1;
+    int guarded = PyObject_IsTrue(guard);
+    Py_DECREF(guard);
+    if (guarded != 0)
+        return guarded < 0 ? -1 : 0;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: _alloc_grad's caller */
+    if (frame == NULL)
+        return 1;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int setter = PyUnicode_CompareWithASCIIString(code->co_name, "requires_grad") == 0;
+    Py_DECREF(code);
+    if (setter)
+        return 0;
+    int rc = -1;
+    PyObject *phase = NULL, *tape_id = NULL, *site = NULL;
+    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+        goto done;
+    int in_phase = PyObject_IsTrue(phase);
+    if (in_phase < 0)
+        goto done;
+    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
+        if (!PyErr_Occurred())
+            rc = 1;
+        goto done;
+    }
+    /* the caller is Warp's (array.__init__, ...): the walk to the user's frame, Sites.caller */
+    if ((site = walk_caller(ss)) == NULL)
+        goto done;
+    rc = event_row(self, ss, ts, self->kind_code, phase, tape_id, site, NULL, NULL, array_id, NULL,
+                   self->zero_value, Py_None);
+done:
+    Py_XDECREF(phase);
+    Py_XDECREF(tape_id);
+    Py_XDECREF(site);
+    return rc;
+}
+
 static PyObject *
 fag_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -3878,15 +3926,20 @@ fag_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObjec
         PyErr_Clear();
         goto done;
     }
-    if (PyTuple_CheckExact(st) && PyTuple_GET_SIZE(st) >= 1 && PyTuple_GET_ITEM(st, 0) == ss->tok) {
-        /* registered before its grad existed: the Python wrapper's second half, depth 1 (no
-         * wrapper frame between it and the caller) */
+    int how = 0;
+    if (PyTuple_CheckExact(st) && PyTuple_GET_SIZE(st) >= 2 && PyTuple_GET_ITEM(st, 0) == ss->tok)
+        how = requires_grad_row(self, ss, ts, PyTuple_GET_ITEM(st, 1));
+    if (how == 0) {
+        self->calls++;
+    } else if (how < 0) {
+        if (fail(rec) < 0)
+            Py_CLEAR(result); /* rec.fail raised (WARPTRACE_STRICT) */
+    } else {
+        /* the Python wrapper's second half, depth 1 (no wrapper frame between it and the caller) */
         PyObject *r = PyObject_CallFunctionObjArgs(self->after, rec, ts, arr, i_one, NULL);
         if (r == NULL)
             Py_CLEAR(result); /* rec.fail raised (WARPTRACE_STRICT) */
         Py_XDECREF(r);
-    } else {
-        self->calls++;
     }
     Py_DECREF(st);
 done:
@@ -3900,13 +3953,20 @@ done:
 static PyObject *
 fag_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"original", "python", "after", "state_dict", "state_attr", NULL};
-    static const size_t offsets[5] = {F(original), F(python), F(after), F(state_dict), F(state_attr)};
-    PyObject *o[5];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!U:FastAllocGrad", kwlist, &o[0], &o[1], &o[2],
-                                     &PyDict_Type, &o[3], &o[4]))
+    static char *kwlist[] = {
+        "original", "python", "after", "state_dict", "state_attr", "context_dict", "tape_attr",
+        "set_requires_grad_code", "value", "perf_ns", NULL,
+    };
+    static const size_t offsets[10] = {
+        F(original), F(python), F(after), F(state_dict), F(state_attr), F(context_dict), F(tape_attr),
+        F(kind_code), F(zero_value), F(perf_ns),
+    };
+    PyObject *o[10];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!UO!UOOO:FastAllocGrad", kwlist, &o[0], &o[1], &o[2],
+                                     &PyDict_Type, &o[3], &o[4], &PyDict_Type, &o[5], &o[6], &o[7], &o[8],
+                                     &o[9]))
         return NULL;
-    return method_new(type, fag_vectorcall, offsets, o, 5);
+    return method_new(type, fag_vectorcall, offsets, o, 10);
 }
 
 static PyGetSetDef fag_getset[] = {

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
+
+import warp._src.context as _context
 
 from warptrace.record import callsite, state
 from warptrace.record.identity import NEW, OWNER, STATE
 from warptrace.record.wrap.common import (
     ARRAY_INIT_CODE,
+    TAPE_ATTR,
     array_state,
     compiled_or,
     current_tape,
@@ -16,7 +20,7 @@ from warptrace.record.wrap.common import (
     mark,
     positional_params,
 )
-from warptrace.trace.schema import ALLOC_OWNED, SET_GRAD, SET_REQUIRES_GRAD
+from warptrace.trace.schema import ALLOC_OWNED, EVENT_KIND_CODES, SET_GRAD, SET_REQUIRES_GRAD
 
 _INIT_NEW_PARAMS = ("self", "dtype", "shape", "strides", "device", "pinned")
 
@@ -189,7 +193,12 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
             return result
 
         python = mark(original, _alloc_grad)
-        return compiled_or(python, original, "FastAllocGrad", original, python, after, vars(state), STATE)
+        # the compiled FastAllocGrad (_fastlaunch.c) writes after's row itself where it knows the
+        # tape (requires_grad_row) and calls after for the rest
+        return compiled_or(
+            python, original, "FastAllocGrad", original, python, after, vars(state), STATE, vars(_context),
+            TAPE_ATTR, EVENT_KIND_CODES[SET_REQUIRES_GRAD], 1.0, time.perf_counter_ns,
+        )  # fmt: skip
 
     def _alloc_grad_generic(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = state.rec
