@@ -942,6 +942,8 @@ def test_compiled_register_writes_the_rows_of_the_python_method(tmp_path):
     # fresh arrays (with and without a grad) go the compiled way; views, arrays made
     # before start() and grads seen before their owner the Python way; both write the
     # same `arrays` rows and state tuples
+    import numpy as np
+
     from warptrace.record import identity, state
 
     before = wp.zeros(3, dtype=float, device=DEVICE)
@@ -951,6 +953,7 @@ def test_compiled_register_writes_the_rows_of_the_python_method(tmp_path):
         try:
             rec = state.rec
             ident = rec.ident
+            scanned = ident.next_alloc  # the memory of arrays made before start()
             if not compiled:
                 ident.register = identity.Identity.register.__get__(ident)
             with rec.lock:  # the dtypes seen once (the compiled path needs their names cached)
@@ -960,22 +963,40 @@ def test_compiled_register_writes_the_rows_of_the_python_method(tmp_path):
             plain = wp.ones(2, dtype=wp.vec3, device=DEVICE)
             view = with_grad[1:3]
             grad_first = wp.zeros(5, dtype=float, requires_grad=True, device=DEVICE)
+            # memory an array does not own, with no base: an alias of a live allocation, host
+            # memory (a new external allocation; an array inside it; strided, over new memory)
+            at = host.ctypes.data
+            on_ptr = [
+                wp.array(ptr=with_grad.ptr + 4, dtype=float, shape=(2,), device=DEVICE),
+                wp.array(ptr=at, dtype=float, shape=(8,), device=DEVICE),
+                wp.array(ptr=at + 8, dtype=float, shape=(4,), device=DEVICE),
+                wp.array(ptr=at + 64, dtype=float, shape=(4,), strides=(8,), device=DEVICE),
+                wp.array(ptr=at + 96, dtype=float, shape=(0,), device=DEVICE),  # empty: no memory
+            ]
             with rec.lock:
                 states = [
-                    ident.register(a) for a in (with_grad, plain, view, before, grad_first.grad, grad_first)
+                    ident.register(a)
+                    for a in (with_grad, plain, view, before, grad_first.grad, grad_first, *on_ptr)
                 ]
                 states.append(ident.register(with_grad))  # registered: the same tuple
             count = getattr(ident.register, "registered", None)
             rows = list(rec.array_rows)
+            flat = list(rec.alloc_rows)  # (alloc_id, ptr, nbytes, device, kind, seq, site) rows, less the ptr
+            allocs = [(*flat[i : i + 1], *flat[i + 2 : i + 7]) for i in range(0, len(flat), 7)]
+            external = sorted(alloc_id for alloc_id in ident.external if alloc_id >= scanned)
         finally:
             warptrace.stop()
-        return [s[1:] for s in states], rows, count
+        return [s[1:] for s in states], rows, allocs, external, count
 
-    python_states, python_rows, _ = record(False)
-    compiled_states, compiled_rows, count = record(True)
+    host = np.zeros(32, dtype=np.float32)
+    python_states, python_rows, python_allocs, python_external, _ = record(False)
+    compiled_states, compiled_rows, compiled_allocs, compiled_external, count = record(True)
     assert compiled_states == python_states
     assert compiled_rows == python_rows
-    assert count is not None and count >= 3  # with_grad, its grad, plain at least
+    assert compiled_allocs == python_allocs and compiled_external == python_external
+    assert len(python_external) == 2  # the two host allocations
+    # all but before, grad_first and its grad (seen before its owner) and the empty on_ptr array
+    assert count == 11
 
 
 @needs_compiled

@@ -5161,6 +5161,8 @@ typedef struct {
     PyObject *state_attr, *new_attr, *owner_attr;
     PyObject *dtype_cache, *device_cache, *info; /* ident._dtype_cache, ._device_cache, sites.info */
     PyObject *kind_owned, *kind_grad, *kind_view, *flag_grad, *grad_suffix, *empty;
+    PyObject *kind_external, *kind_alias, *alloc_external; /* ARRAY_EXTERNAL, ARRAY_PTR_ALIAS, ALLOC_EXTERNAL */
+    PyObject *external;     /* ident.external, the alloc ids of external memory (a set) */
     PyObject *owner_seen, *grad_label; /* the last owner label and its grad's label (one object
                                         * per site label: the row buffer finds it by identity) */
     unsigned long long calls; /* arrays registered by the compiled path (tests) */
@@ -5191,9 +5193,14 @@ registered(FastRegister *self, PyObject *dict, PyObject **out)
 
 static int view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
                       PyObject **alloc_id, PyObject **start);
+static int ptr_alloc(FastRegister *self, PyObject *ident_dict, PyObject *arr, PyObject *dict, PyObject *ptr,
+                     PyObject *shape, PyObject *strides, PyObject *itemsize, PyObject *device_name, PyObject *site,
+                     PyObject **alloc_id, PyObject **offset, int *is_external);
 
 /* The row and state of a fresh owned array (grad_of < 0) or of its grad (grad_of >= 0), or
- * of a view of a registered array (and of the view's grad).
+ * of a view of a registered array (and of the view's grad), or of an array over memory it
+ * does not own with no base (ptr=: an alias of a live allocation, or external memory such as
+ * the staging array of wp.array(ndarray); ptr_alloc).
  * New reference to the state tuple; NULL without an error: not the common case (the
  * caller asks the Python method); NULL with an error: an error. */
 static PyObject *
@@ -5228,8 +5235,11 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
     if (base == NULL && PyErr_Occurred())
         goto done;
     int view = alloc < 0; /* memory of another array: a view of a registered array here (an
-                           * alias, external memory, an unregistered base: the Python method) */
-    if (view) {
+                           * unregistered base or an ndarray one: the Python method) */
+    int on_ptr = view && !is_grad && (base == NULL || base == Py_None), is_external = 0; /* no base */
+    if (on_ptr) {
+        view = 0;
+    } else if (view) {
         PyObject *base_dict, *base_st;
         if (base == NULL || !Py_IS_TYPE(base, (PyTypeObject *)self->array_type)
             || (base_dict = PyObject_GenericGetDict(base, NULL)) == NULL)
@@ -5303,6 +5313,14 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
         alloc_id = found_id;
         if ((offset = PyNumber_Subtract(ptr, start)) == NULL)
             goto done;
+    } else if (on_ptr) {
+        if ((ident_dict = PyObject_GenericGetDict(self->ident, NULL)) == NULL)
+            goto done;
+        int found = ptr_alloc(self, ident_dict, arr, dict, ptr, shape, strides, PyTuple_GET_ITEM(dtype_hit, 1),
+                              PyTuple_GET_ITEM(device_hit, 1), site, &found_id, &offset, &is_external);
+        if (found <= 0)
+            goto done;
+        alloc_id = found_id;
     }
 
     /* the label: the site's, or "<owner>.grad" for a grad */
@@ -5368,9 +5386,11 @@ register_owned(FastRegister *self, PyObject *arr, PyObject *dict, PyObject *grad
         goto done;
     {
         PyObject *row[16] = {
-            array_id, alloc_id, view ? offset : i_zero, shape, strides, PyTuple_GET_ITEM(dtype_hit, 1),
+            array_id, alloc_id, view || on_ptr ? offset : i_zero, shape, strides, PyTuple_GET_ITEM(dtype_hit, 1),
             PyTuple_GET_ITEM(dtype_hit, 0), PyTuple_GET_ITEM(device_hit, 1),
-            view ? self->kind_view : is_grad ? self->kind_grad : self->kind_owned, req ? Py_True : Py_False,
+            on_ptr ? (is_external ? self->kind_external : self->kind_alias)
+                : view ? self->kind_view : is_grad ? self->kind_grad : self->kind_owned,
+            req ? Py_True : Py_False,
             ret ? Py_True : Py_False, is_grad ? grad_of : i_minus1, view ? base_id : i_minus1, seq, site, label,
         };
         if (extend_row(rows, row, 16) < 0)
@@ -5500,6 +5520,7 @@ fr_traverse(FastRegister *self, visitproc visit, void *arg)
     Py_VISIT(self->dtype_cache);
     Py_VISIT(self->device_cache);
     Py_VISIT(self->info);
+    Py_VISIT(self->external);
     return 0;
 }
 
@@ -5520,6 +5541,10 @@ fr_clear(FastRegister *self)
     Py_CLEAR(self->kind_grad);
     Py_CLEAR(self->kind_view);
     Py_CLEAR(self->flag_grad);
+    Py_CLEAR(self->kind_external);
+    Py_CLEAR(self->kind_alias);
+    Py_CLEAR(self->alloc_external);
+    Py_CLEAR(self->external);
     Py_CLEAR(self->grad_suffix);
     Py_CLEAR(self->empty);
     Py_CLEAR(self->owner_seen);
@@ -5540,12 +5565,14 @@ fr_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {
         "ident", "python", "array_type", "tok", "state_attr", "new_attr", "owner_attr", "dtype_cache",
-        "device_cache", "info", "kind_owned", "kind_grad", "kind_view", "flag_grad", NULL,
+        "device_cache", "info", "kind_owned", "kind_grad", "kind_view", "flag_grad", "kind_external",
+        "kind_alias", "alloc_external", "external", NULL,
     };
-    PyObject *o[14];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OUUUO!O!O!UUUO:FastRegister", kwlist, &o[0], &o[1],
+    PyObject *o[18];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OUUUO!O!O!UUUOUUUO!:FastRegister", kwlist, &o[0], &o[1],
                                      &PyType_Type, &o[2], &o[3], &o[4], &o[5], &o[6], &PyDict_Type, &o[7],
-                                     &PyDict_Type, &o[8], &PyList_Type, &o[9], &o[10], &o[11], &o[12], &o[13]))
+                                     &PyDict_Type, &o[8], &PyList_Type, &o[9], &o[10], &o[11], &o[12], &o[13],
+                                     &o[14], &o[15], &o[16], &PySet_Type, &o[17]))
         return NULL;
     PyObject *suffix = PyUnicode_FromString(".grad"), *empty = PyUnicode_FromString("");
     FastRegister *self = suffix != NULL && empty != NULL ? (FastRegister *)type->tp_alloc(type, 0) : NULL;
@@ -5557,12 +5584,13 @@ fr_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->vectorcall = fr_vectorcall;
     self->grad_suffix = suffix;
     self->empty = empty;
-    PyObject **fields[14] = {
+    PyObject **fields[18] = {
         &self->ident, &self->python, &self->array_type, &self->tok, &self->state_attr, &self->new_attr,
         &self->owner_attr, &self->dtype_cache, &self->device_cache, &self->info, &self->kind_owned,
-        &self->kind_grad, &self->kind_view, &self->flag_grad,
+        &self->kind_grad, &self->kind_view, &self->flag_grad, &self->kind_external, &self->kind_alias,
+        &self->alloc_external, &self->external,
     };
-    for (int i = 0; i < 14; i++) {
+    for (int i = 0; i < 18; i++) {
         Py_INCREF(o[i]);
         *fields[i] = o[i];
     }
@@ -6424,21 +6452,21 @@ static PyTypeObject IntervalsType = {
 
 static PyObject *s_next_alloc, *s_capacity, *s_alloc_rows, *s_device_name, *s_add;
 
-/* Identity.register's view case: the live allocation holding the bytes of a view (hull of
- * ptr, shape, strides, itemsize; AllocIndex.find after its reap). 1: *alloc_id, *start (new
- * references); 0: none, or a value out of the C range, or an index of another type (the
+/* identity.hull in C: the byte interval [*lo, *hi) of ptr, shape, strides, itemsize (*p: ptr).
+ * 1; 0: an empty extent, a value out of the C range or beyond what int64 sums safely (the
  * Python method decides); -1: error */
 static int
-view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
-           PyObject **alloc_id, PyObject **start)
+hull_of(PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize, long long *p, long long *lo,
+        long long *hi)
 {
     Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
     if (PyTuple_GET_SIZE(strides) != ndim)
         return 0;
     int overflow = 0;
-    long long p = PyLong_AsLongLongAndOverflow(ptr, &overflow), lo = p, hi = p;
-    if (overflow || (p == -1 && PyErr_Occurred()))
+    *p = PyLong_AsLongLongAndOverflow(ptr, &overflow);
+    if (overflow || (*p == -1 && PyErr_Occurred()))
         goto out_of_range;
+    *lo = *hi = *p;
     for (Py_ssize_t d = 0; d < ndim; d++) {
         long long extent = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(shape, d), &overflow);
         if (overflow || (extent == -1 && PyErr_Occurred()))
@@ -6450,15 +6478,38 @@ view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strid
             return 0; /* empty (not a view with memory), or beyond what int64 sums safely */
         long long step = (extent - 1) * stride;
         if (step < 0)
-            lo += step;
+            *lo += step;
         else
-            hi += step;
+            *hi += step;
     }
     long long size = PyLong_AsLongLongAndOverflow(itemsize, &overflow);
     if (overflow || (size == -1 && PyErr_Occurred()))
         goto out_of_range;
-    hi += size;
+    *hi += size;
+    if (*p < 0 || *p > (1LL << 60) || *lo < 0 || *hi > (1LL << 61))
+        return 0;
+    return 1;
+out_of_range:
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+    }
+    return 0;
+}
 
+/* Identity.register's view case: the live allocation holding the bytes of a view (hull of
+ * ptr, shape, strides, itemsize; AllocIndex.find after its reap). 1: *alloc_id, *start (new
+ * references); 0: none, or a value out of the C range, or an index of another type (the
+ * Python method decides); -1: error */
+static int
+view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
+           PyObject **alloc_id, PyObject **start)
+{
+    long long p, lo, hi;
+    int h = hull_of(ptr, shape, strides, itemsize, &p, &lo, &hi);
+    if (h <= 0)
+        return h;
     PyObject *index = PyDict_GetItemWithError(ident_dict, s_index);
     if (index == NULL || !Py_IS_TYPE(index, &IntervalsType))
         return PyErr_Occurred() ? -1 : 0;
@@ -6471,13 +6522,99 @@ view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strid
         return -1;
     }
     return 1;
-out_of_range:
-    if (PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_OverflowError))
+}
+
+/* Identity.register's memory of an array with no base (_ref) and no allocation of its own
+ * (ptr=: wp.array(ptr=...), the staging array of wp.array(ndarray)): the live allocation
+ * holding its bytes (*is_external: one of external memory, else the array is an alias), else
+ * a new external allocation of the hull (with [ptr, ptr + capacity) where the array has a
+ * deleter), as Identity._new_alloc makes it (its allocs row, the index entry kept by arr, its
+ * id in ident.external). 1: *alloc_id, *offset (new references); 0: the Python method
+ * decides; -1: error */
+static int
+ptr_alloc(FastRegister *self, PyObject *ident_dict, PyObject *arr, PyObject *dict, PyObject *ptr, PyObject *shape,
+          PyObject *strides, PyObject *itemsize, PyObject *device_name, PyObject *site, PyObject **alloc_id,
+          PyObject **offset, int *is_external)
+{
+    long long p, lo, hi;
+    int h = hull_of(ptr, shape, strides, itemsize, &p, &lo, &hi);
+    if (h <= 0)
+        return h;
+    PyObject *index = PyDict_GetItemWithError(ident_dict, s_index);
+    if (index == NULL || !Py_IS_TYPE(index, &IntervalsType))
+        return PyErr_Occurred() ? -1 : 0;
+    IntervalsObject *ix = (IntervalsObject *)index;
+    long long id, at;
+    int found = intervals_find(ix, lo, hi, &id, &at);
+    if (found < 0)
+        return -1;
+    if (found) {
+        if ((*alloc_id = PyLong_FromLongLong(id)) == NULL || (*offset = PyLong_FromLongLong(p - at)) == NULL) {
+            Py_CLEAR(*alloc_id);
             return -1;
-        PyErr_Clear();
+        }
+        int in = PySet_Contains(self->external, *alloc_id);
+        if (in < 0) {
+            Py_CLEAR(*alloc_id);
+            Py_CLEAR(*offset);
+            return -1;
+        }
+        *is_external = in;
+        return 1;
     }
-    return 0;
+    PyObject *deleter = dict_get(dict, s_deleter); /* borrowed */
+    if (deleter == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (deleter != Py_None) {
+        PyObject *capacity = dict_get(dict, s_capacity);
+        long long c;
+        if (capacity == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (!small_int(capacity, &c) || c < 0 || c > (1LL << 40))
+            return 0;
+        if (p < lo)
+            lo = p;
+        if (p + c > hi)
+            hi = p + c;
+    }
+    PyObject *rec = PyDict_GetItemWithError(ident_dict, s_rec_attr), *next = NULL; /* borrowed */
+    long long next_value;
+    if (rec == NULL || (next = PyDict_GetItemWithError(ident_dict, s_next_alloc)) == NULL
+        || !small_int(next, &next_value))
+        return PyErr_Occurred() ? -1 : 0;
+    int rc = -1;
+    long long nbytes = hi - lo;
+    PyObject *new_id = NULL, *next_id = NULL, *seq = NULL, *last = NULL, *rows = NULL, *start = NULL;
+    PyObject *size = NULL;
+    if ((new_id = PyLong_FromLongLong(next_value)) == NULL || (next_id = PyLong_FromLongLong(next_value + 1)) == NULL
+        || PyDict_SetItem(ident_dict, s_next_alloc, next_id) < 0)
+        goto done;
+    if (intervals_add(ix, lo, lo + (nbytes > 0 ? nbytes : 1), next_value, arr) < 0 || PySet_Add(self->external, new_id) < 0)
+        goto done;
+    if ((seq = PyObject_GetAttr(rec, s_seq)) == NULL || (last = PyNumber_Subtract(seq, i_one)) == NULL
+        || (rows = PyObject_GetAttr(rec, s_alloc_rows)) == NULL || (start = PyLong_FromLongLong(lo)) == NULL
+        || (size = PyLong_FromLongLong(nbytes)) == NULL)
+        goto done;
+    {
+        PyObject *row[7] = {new_id, start, size, device_name, self->alloc_external, last, site};
+        if (extend_row(rows, row, 7) < 0)
+            goto done;
+    }
+    if ((*offset = PyLong_FromLongLong(p - lo)) == NULL)
+        goto done;
+    *alloc_id = new_id;
+    new_id = NULL;
+    *is_external = 1;
+    rc = 1;
+done:
+    Py_XDECREF(new_id);
+    Py_XDECREF(next_id);
+    Py_XDECREF(seq);
+    Py_XDECREF(last);
+    Py_XDECREF(rows);
+    Py_XDECREF(start);
+    Py_XDECREF(size);
+    return rc;
 }
 
 /* ================================================================== array._init_new */

@@ -234,7 +234,7 @@ class Identity:
                 compiled = fast(
                     self, Identity.register.__get__(self), _warp_array, self.tok, STATE, NEW, OWNER,
                     self._dtype_cache, self._device_cache, rec.sites.info, ARRAY_OWNED, ARRAY_GRAD, ARRAY_VIEW,
-                    FLAG_GRAD,
+                    FLAG_GRAD, ARRAY_EXTERNAL, ARRAY_PTR_ALIAS, ALLOC_EXTERNAL, self.external,
                 )  # fmt: skip
                 self.register = compiled  # type: ignore[method-assign]
 
