@@ -10,8 +10,9 @@
 (c) trace size: bytes per access row and per event on disk;
 (d) per-operation rows on 16-element arrays (``--ops N`` operations per block): a launch
     outside and inside a tape, backward per recorded launch, ``wp.zeros(n,
-    requires_grad=True)``, ``array.zero_()``, ``wp.copy``, ``array.numpy()``, one gradient
-    zeroed by ``tape.zero()`` (a tape holding 16);
+    requires_grad=True)``, ``array.zero_()``, ``wp.copy``, ``wp.array(ndarray,
+    requires_grad=True)`` (an upload from NumPy), ``array.numpy()``, one gradient zeroed by
+    ``tape.zero()`` (a tape holding 16);
 (e) an allocation-heavy training loop (``--loop-iters``): each iteration allocates its
     51 state arrays with ``requires_grad``, records 51 launches, runs backward, reads the
     gradient with ``numpy()``, builds a new parameter array and calls ``tape.zero()``.
@@ -150,6 +151,12 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
     def op_copy() -> None:
         for _ in range(ops):
             wp.copy(b16, a16)
+
+    host16 = np.linspace(0.0, 1.0, small, dtype=np.float32)
+
+    def op_from_numpy() -> None:
+        for _ in range(ops):
+            wp.array(host16, requires_grad=True, device=device)
 
     def op_numpy() -> None:
         for _ in range(ops):
@@ -302,6 +309,7 @@ OPS = (
     ("zeros", "op_zeros", "wp.zeros(16, requires_grad=True)"),
     ("zero", "op_zero", "array.zero_()"),
     ("copy", "op_copy", "wp.copy(b, a)"),
+    ("from_numpy", "op_from_numpy", "wp.array(ndarray, requires_grad=True)"),
     ("numpy", "op_numpy", "array.numpy()"),
     ("tape_zero", "op_tape_zero", "a gradient zeroed by tape.zero()"),
 )

@@ -8,7 +8,8 @@ tape of 4 launches ending in a loss; ``sgd`` a ``warp.optim.SGD`` step over 3 pa
 ``step_b`` one step of ``bench_record.py``'s toy training loop (b). ``launch_generic``
 launches a kernel with ``dtype=Any`` arguments (Warp picks the overload per call, as for
 ``warp.optim``'s kernels). ``tape_zero`` is one ``Tape.zero()`` of a tape holding 17
-gradients; ``loop`` one iteration of ``bench_record.py``'s allocation-heavy loop (e) with 10
+gradients; ``from_numpy`` one ``wp.array(ndarray, requires_grad=True)`` of 16 floats (a
+staging array over the host memory, a copy from it, the array's gradient); ``loop`` one iteration of ``bench_record.py``'s allocation-heavy loop (e) with 10
 steps (12 allocations with their gradients, 11 launches, backward, two value reads, a new
 parameter array, ``Tape.zero()``): run them with fewer ``--ops``.
 
@@ -47,7 +48,7 @@ from pathlib import Path
 
 OPERATIONS = (
     "launch", "launch_generic", "launch_taped", "zeros", "zero_", "fill_", "copy", "numpy", "tape_zero",
-    "tape_cycle", "backward", "sgd", "step_b", "loop",
+    "tape_cycle", "backward", "sgd", "step_b", "loop", "from_numpy",
 )  # fmt: skip
 
 # The program each run executes: argv = mode, operation, N.
@@ -244,6 +245,15 @@ def loop(i):
     g = p.grad.numpy()
     loop_p[0] = wp.array(p.numpy() - 1e-3 * g, requires_grad=True, device="cpu")
     t.zero()
+    return i
+
+
+host16 = np.linspace(0.0, 1.0, 16, dtype=np.float32)
+
+
+def from_numpy(i):
+    # an array uploaded from NumPy with a gradient (a parameter rebuilt every iteration)
+    wp.array(host16, requires_grad=True, device="cpu")
     return i
 
 
