@@ -320,3 +320,15 @@ def test_whole_array_calls() -> None:
     assert whole_array_calls(direct, "a") is None  # a direct store besides the call
     keyword = "def k(a: wp.array(dtype=float)):\n    g(arr=a)\n"
     assert whole_array_calls(keyword, "a") is None
+
+
+def test_walk_is_ast_walk_node_by_node():
+    """``syntax.walk`` lists a node's subtree without ``ast.walk``'s generators: the same nodes in
+    the same order for every node of real sources (this file's kernels, the kernel-source package)."""
+    from warptrace.kernel_source import syntax
+
+    files = [Path(K.__file__), *sorted(Path(syntax.__file__).parent.glob("*.py"))]
+    for path in files:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            assert syntax.walk(node) == tuple(ast.walk(node)), (path, getattr(node, "lineno", None))
