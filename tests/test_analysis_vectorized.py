@@ -1760,3 +1760,29 @@ def test_acc_ev_of_positional_seqs_is_the_checked_index(tmp_path, seed):
         assert np.array_equal(model.acc_ev, want) and model.acc_ev.dtype == np.int64
     expanded = Model(expand_captures(read_trace(path)))
     assert expanded.acc_near_ev is expanded.acc_seq  # the fast path is taken there
+
+
+def test_fill_info_shared_per_filling_calls_matches_each_memory_own(zoo_traces, monkeypatch):
+    """``Seeds._fill_info`` works out the lists of a set of filling calls once for every gradient
+    memory filled by them: each array's answer is the one worked out for its memory alone. The
+    programs have memories filled by one set of calls and memories filled by different ones."""
+    from warptrace.analysis.dataflow.seeds import Seeds
+    from warptrace.analysis.report import build_model
+
+    seen = []
+    for name in ["wt203_train_loop", "wt203_split/wt203_split_main", "wt302_frames", "ok_acc_two_stage"]:
+        path = _zoo_trace(zoo_traces, name)
+        shared_df = dataflow_of(build_model(read_trace(path)))
+        ids = sorted(shared_df.model.arrays)
+        shared = {array_id: shared_df._fill_info(array_id) for array_id in ids}
+        with monkeypatch.context() as patch:
+            patch.setattr(Seeds, "_fill_by_calls", property(lambda self: {}))  # never found: one per memory
+            own_df = dataflow_of(build_model(read_trace(path)))
+            own = {array_id: own_df._fill_info(array_id) for array_id in ids}
+        assert shared == own, name
+        filled = [value for value in shared_df._fill_cache.values() if value[0]]
+        own_filled = [value for value in own_df._fill_cache.values() if value[0]]
+        assert len({id(value) for value in own_filled}) == len(own_filled) == len(filled)
+        seen.append((len(filled), len({id(value) for value in filled})))
+    assert any(memories > results for memories, results in seen)  # memories sharing their lists
+    assert any(results > 1 for _, results in seen)  # different calls, different lists

@@ -200,6 +200,16 @@ class Seeds(GradState):
             if key_lo < hi and lo < key_hi
         ]
         found = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        # the rest depends on the filling calls only, which most gradient memories share (drone: 175
+        # memories, each filled by the same 1,200 calls): one result, its lists made once, for all
+        shared = self._fill_by_calls.get(found.tobytes())
+        if shared is None:
+            shared = self._fill_by_calls[found.tobytes()] = self._fill_lists(found)
+        self._fill_cache[key] = shared
+        return shared
+
+    def _fill_lists(self, found: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+        """:meth:`_fill_info` of a memory that the calls ``found`` (ascending) fill."""
         call_tape, call_begin, call_end = self._call_columns
         # the first filling call of each tape (calls in index order), and the zero/reset events of
         # that tape after it
@@ -210,12 +220,14 @@ class Seeds(GradState):
             clears = (tapes[slot] == zero_tape) & (zero_seq > call_begin[found[first]][slot])
         else:
             clears = np.zeros(len(zero_tape), dtype=bool)
-        result = (found.tolist(), call_end[found].tolist(), np.sort(zero_seq[clears]).tolist())
-        self._fill_cache[key] = result
-        return result
+        return found.tolist(), call_end[found].tolist(), np.sort(zero_seq[clears]).tolist()
 
     @cached_property
     def _fill_cache(self) -> dict[tuple[int, int, int], tuple[list[int], list[int], list[int]]]:
+        return {}
+
+    @cached_property
+    def _fill_by_calls(self) -> dict[bytes, tuple[list[int], list[int], list[int]]]:
         return {}
 
     @cached_property
