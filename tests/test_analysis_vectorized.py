@@ -1786,3 +1786,74 @@ def test_fill_info_shared_per_filling_calls_matches_each_memory_own(zoo_traces, 
         seen.append((len(filled), len({id(value) for value in filled})))
     assert any(memories > results for memories, results in seen)  # memories sharing their lists
     assert any(results > 1 for _, results in seen)  # different calls, different lists
+
+
+def _random_replays_between_tapes(seed: int) -> TraceBuilder:
+    """A graph whose body records random launches and copies on a tape (arrays with and without
+    gradients, views that overlap), replayed many times with random work between the replays,
+    untaped or recorded: some replays read what the one before them did, others do not."""
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    bases = [tb.array(f"p{i}", shape=(8,), requires_grad=i < 3) for i in range(5)]
+    arrays = list(bases) + [tb.view(bases[i], offset=4, shape=(4,)) for i in range(5)]
+    kernels = [tb.kernel("store", a="r", b="w"), tb.kernel("accumulate", a="r", b="a")]
+    tape = tb.tape()
+
+    def work(count: int) -> None:
+        for _ in range(count):
+            a, b = (int(v) for v in rng.choice(arrays, 2, replace=False))
+            if rng.integers(0, 4) == 0:
+                tb.copy(b, a)
+            else:
+                tb.launch(kernels[int(rng.integers(0, 2))], a=a, b=b)
+
+    tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+    first = len(tb.rows["events"]["kind"])
+    with tb.recording(tape):
+        work(12)
+    for i in range(first, len(tb.rows["events"]["kind"])):
+        tb.rows["events"]["executed"][i] = False  # captured, not run
+    tb.event(S.CAPTURE_END, ref_id=5)
+    between = tb.tape()
+    for _ in range(12):
+        tb.event(S.CAPTURE_LAUNCH, ref_id=5)
+        # what the next replay reads may change: untaped work, or work recorded on another tape
+        # (in provenance's scope: the leaf sets of the producers before a replay change)
+        choice = int(rng.integers(0, 3))
+        if choice == 1:
+            work(int(rng.integers(1, 3)))
+        elif choice == 2:
+            with tb.recording(between):
+                work(int(rng.integers(1, 3)))
+    return tb
+
+
+def test_provenance_copies_of_random_replays_are_the_walked_sets(tmp_path, monkeypatch):
+    """On random taped replays, provenance copies a replay's leaf sets only where walking it gives
+    the same sets (``same``: events, own leaves, producers and their leaf sets compared), and
+    walks the others: both outcomes occur."""
+    from warptrace.analysis.dataflow.provenance import Provenance
+    from warptrace.analysis.report import build_model
+
+    scope_copies = Provenance._scope_copies
+    found: list[int] = []
+
+    def counted(self, scope_evs):
+        copies = scope_copies(self, scope_evs)
+        found.append(len(copies))
+        return copies
+
+    candidates, copied = 0, 0
+    for seed in range(12):
+        path = _random_replays_between_tapes(seed).write(tmp_path / f"taped{seed}.wtrace")
+        with monkeypatch.context() as patch:
+            patch.setattr(Provenance, "_scope_copies", counted)
+            df = dataflow_of(build_model(read_trace(path)))
+            ours = df.provenance
+        with monkeypatch.context() as patch:
+            patch.setattr(Provenance, "_scope_copies", lambda self, scope_evs: [])  # every replay walked
+            walked = dataflow_of(build_model(read_trace(path))).provenance
+        assert list(ours.items()) == list(walked.items()), seed
+        candidates += found.pop()
+        copied += df.provenance_copies
+    assert 0 < copied < candidates
