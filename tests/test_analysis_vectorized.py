@@ -1857,3 +1857,89 @@ def test_provenance_copies_of_random_replays_are_the_walked_sets(tmp_path, monke
         candidates += found.pop()
         copied += df.provenance_copies
     assert 0 < copied < candidates
+
+
+def _unknown_loss_trace(tmp_path):
+    """Three backward calls, the middle one's loss an array object whose memory is unknown."""
+    tb = TraceBuilder()
+    x = tb.array("x", requires_grad=True)
+    y = tb.array("y", requires_grad=True)
+    loss = tb.array("loss", shape=(1,), requires_grad=True)
+    unknown = tb._register(label="unknown", shape=(1,))  # no allocation: alloc_id -1
+    step = tb.kernel("step", a="r", b="w")
+    total = tb.kernel("total", a="r", loss="a")
+    for target in (loss, unknown, loss):
+        tape = tb.tape()
+        with tb.recording(tape):
+            tb.launch(step, a=x, b=y)
+            tb.launch(total, a=y, loss=loss)
+        tb.backward(tape, target)
+        tb.zero(tape)
+    return tb.write(tmp_path / "unknown_loss.wtrace")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["wt303_checkpoint", "wt304_fill_seed", "ok_flow_capture_replay", "wt203_train_loop", "unknown loss"],
+)
+def test_slice_queries_are_the_per_target_loop(name, zoo_traces, monkeypatch, tmp_path):
+    """``Seeds._slices`` asks ``_writers_for`` about each call's targets (its loss, the owners of
+    its hand seeds) of a known memory, in call order, with their memories looked up per array
+    (``Model.memory_of``): the queries of looking each target up in turn."""
+    from warptrace.analysis.dataflow.seeds import Seeds
+    from warptrace.analysis.report import build_model
+
+    path = _unknown_loss_trace(tmp_path) if name == "unknown loss" else _zoo_trace(zoo_traces, name)
+    df = dataflow_of(build_model(read_trace(path)))
+    if name == "unknown loss":
+        losses = [call.loss for call in df.backward_calls]
+        assert (
+            len(losses) == 3
+            and df.model.arrays[losses[1]].alloc_id < 0 <= df.model.arrays[losses[0]].alloc_id
+        )
+    m = df.model
+    asked = []
+    plain = Seeds._writers_for
+
+    def recording(self, *columns):
+        asked.append([np.asarray(column).copy() for column in columns])
+        return plain(self, *columns)
+
+    monkeypatch.setattr(Seeds, "_writers_for", recording)
+    calls = df.backward_calls
+    df.objective_arrays_many(calls)
+    want: list[list[int]] = [[], [], [], []]
+    for call in calls:
+        targets = [call.loss] if call.loss >= 0 else []
+        targets += [owner for _, _, owner, _ in df.seeds(call) if owner >= 0]
+        for array_id in targets:
+            info = m.arrays.get(int(array_id))
+            if info is None or info.alloc_id < 0:
+                continue
+            for column, value in zip(want, (info.alloc_id, *info.hull, call.begin_seq)):
+                column.append(value)
+    if not want[0]:
+        assert not asked
+        return
+    assert len(asked) == 1
+    for got, expected in zip(asked[0], want):
+        assert got.dtype == np.int64 and got.tolist() == expected
+
+
+def test_memory_of_is_each_arrays_hull(tmp_path):
+    """``Model.memory_of``: per array id, its allocation and byte hull, -1 (and 0, 0) where the id
+    names no array or an array without allocation; repeated, unknown and negative ids included."""
+    tb = TraceBuilder()
+    base = tb.array("base", shape=(16,))
+    view = tb.view(base, offset=4, shape=(4,))
+    other = tb.array("other", shape=(3,), requires_grad=True)
+    unknown = tb._register(label="unknown", shape=(1,))  # no allocation: alloc_id -1
+    model = Model(read_trace(tb.write(tmp_path / "memory.wtrace")))
+    assert model.arrays[unknown].alloc_id < 0
+    ids = [view, base, -1, other, 10_000, unknown, view, *model.arrays]
+    alloc, lo, hi = model.memory_of(np.asarray(ids, dtype=np.int64))
+    for i, array_id in enumerate(ids):
+        info = model.arrays.get(array_id)
+        known = info is not None and info.alloc_id >= 0
+        assert (alloc[i], lo[i], hi[i]) == ((info.alloc_id, *info.hull) if known else (-1, 0, 0))
+    assert len(model.memory_of(np.zeros(0, dtype=np.int64))[0]) == 0
