@@ -1760,3 +1760,186 @@ def test_acc_ev_of_positional_seqs_is_the_checked_index(tmp_path, seed):
         assert np.array_equal(model.acc_ev, want) and model.acc_ev.dtype == np.int64
     expanded = Model(expand_captures(read_trace(path)))
     assert expanded.acc_near_ev is expanded.acc_seq  # the fast path is taken there
+
+
+def test_fill_info_shared_per_filling_calls_matches_each_memory_own(zoo_traces, monkeypatch):
+    """``Seeds._fill_info`` works out the lists of a set of filling calls once for every gradient
+    memory filled by them: each array's answer is the one worked out for its memory alone. The
+    programs have memories filled by one set of calls and memories filled by different ones."""
+    from warptrace.analysis.dataflow.seeds import Seeds
+    from warptrace.analysis.report import build_model
+
+    seen = []
+    for name in ["wt203_train_loop", "wt203_split/wt203_split_main", "wt302_frames", "ok_acc_two_stage"]:
+        path = _zoo_trace(zoo_traces, name)
+        shared_df = dataflow_of(build_model(read_trace(path)))
+        ids = sorted(shared_df.model.arrays)
+        shared = {array_id: shared_df._fill_info(array_id) for array_id in ids}
+        with monkeypatch.context() as patch:
+            patch.setattr(Seeds, "_fill_by_calls", property(lambda self: {}))  # never found: one per memory
+            own_df = dataflow_of(build_model(read_trace(path)))
+            own = {array_id: own_df._fill_info(array_id) for array_id in ids}
+        assert shared == own, name
+        filled = [value for value in shared_df._fill_cache.values() if value[0]]
+        own_filled = [value for value in own_df._fill_cache.values() if value[0]]
+        assert len({id(value) for value in own_filled}) == len(own_filled) == len(filled)
+        seen.append((len(filled), len({id(value) for value in filled})))
+    assert any(memories > results for memories, results in seen)  # memories sharing their lists
+    assert any(results > 1 for _, results in seen)  # different calls, different lists
+
+
+def _random_replays_between_tapes(seed: int) -> TraceBuilder:
+    """A graph whose body records random launches and copies on a tape (arrays with and without
+    gradients, views that overlap), replayed many times with random work between the replays,
+    untaped or recorded: some replays read what the one before them did, others do not."""
+    rng = np.random.default_rng(seed)
+    tb = TraceBuilder()
+    bases = [tb.array(f"p{i}", shape=(8,), requires_grad=i < 3) for i in range(5)]
+    arrays = list(bases) + [tb.view(bases[i], offset=4, shape=(4,)) for i in range(5)]
+    kernels = [tb.kernel("store", a="r", b="w"), tb.kernel("accumulate", a="r", b="a")]
+    tape = tb.tape()
+
+    def work(count: int) -> None:
+        for _ in range(count):
+            a, b = (int(v) for v in rng.choice(arrays, 2, replace=False))
+            if rng.integers(0, 4) == 0:
+                tb.copy(b, a)
+            else:
+                tb.launch(kernels[int(rng.integers(0, 2))], a=a, b=b)
+
+    tb.event(S.CAPTURE_BEGIN, ref_id=-1)
+    first = len(tb.rows["events"]["kind"])
+    with tb.recording(tape):
+        work(12)
+    for i in range(first, len(tb.rows["events"]["kind"])):
+        tb.rows["events"]["executed"][i] = False  # captured, not run
+    tb.event(S.CAPTURE_END, ref_id=5)
+    between = tb.tape()
+    for _ in range(12):
+        tb.event(S.CAPTURE_LAUNCH, ref_id=5)
+        # what the next replay reads may change: untaped work, or work recorded on another tape
+        # (in provenance's scope: the leaf sets of the producers before a replay change)
+        choice = int(rng.integers(0, 3))
+        if choice == 1:
+            work(int(rng.integers(1, 3)))
+        elif choice == 2:
+            with tb.recording(between):
+                work(int(rng.integers(1, 3)))
+    return tb
+
+
+def test_provenance_copies_of_random_replays_are_the_walked_sets(tmp_path, monkeypatch):
+    """On random taped replays, provenance copies a replay's leaf sets only where walking it gives
+    the same sets (``same``: events, own leaves, producers and their leaf sets compared), and
+    walks the others: both outcomes occur."""
+    from warptrace.analysis.dataflow.provenance import Provenance
+    from warptrace.analysis.report import build_model
+
+    scope_copies = Provenance._scope_copies
+    found: list[int] = []
+
+    def counted(self, scope_evs):
+        copies = scope_copies(self, scope_evs)
+        found.append(len(copies))
+        return copies
+
+    candidates, copied = 0, 0
+    for seed in range(12):
+        path = _random_replays_between_tapes(seed).write(tmp_path / f"taped{seed}.wtrace")
+        with monkeypatch.context() as patch:
+            patch.setattr(Provenance, "_scope_copies", counted)
+            df = dataflow_of(build_model(read_trace(path)))
+            ours = df.provenance
+        with monkeypatch.context() as patch:
+            patch.setattr(Provenance, "_scope_copies", lambda self, scope_evs: [])  # every replay walked
+            walked = dataflow_of(build_model(read_trace(path))).provenance
+        assert list(ours.items()) == list(walked.items()), seed
+        candidates += found.pop()
+        copied += df.provenance_copies
+    assert 0 < copied < candidates
+
+
+def _unknown_loss_trace(tmp_path):
+    """Three backward calls, the middle one's loss an array object whose memory is unknown."""
+    tb = TraceBuilder()
+    x = tb.array("x", requires_grad=True)
+    y = tb.array("y", requires_grad=True)
+    loss = tb.array("loss", shape=(1,), requires_grad=True)
+    unknown = tb._register(label="unknown", shape=(1,))  # no allocation: alloc_id -1
+    step = tb.kernel("step", a="r", b="w")
+    total = tb.kernel("total", a="r", loss="a")
+    for target in (loss, unknown, loss):
+        tape = tb.tape()
+        with tb.recording(tape):
+            tb.launch(step, a=x, b=y)
+            tb.launch(total, a=y, loss=loss)
+        tb.backward(tape, target)
+        tb.zero(tape)
+    return tb.write(tmp_path / "unknown_loss.wtrace")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["wt303_checkpoint", "wt304_fill_seed", "ok_flow_capture_replay", "wt203_train_loop", "unknown loss"],
+)
+def test_slice_queries_are_the_per_target_loop(name, zoo_traces, monkeypatch, tmp_path):
+    """``Seeds._slices`` asks ``_writers_for`` about each call's targets (its loss, the owners of
+    its hand seeds) of a known memory, in call order, with their memories looked up per array
+    (``Model.memory_of``): the queries of looking each target up in turn."""
+    from warptrace.analysis.dataflow.seeds import Seeds
+    from warptrace.analysis.report import build_model
+
+    path = _unknown_loss_trace(tmp_path) if name == "unknown loss" else _zoo_trace(zoo_traces, name)
+    df = dataflow_of(build_model(read_trace(path)))
+    if name == "unknown loss":
+        losses = [call.loss for call in df.backward_calls]
+        assert (
+            len(losses) == 3
+            and df.model.arrays[losses[1]].alloc_id < 0 <= df.model.arrays[losses[0]].alloc_id
+        )
+    m = df.model
+    asked = []
+    plain = Seeds._writers_for
+
+    def recording(self, *columns):
+        asked.append([np.asarray(column).copy() for column in columns])
+        return plain(self, *columns)
+
+    monkeypatch.setattr(Seeds, "_writers_for", recording)
+    calls = df.backward_calls
+    df.objective_arrays_many(calls)
+    want: list[list[int]] = [[], [], [], []]
+    for call in calls:
+        targets = [call.loss] if call.loss >= 0 else []
+        targets += [owner for _, _, owner, _ in df.seeds(call) if owner >= 0]
+        for array_id in targets:
+            info = m.arrays.get(int(array_id))
+            if info is None or info.alloc_id < 0:
+                continue
+            for column, value in zip(want, (info.alloc_id, *info.hull, call.begin_seq)):
+                column.append(value)
+    if not want[0]:
+        assert not asked
+        return
+    assert len(asked) == 1
+    for got, expected in zip(asked[0], want):
+        assert got.dtype == np.int64 and got.tolist() == expected
+
+
+def test_memory_of_is_each_arrays_hull(tmp_path):
+    """``Model.memory_of``: per array id, its allocation and byte hull, -1 (and 0, 0) where the id
+    names no array or an array without allocation; repeated, unknown and negative ids included."""
+    tb = TraceBuilder()
+    base = tb.array("base", shape=(16,))
+    view = tb.view(base, offset=4, shape=(4,))
+    other = tb.array("other", shape=(3,), requires_grad=True)
+    unknown = tb._register(label="unknown", shape=(1,))  # no allocation: alloc_id -1
+    model = Model(read_trace(tb.write(tmp_path / "memory.wtrace")))
+    assert model.arrays[unknown].alloc_id < 0
+    ids = [view, base, -1, other, 10_000, unknown, view, *model.arrays]
+    alloc, lo, hi = model.memory_of(np.asarray(ids, dtype=np.int64))
+    for i, array_id in enumerate(ids):
+        info = model.arrays.get(array_id)
+        known = info is not None and info.alloc_id >= 0
+        assert (alloc[i], lo[i], hi[i]) == ((info.alloc_id, *info.hull) if known else (-1, 0, 0))
+    assert len(model.memory_of(np.zeros(0, dtype=np.int64))[0]) == 0

@@ -320,3 +320,43 @@ def test_whole_array_calls() -> None:
     assert whole_array_calls(direct, "a") is None  # a direct store besides the call
     keyword = "def k(a: wp.array(dtype=float)):\n    g(arr=a)\n"
     assert whole_array_calls(keyword, "a") is None
+
+
+def test_walk_is_ast_walk_node_by_node():
+    """``syntax.walk`` lists a node's subtree without ``ast.walk``'s generators: the same nodes in
+    the same order for every node of real sources (this file's kernels, the kernel-source package)."""
+    from warptrace.kernel_source import syntax
+
+    files = [Path(K.__file__), *sorted(Path(syntax.__file__).parent.glob("*.py"))]
+    for path in files:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            assert syntax.walk(node) == tuple(ast.walk(node)), (path, getattr(node, "lineno", None))
+
+
+def test_built_facts_are_shared_between_kernels_and_equal_to_fresh_ones():
+    """``build`` computes a function's facts once per source in a process (the kernels of a program
+    reach the same helpers): the model equals the one of facts computed afresh, a helper's facts
+    are one object in every kernel that reaches it, and no model holds one object twice."""
+    from warptrace.kernel_source import FunctionSource, build, function_facts
+
+    def sources(kernel):
+        stored = json.loads(kernel_facts(kernel).source_model)
+
+        def source(data):
+            return FunctionSource(**{**data, "constants": tuple(tuple(c) for c in data["constants"])})
+
+        return source(stored["kernel"]), tuple(source(f) for f in stored["functions"])
+
+    kernel, functions = sources(K.k_custom_and_atomics)
+    assert len(functions) >= 3
+    built = build(kernel, functions)
+    assert built == KernelSource(function_facts(kernel), tuple(function_facts(f) for f in functions))
+    again = build(kernel, functions[1:])  # another kernel reaching some of the same functions
+    assert all(a is b for a, b in zip(again.functions, built.functions[1:]))
+    assert again.kernel is built.kernel
+    # a source listed twice under one model (as the kernel and as a function) is two objects:
+    # KernelSource.index_of tells them apart by identity
+    twice = build(kernel, (kernel, *functions))
+    assert twice.functions[0] == twice.kernel and twice.functions[0] is not twice.kernel
+    assert [twice.index_of(f) for f in twice.all_functions] == list(range(len(twice.all_functions)))

@@ -558,6 +558,22 @@ class Model:
                     labels.append(label)
         return labels
 
+    def memory_of(self, array_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(allocation, first byte, end byte) of each array object's view, by :attr:`ArrayInfo.hull`:
+        allocation -1 (and bytes 0) for an unknown array or one without an allocation. Looked up
+        once per distinct id."""
+        unique, inverse = np.unique(np.asarray(array_ids, dtype=np.int64), return_inverse=True)
+        alloc = np.full(len(unique), -1, dtype=np.int64)
+        lo = np.zeros(len(unique), dtype=np.int64)
+        hi = np.zeros(len(unique), dtype=np.int64)
+        for i, array_id in enumerate(unique.tolist()):
+            info = self.arrays.get(array_id)
+            if info is not None and info.alloc_id >= 0:
+                alloc[i] = info.alloc_id
+                lo[i], hi[i] = info.hull
+        inverse = inverse.reshape(-1)
+        return alloc[inverse], lo[inverse], hi[inverse]
+
     def _arrays_by_alloc_for(self, allocs: set[int]) -> list[ArrayInfo]:
         return [a for alloc in allocs for a in self.arrays_by_alloc.get(alloc, ())]
 

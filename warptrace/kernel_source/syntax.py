@@ -71,8 +71,23 @@ def walk(node: ast.AST) -> tuple[ast.AST, ...]:
     fraction of ``ast.walk``'s generator (which rebuilds each node's child list)."""
     found: tuple[ast.AST, ...] | None = node.__dict__.get(_WALK)
     if found is None:
-        found = node.__dict__[_WALK] = tuple(ast.walk(node))
+        found = node.__dict__[_WALK] = _breadth_first(node)
     return found
+
+
+def _breadth_first(node: ast.AST) -> tuple[ast.AST, ...]:
+    """``tuple(ast.walk(node))``, the same order, without its generators: each node's children
+    are its fields' nodes in ``_fields`` order, a list field's in list order (``ast.iter_child_nodes``)."""
+    order = [node]
+    append, extend = order.append, order.extend
+    for current in order:  # grows while it is iterated: breadth first
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if isinstance(value, ast.AST):
+                append(value)
+            elif isinstance(value, list):
+                extend([item for item in value if isinstance(item, ast.AST)])
+    return tuple(order)
 
 
 def names_in(node: ast.AST) -> set[str]:

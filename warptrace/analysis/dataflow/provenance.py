@@ -166,14 +166,16 @@ class Provenance(Seeds):
             the same producers in the same order: at the same distance among them, or before them
             with the same leaf set."""
             tb = ta + b - a
+            # int64 arrays compared by their bytes (equal bytes <=> equal lengths and values):
+            # np.array_equal's checks cost more than the comparison of a replay's few hundred
             return (
                 tb <= a  # the earlier copy's positions are all walked (or copied) already
                 and int(m.orig_seq[scope_evs[a]]) == int(m.orig_seq[scope_evs[ta]])
-                and np.array_equal(scope_evs[a:b] - scope_evs[a], scope_evs[ta:tb] - scope_evs[ta])
-                and np.array_equal(l_count[a:b], l_count[ta:tb])
-                and np.array_equal(w_count[a:b], w_count[ta:tb])
-                and np.array_equal(leaf_array[l_cut[a] : l_cut[b]], leaf_array[l_cut[ta] : l_cut[tb]])
-                and np.array_equal(signature(a, b), signature(ta, tb))
+                and (scope_evs[a:b] - scope_evs[a]).tobytes() == (scope_evs[ta:tb] - scope_evs[ta]).tobytes()
+                and l_count[a:b].tobytes() == l_count[ta:tb].tobytes()
+                and w_count[a:b].tobytes() == w_count[ta:tb].tobytes()
+                and leaf_array[l_cut[a] : l_cut[b]].tobytes() == leaf_array[l_cut[ta] : l_cut[tb]].tobytes()
+                and signature(a, b).tobytes() == signature(ta, tb).tobytes()
             )
 
         done = 0

@@ -200,6 +200,16 @@ class Seeds(GradState):
             if key_lo < hi and lo < key_hi
         ]
         found = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        # the rest depends on the filling calls only, which most gradient memories share (drone: 175
+        # memories, each filled by the same 1,200 calls): one result, its lists made once, for all
+        shared = self._fill_by_calls.get(found.tobytes())
+        if shared is None:
+            shared = self._fill_by_calls[found.tobytes()] = self._fill_lists(found)
+        self._fill_cache[key] = shared
+        return shared
+
+    def _fill_lists(self, found: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+        """:meth:`_fill_info` of a memory that the calls ``found`` (ascending) fill."""
         call_tape, call_begin, call_end = self._call_columns
         # the first filling call of each tape (calls in index order), and the zero/reset events of
         # that tape after it
@@ -210,12 +220,14 @@ class Seeds(GradState):
             clears = (tapes[slot] == zero_tape) & (zero_seq > call_begin[found[first]][slot])
         else:
             clears = np.zeros(len(zero_tape), dtype=bool)
-        result = (found.tolist(), call_end[found].tolist(), np.sort(zero_seq[clears]).tolist())
-        self._fill_cache[key] = result
-        return result
+        return found.tolist(), call_end[found].tolist(), np.sort(zero_seq[clears]).tolist()
 
     @cached_property
     def _fill_cache(self) -> dict[tuple[int, int, int], tuple[list[int], list[int], list[int]]]:
+        return {}
+
+    @cached_property
+    def _fill_by_calls(self) -> dict[bytes, tuple[list[int], list[int], list[int]]]:
         return {}
 
     @cached_property
@@ -479,39 +491,29 @@ class Seeds(GradState):
         call by call) costs its slice, not a pass over every event."""
         m = self.model
         result: dict[int, np.ndarray] = {}  # per call index, its events ascending
-        # targets -> the memory queries of writers_of_memory, one per (call, target array)
-        q_call: list[int] = []
-        q_alloc: list[int] = []
-        q_lo: list[int] = []
-        q_hi: list[int] = []
-        q_seq: list[int] = []
         missing = [call for call in calls if call.index not in self._seed_cache]
         if len(missing) > 1:  # their hand seeds found together
             self._seed_cache.update(zip([call.index for call in missing], self._find_seeds_many(missing)))
+        # targets -> the memory queries of writers_of_memory, one per (call, target array) of a
+        # known memory, in call order (drone: 37,200 targets, of 31 arrays: looked up per array)
+        target_slot: list[int] = []
+        target_id: list[int] = []
         for slot, call in enumerate(calls):
             targets = [call.loss] if call.loss >= 0 else []
             targets += [owner for _, _, owner, _ in self.seeds(call) if owner >= 0]
-            for array_id in targets:
-                info = m.arrays.get(int(array_id))
-                if info is None or info.alloc_id < 0:
-                    continue
-                lo, hi = info.hull
-                q_call.append(slot)
-                q_alloc.append(info.alloc_id)
-                q_lo.append(lo)
-                q_hi.append(hi)
-                q_seq.append(call.begin_seq)
+            target_slot += [slot] * len(targets)
+            target_id += targets
+        q_alloc, q_lo, q_hi = m.memory_of(np.asarray(target_id, dtype=np.int64))
+        known = np.nonzero(q_alloc >= 0)[0]
+        q_call = np.asarray(target_slot, dtype=np.int64)[known]
+        q_alloc, q_lo, q_hi = q_alloc[known], q_lo[known], q_hi[known]
+        begin_seq_of_call = np.array([call.begin_seq for call in calls], dtype=np.int64)
         epoch_of_call = np.array([call.epoch for call in calls], dtype=np.int64)
         start_call = np.zeros(0, dtype=np.int64)
         start_ev = np.zeros(0, dtype=np.int64)
-        if q_call:
-            queries, rows = self._writers_for(
-                np.asarray(q_alloc, dtype=np.int64),
-                np.asarray(q_lo, dtype=np.int64),
-                np.asarray(q_hi, dtype=np.int64),
-                np.asarray(q_seq, dtype=np.int64),
-            )
-            start_call = np.asarray(q_call, dtype=np.int64)[queries]
+        if len(q_call):
+            queries, rows = self._writers_for(q_alloc, q_lo, q_hi, begin_seq_of_call[q_call])
+            start_call = q_call[queries]
             start_ev = self.acc_ev[rows]
             keep = self.ev_epoch[start_ev] == epoch_of_call[start_call]
             start_call, start_ev = start_call[keep], start_ev[keep]

@@ -129,7 +129,7 @@ def _updated_pairs(model: Model, df: Dataflow) -> list[tuple[int, int, int, int,
 
     # zeroed in between: a clearing store (Dataflow.clearing_store; a window search over those writes),
     # or a tape zero/reset of a tape whose backward filled it
-    grad_alloc, grad_lo, grad_hi = _memory_of(model, grad_ids)
+    grad_alloc, grad_lo, grad_hi = model.memory_of(grad_ids)
     zeroed = (
         df.first_writes(df.write_index(df.clearing_store), grad_alloc, grad_lo, grad_hi, after, before) >= 0
     )
@@ -144,7 +144,7 @@ def _updated_pairs(model: Model, df: Dataflow) -> list[tuple[int, int, int, int,
     # the first write to the owner's memory in the window made outside any tape recording
     todo = np.nonzero(~zeroed)[0]
     owners = np.asarray(pair_owner, dtype=np.int64)[todo]
-    owner_alloc, owner_lo, owner_hi = _memory_of(model, owners)
+    owner_alloc, owner_lo, owner_hi = model.memory_of(owners)
     ev = df.acc_ev
     # per event, then one gather per access row
     recorded = (model.recorded | (model.phase != S.FORWARD) | (model.parent >= 0))[ev] | df.grad_row_mask
@@ -163,21 +163,6 @@ def _updated_pairs(model: Model, df: Dataflow) -> list[tuple[int, int, int, int,
             ev[updates[found]].tolist(),
         )
     )
-
-
-def _memory_of(model: Model, array_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(alloc, lo, hi) of each array object's view (alloc -1 when unknown)."""
-    unique, inverse = np.unique(array_ids, return_inverse=True)
-    alloc = np.full(len(unique), -1, dtype=np.int64)
-    lo = np.zeros(len(unique), dtype=np.int64)
-    hi = np.zeros(len(unique), dtype=np.int64)
-    for i, array_id in enumerate(unique.tolist()):
-        info = model.arrays.get(array_id)
-        if info is not None and info.alloc_id >= 0:
-            alloc[i] = info.alloc_id
-            lo[i], hi[i] = info.hull
-    inverse = inverse.reshape(-1)
-    return alloc[inverse], lo[inverse], hi[inverse]
 
 
 def _read_after(model: Model, df: Dataflow, grad_id: int, later: BackwardCall) -> bool:
