@@ -6498,25 +6498,37 @@ out_of_range:
     return 0;
 }
 
-/* Identity.register's view case: the live allocation holding the bytes of a view (hull of
- * ptr, shape, strides, itemsize; AllocIndex.find after its reap). 1: *alloc_id, *start (new
- * references); 0: none, or a value out of the C range, or an index of another type (the
- * Python method decides); -1: error */
+/* The hull of an array's bytes (hull_of) and the live allocation holding it (the compiled
+ * index's AllocIndex.find, after its reap): 2, found (*id, *at: its id and first byte); 1, in
+ * none; 0, a value out of the C range or an index of another type (the Python method
+ * decides); -1, error. *p, *lo, *hi and *ix are set from 1 up. */
 static int
-view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
-           PyObject **alloc_id, PyObject **start)
+hull_find(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
+          long long *p, long long *lo, long long *hi, IntervalsObject **ix, long long *id, long long *at)
 {
-    long long p, lo, hi;
-    int h = hull_of(ptr, shape, strides, itemsize, &p, &lo, &hi);
+    int h = hull_of(ptr, shape, strides, itemsize, p, lo, hi);
     if (h <= 0)
         return h;
     PyObject *index = PyDict_GetItemWithError(ident_dict, s_index);
     if (index == NULL || !Py_IS_TYPE(index, &IntervalsType))
         return PyErr_Occurred() ? -1 : 0;
-    long long id, at;
-    int found = intervals_find((IntervalsObject *)index, lo, hi, &id, &at);
-    if (found <= 0)
-        return found;
+    *ix = (IntervalsObject *)index;
+    int found = intervals_find(*ix, *lo, *hi, id, at);
+    return found < 0 ? -1 : found ? 2 : 1;
+}
+
+/* Identity.register's view case: the live allocation holding the bytes of a view (hull_find).
+ * 1: *alloc_id, *start (new references); 0: none, or a value out of the C range, or an index
+ * of another type (the Python method decides); -1: error */
+static int
+view_alloc(PyObject *ident_dict, PyObject *ptr, PyObject *shape, PyObject *strides, PyObject *itemsize,
+           PyObject **alloc_id, PyObject **start)
+{
+    long long p, lo, hi, id, at;
+    IntervalsObject *ix;
+    int found = hull_find(ident_dict, ptr, shape, strides, itemsize, &p, &lo, &hi, &ix, &id, &at);
+    if (found < 2)
+        return found < 0 ? -1 : 0;
     if ((*alloc_id = PyLong_FromLongLong(id)) == NULL || (*start = PyLong_FromLongLong(at)) == NULL) {
         Py_CLEAR(*alloc_id);
         return -1;
@@ -6536,19 +6548,12 @@ ptr_alloc(FastRegister *self, PyObject *ident_dict, PyObject *arr, PyObject *dic
           PyObject *strides, PyObject *itemsize, PyObject *device_name, PyObject *site, PyObject **alloc_id,
           PyObject **offset, int *is_external)
 {
-    long long p, lo, hi;
-    int h = hull_of(ptr, shape, strides, itemsize, &p, &lo, &hi);
-    if (h <= 0)
-        return h;
-    PyObject *index = PyDict_GetItemWithError(ident_dict, s_index);
-    if (index == NULL || !Py_IS_TYPE(index, &IntervalsType))
-        return PyErr_Occurred() ? -1 : 0;
-    IntervalsObject *ix = (IntervalsObject *)index;
-    long long id, at;
-    int found = intervals_find(ix, lo, hi, &id, &at);
-    if (found < 0)
-        return -1;
-    if (found) {
+    long long p, lo, hi, id, at;
+    IntervalsObject *ix;
+    int found = hull_find(ident_dict, ptr, shape, strides, itemsize, &p, &lo, &hi, &ix, &id, &at);
+    if (found <= 0)
+        return found;
+    if (found == 2) {
         if ((*alloc_id = PyLong_FromLongLong(id)) == NULL || (*offset = PyLong_FromLongLong(p - at)) == NULL) {
             Py_CLEAR(*alloc_id);
             return -1;
