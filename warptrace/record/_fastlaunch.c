@@ -3124,13 +3124,12 @@ method_site(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame)
     return walk_caller(ss);
 }
 
-/* The call site, phase and tape of a memset or read from frame (new references): 1 when all
- * are known without Python code, 0 where the Python wrapper must find them, -1 on error */
+/* The thread's phase and the tape of an event now (known_tape; new references): 1 when both
+ * are known, 0 where the Python wrapper must tag the tape, -1 on error (both NULL unless 1) */
 static int
-method_context(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame, PyObject **site,
-               PyObject **phase, PyObject **tape_id)
+phase_and_tape(FastMethod *self, Session *ss, PyObject *ts, PyObject **phase, PyObject **tape_id)
 {
-    *site = *phase = *tape_id = NULL;
+    *tape_id = NULL;
     if ((*phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
         return -1;
     int in_phase = PyObject_IsTrue(*phase);
@@ -3138,6 +3137,19 @@ method_context(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame
         Py_CLEAR(*phase);
         return PyErr_Occurred() ? -1 : 0;
     }
+    return 1;
+}
+
+/* The call site, phase and tape of a memset or read from frame (new references): 1 when all
+ * are known without Python code, 0 where the Python wrapper must find them, -1 on error */
+static int
+method_context(FastMethod *self, Session *ss, PyObject *ts, PyFrameObject *frame, PyObject **site,
+               PyObject **phase, PyObject **tape_id)
+{
+    *site = NULL;
+    int known = phase_and_tape(self, ss, ts, phase, tape_id);
+    if (known <= 0)
+        return known;
     /* held: the original may run any code */
     if ((*site = method_site(self, ss, ts, frame)) == NULL) {
         Py_CLEAR(*phase);
@@ -3849,16 +3861,9 @@ requires_grad_row(FastMethod *self, Session *ss, PyObject *ts, PyObject *array_i
         return 0;
     int rc = -1;
     PyObject *phase = NULL, *tape_id = NULL, *site = NULL;
-    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
-        goto done;
-    int in_phase = PyObject_IsTrue(phase);
-    if (in_phase < 0)
-        goto done;
-    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
-        if (!PyErr_Occurred())
-            rc = 1;
-        goto done;
-    }
+    int known = phase_and_tape(self, ss, ts, &phase, &tape_id);
+    if (known <= 0)
+        return known < 0 ? -1 : 1;
     /* the caller is Warp's (array.__init__, ...): the walk to the user's frame, Sites.caller */
     if ((site = walk_caller(ss)) == NULL)
         goto done;
@@ -4126,6 +4131,7 @@ static PyObject *s_base, *s_hexdigest, *s_ptr, *k_digest_size, *i_eight;
  * thread ~200 instructions, their digest here ~3,500 (hashlib's object, BLAKE2b, hex text).
  * The bound keeps a part's buffered bytes small (4,096 reads of 4 KiB at most). */
 #define READ_DEFER_MAX 4096
+#define HOST_WRITE 2 /* rows.HOST_WRITE: the "how" of a deferred host write's detail */
 
 /* buf + the text of text (no terminator) */
 static char *
@@ -4510,8 +4516,9 @@ host_source(Session *ss, PyObject *src, PyObject *src_st)
 
 /* the deferred detail of a small host write (rows.host_transfer_text: the trace writer hashes
  * the bytes, as for a small read, read_detail) from src, a C-contiguous array on the CPU of at
- * most READ_DEFER_MAX bytes (and digest_max, hostdata.DIGEST_MAX_BYTES): (its bytes, 2) (rows.HOST_WRITE), a new reference; NULL with no
- * exception set where src is not such an array (memory._host_write's, detail_py) */
+ * most READ_DEFER_MAX bytes (and digest_max, hostdata.DIGEST_MAX_BYTES): (its bytes,
+ * HOST_WRITE), a new reference; NULL with no exception set where src is not such an array
+ * (memory._host_write's, detail_py) */
 static PyObject *
 host_write_detail(PyObject *src, Py_ssize_t digest_max)
 {
@@ -4540,7 +4547,7 @@ host_write_detail(PyObject *src, Py_ssize_t digest_max)
         data = PyBytes_FromStringAndSize((const char *)(intptr_t)at, (Py_ssize_t)(n * item_size));
     }
     if (data != NULL) {
-        PyObject *how = PyLong_FromLong(2);
+        PyObject *how = PyLong_FromLong(HOST_WRITE);
         if (how != NULL)
             detail = untracked(PyTuple_Pack(2, data, how));
         Py_XDECREF(how);
@@ -4725,16 +4732,11 @@ fc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
         goto error;
     if (!whole)
         goto python;
-    if ((phase = TS_SLOT(self, ts, O_PHASE)) == NULL)
+    int known = phase_and_tape(self, ss, ts, &phase, &tape_id);
+    if (known < 0)
         goto error;
-    int in_phase = PyObject_IsTrue(phase);
-    if (in_phase < 0)
-        goto error;
-    if ((tape_id = known_tape(self, ss, ts, in_phase)) == NULL) {
-        if (PyErr_Occurred())
-            goto error;
+    if (known == 0)
         goto python;
-    }
     if (site == NULL) { /* the checks above first: a walk for a copy left to Python is wasted */
         if ((site = known_site(self, ss, frame)) != NULL) {
             Py_INCREF(site);
