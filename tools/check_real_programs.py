@@ -44,8 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-WARP_PY = "/work/main/.venv/bin/python"  # warp-lang 1.19 + warptrace deps + pillow/usd-core
-NEWTON_PY = "/tmp/nvenv/bin/python"  # newton 1.8 + warp 1.19 (warptrace installed with -e)
+# The interpreters that run the programs (warptrace itself comes from this checkout through
+# PYTHONPATH): one with warp-lang + warptrace's dependencies + pillow/usd-core, one with Newton.
+WARP_PY = os.environ.get("WARPTRACE_WARP_PY", sys.executable)
+NEWTON_PY = os.environ.get("WARPTRACE_NEWTON_PY", "/work/venvs/newton/bin/python")
 REPO = Path(__file__).resolve().parents[1]
 
 
