@@ -77,7 +77,7 @@ def test_a_page_holds_every_section_and_the_zoo_example_with_its_fix():
                   "Look-alikes it stays silent on", "Warp documentation"):  # fmt: skip
         assert f"\n## {title}\n" in page
     assert "`tests/programs/wt403_product.py`" in page
-    assert "p *= rates[k]  # <- warptrace: WT403" in page  # the marker, as a note
+    assert "p *= rates[k]  # <- WT403" in page  # the marker, as a note
     assert "# expect:" not in page
     assert "```diff" in page and "+    for k in range(COUNT):" in page  # the fixed twin, as a diff
     assert "- `ok_src_loops`: loops whose gradients are exact" in page

@@ -287,8 +287,8 @@ def _example(doc: RuleDoc, zoo: Path) -> list[str]:
     prose, code = _split_program(buggy.read_text(), doc.code)
     numerics = " It is recorded with `--check-numerics`." if "# check-numerics" in buggy.read_text() else ""
     out = [
-        f"`{rel}`, from the test zoo: the tests check that warptrace reports {doc.code} on the marked "
-        f"line and that the program's gradient is what its docstring says.{numerics}",
+        f"`{rel}`, from the test zoo: the tests check that warptrace reports {doc.code} on the line "
+        f"marked `# <- {doc.code}` and that the program's gradient is what its docstring says.{numerics}",
         "",
         *_quote(prose),
         "```python",
@@ -336,7 +336,7 @@ def _split_program(text: str, code: str) -> tuple[str, str]:
             continue
         marker = _EXPECT.search(line)
         if marker:
-            line = f"{line[: marker.start()]}  # <- warptrace: {marker.group(1).strip()}"
+            line = f"{line[: marker.start()]}  # <- {marker.group(1).strip()}"
         lines.append(line)
     return prose, "\n".join(lines).strip("\n") + "\n"
 
