@@ -71,6 +71,24 @@ _FAMILIES = {
     "kernel": "kernel source (WT4xx)",
     "numeric": "values, with --check-numerics (WT5xx)",
 }
+# What the rule index says of each family, under its heading.
+_FAMILY_NOTES = {
+    "memory": "Memory a recorded launch read is changed before the backward that replays its adjoint.",
+    "accumulation": "Gradients counted twice, or summed across steps that should each start from zero.",
+    "flow": "The path from the parameters to the loss is cut, truncated, or seeded with another objective.",
+    "kernel": (
+        "Read from the kernel source stored in the trace; the finding points at the kernel or "
+        "`@wp.func` line, the launch is a related location. Severity comes from the trace, not the "
+        "pattern: `error` or `warning` only when the kernel runs on the backward slice of a "
+        "backpropagated tape and the value depends on a kernel argument that carries a gradient "
+        "there; `info` (or silence) when the kernel is taped but no gradient flows through it; "
+        "silent outside tapes."
+    ),
+    "numeric": (
+        "From value summaries: only in traces recorded with `--check-numerics` "
+        "(`warptrace.trace(path, numerics=True)`); silent otherwise."
+    ),
+}
 ZOO = Path(__file__).resolve().parents[2] / "tests" / "programs"  # present in a checkout only
 
 _HEAD = re.compile(r"^(WT\d{3}) ([a-z0-9-]+)\s*$")
@@ -380,6 +398,8 @@ def render_index() -> str:
         out += [
             "",
             f"## {title[:1].upper() + title[1:]}",
+            "",
+            _FAMILY_NOTES.get(family, ""),
             "",
             "| code | name | severity | what it proves |",
             "|---|---|---|---|",
