@@ -39,8 +39,9 @@ DEFAULT_MODULES = (
     "test_codegen", "test_math",
 )  # fmt: skip
 
-# More CPU-runnable modules with gradients, tried after the default list (README: "48 more
-# modules"); a few minutes each at most, most much less once Warp's kernel cache is warm.
+# More CPU-runnable modules with gradients, tried after the default list (docs/validation.md,
+# docs/dev/performance-history.md: "48 more modules"); a few minutes each at most, most much
+# less once Warp's kernel cache is warm.
 EXTENDED_MODULES = (
     "deterministic.test_deterministic_backward", "test_apic", "test_arithmetic", "test_array_subclass",
     "test_codegen_continue", "test_cpu_block_dim", "test_fast_math", "test_fp16", "test_implicit_init",

@@ -13,6 +13,7 @@ Example::
       occurred 4 times
       fix: write each step's result to a new array ...
       doc: Warp documentation, Differentiability > Array Overwrites
+      more: python -m warptrace explain WT101
 
 A clean trace is one line that does not claim the gradient is right (rules name known
 patterns; only a measurement proves a gradient): ``no known gradient bug pattern found
@@ -110,6 +111,7 @@ def _finding_lines(finding: Finding, cwd: str | None) -> list[str]:
         lines.append(f"{INDENT}fix: {finding.fix}")
     if finding.doc:
         lines.append(f"{INDENT}doc: Warp documentation, {finding.doc}")
+    lines.append(f"{INDENT}more: python -m warptrace explain {finding.code}")
     return lines
 
 

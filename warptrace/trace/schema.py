@@ -8,7 +8,7 @@ Small integer codes (kinds, roles, flags) are documented here and nowhere else; 
 analyzer and the recorder import these constants. Strings are dictionary-encoded by
 Parquet, so repeated labels cost almost nothing on disk.
 
-Design choice (recorded in the CHANGELOG): an access row names the *array object*
+Design choice (docs/architecture.md): an access row names the *array object*
 (``array_id``) and its allocation (``alloc_id``); the view geometry of that object
 (byte offset in the allocation, shape, strides, itemsize) lives once in the ``arrays``
 table, because a Warp array's pointer, shape and strides never change after

@@ -1,24 +1,34 @@
-"""WT405 replay-side-effect (error).
+"""An atomic slot counter with no replay function (WT405).
 
-A kernel hands out slots or indices with an atomic whose returned old value it uses
-(``slot = wp.atomic_add(count, 0, 1)``; ``out[slot] = ...``) and has no
-``@wp.func_replay`` for it. The adjoint kernel re-runs the forward statements to rebuild
-the values it needs, but not the atomic in the kernel body (a side effect): the slot is
-not the one the forward used (verified on Warp 1.19: every thread reads the adjoint of
-slot 0). Inside a ``@wp.func`` the replay runs the atomic again and the counter keeps
-counting: WT308 proves that case from the trace (the adjoint writes forward memory), so
-WT405 reports a function's atomic only when the trace holds no adjoint launch of the
-kernel to prove it.
-
-Fine: atomics used only to accumulate (``wp.atomic_add(loss, 0, v)``), a function with
-a ``@wp.func_replay`` that returns the slot recorded in the forward pass.
-
-Severity: ``error`` on a backpropagated tape with a gradient through the kernel;
-``info`` when the kernel is taped but not backpropagated; silent outside tapes.
-Fix: compute the slots in a separate, untaped launch and pass them in as an array, or
-move the atomic into a ``@wp.func`` with a ``@wp.func_replay`` that returns the stored slot.
-
-Warp documentation: "Differentiability" ("Custom Replay Functions").
+WT405 replay-side-effect
+    Summary: an atomic slot counter in a kernel with no `@wp.func_replay`
+    Severity: error on a backpropagated tape with a gradient through the kernel; info when the
+    kernel is taped but not backpropagated; silent outside tapes
+    Proves:
+        A kernel hands out slots or indices with an atomic whose returned old value it uses
+        (``slot = wp.atomic_add(count, 0, 1)``; ``out[slot] = ...``) and has no
+        ``@wp.func_replay`` for it: in the backward the slot is not the one the forward used.
+    Mechanism:
+        The adjoint kernel re-runs the forward statements to rebuild the values it needs, but
+        not the atomic in the kernel body (a side effect), so the slot is lost (verified on Warp
+        1.19: every thread reads the adjoint of slot 0). Inside a ``@wp.func`` the replay runs
+        the atomic again and the counter keeps counting: WT308 proves that case from the trace,
+        so WT405 reports a function's atomic only when the trace holds no adjoint launch of the
+        kernel to prove it.
+    Evidence:
+        The kernel-source model (atomics whose result is used, ``@wp.func_replay`` functions),
+        the launch on a tape and whether that tape is backpropagated.
+    Example: wt405_compact
+    Fix:
+        Compute the slots in a separate, untaped launch and pass them in as an array, or move the
+        atomic into a ``@wp.func`` with a ``@wp.func_replay`` that returns the stored slot.
+    Silent on:
+        Atomics used only to accumulate (``wp.atomic_add(loss, 0, v)``); a function with a
+        ``@wp.func_replay`` that returns the slot recorded in the forward pass; counters outside
+        the tape.
+    Look-alikes: ok_src_replay, ok_flow_counter_untaped
+    Warp documentation:
+        "Differentiability", section "Custom Replay Functions".
 """
 
 from __future__ import annotations

@@ -125,6 +125,8 @@
       f.hazard ? hazardPicture(f) : null,
       f.fix ? el("p", { class: "fix" }, [el("b", { text: "fix: " }), f.fix]) : null,
       f.doc ? el("p", { class: "doc", text: "Warp documentation: " + f.doc }) : null,
+      f.help_url ? el("p", { class: "doc" }, [el("a", { href: f.help_url, target: "_blank", rel: "noopener", text: f.code + " explained" }),
+        " (or python -m warptrace explain " + f.code + ")"]) : null,
     ]);
   }
   function sourceWindow(w, primary) {
