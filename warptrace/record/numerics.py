@@ -12,8 +12,11 @@ table, keyed by the event's ``seq`` and the array's ``array_id`` (see
 :mod:`warptrace.trace.schema`). Arrays a launch only read are summarized too when the
 launch wrote a non-finite value (WT501 needs to know its inputs were finite) or when the
 kernel reaches a custom adjoint (WT502 draws its test inputs from their ranges). After
-each ``Tape.backward``: the loss and the gradient buffer of every candidate leaf (an array
-with a gradient that a launch or copy read inside the tape's scope).
+each ``Tape.backward``: the loss, and the values and gradient buffer of every candidate leaf
+(an array with a gradient that a launch or copy read inside the tape's scope); for a leaf of
+at most ``LEAF_CHANGE_MAX`` elements, also the change of both since the previous backward (one
+float64 copy of each is kept): the divergence check estimates the curvature along the
+optimizer's path from them.
 
 How the event's ``seq`` is known: the outer wrapper holds the session lock (re-entrant)
 around the inner call, so the events appended meanwhile are exactly this call's. Values
@@ -46,7 +49,11 @@ from warptrace.record.wrap.common import ORIGINAL_ATTR, WARP_ARRAY, array_state,
 from warptrace.record.wrap.plans import plan_for
 from warptrace.trace import schema
 from warptrace.trace.schema import (
+    LEAF_CHANGE_MAX,
+    NUM_GRAD_CHANGE,
     NUM_INPUT,
+    NUM_LEAF,
+    NUM_LEAF_CHANGE,
     NUM_LEAF_GRAD,
     NUM_LOSS,
     NUM_STEP,
@@ -114,7 +121,13 @@ def _change(after: Any, before: Any) -> Summary | None:
     a, b = _values(after), _values(before)
     if a.dtype.kind != "f" or a.shape != b.shape:
         return None
-    diff = (a.astype(np.float64) - b.astype(np.float64)).reshape(-1)
+    return _difference(a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1))
+
+
+def _difference(after: np.ndarray, before: np.ndarray) -> Summary:
+    """The summary of ``after - before`` (flat float64 arrays of one size), without a hash."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: counted, not warned
+        diff = after - before
     ok = np.isfinite(diff)
     nonfinite = int(diff.size - np.count_nonzero(ok))
     finite = diff[ok]
@@ -145,6 +158,9 @@ class Numerics:
         self.custom: dict[int, tuple[Any, list[tuple[float, float]]]] = {}
         # kernel_id -> {id(array): (array, arg)} written by the kernel's last forward launch
         self.last_writes: dict[int, dict[int, tuple[Any, str]]] = {}
+        # leaf array_id -> (values, gradient) at the last backward that summarized it (float64,
+        # flat; leaves of at most LEAF_CHANGE_MAX elements)
+        self.previous: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     # ---------------------------------------------------------------- rows
     def add(
@@ -284,7 +300,33 @@ class Numerics:
             grad = leaf.grad
             if grad is None or leaf.ptr in produced:
                 continue
-            self.add(seq, grad, NUM_LEAF_GRAD, owner=array_state(self.rec, leaf)[1])
+            leaf_id = array_state(self.rec, leaf)[1]
+            self.add(seq, grad, NUM_LEAF_GRAD, owner=leaf_id)
+            if self.add(seq, leaf, NUM_LEAF) is not None:
+                self._leaf_change(seq, leaf, leaf_id, grad)
+
+    def _leaf_change(self, seq: int, leaf: Any, leaf_id: int, grad: Any) -> None:
+        """The change of a small leaf and of its gradient since the previous backward that
+        summarized it (one copy of each kept): the secant curvature along the optimizer's path."""
+        if getattr(leaf, "size", 0) > LEAF_CHANGE_MAX or getattr(grad, "shape", None) != leaf.shape:
+            self.previous.pop(leaf_id, None)
+            return
+        value, gradient = _values(leaf), _values(grad)
+        if value.dtype.kind != "f" or gradient.dtype.kind != "f":
+            return
+        now = (value.astype(np.float64).reshape(-1), gradient.astype(np.float64).reshape(-1))
+        before = self.previous.get(leaf_id)
+        self.previous[leaf_id] = now
+        if before is None or before[0].shape != now[0].shape:
+            return
+        grad_id = array_state(self.rec, grad)[1]
+        rows = (
+            (leaf_id, -1, NUM_LEAF_CHANGE, _difference(now[0], before[0])),
+            (grad_id, leaf_id, NUM_GRAD_CHANGE, _difference(now[1], before[1])),
+        )
+        with self.lock:
+            for array_id, owner, what, summary in rows:
+                self.rows.extend((seq, array_id, owner, what, "", "", *summary))
 
     # ---------------------------------------------------------------- end of run
     def finish(self) -> dict[str, Any]:
