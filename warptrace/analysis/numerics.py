@@ -78,6 +78,10 @@ class NumericsTable:
     def of_kind(self, what: str) -> list[Summary]:
         return [row for row in self.rows if row.what == what]
 
+    def nonfinite_seqs(self, kinds: tuple[str, ...]) -> np.ndarray:
+        """The seqs (sorted, with repeats) of the summaries of these kinds holding NaN/inf."""
+        return np.array([row.seq for row in self.rows if row.nonfinite and row.what in kinds], dtype=np.int64)
+
 
 def numerics_of(model: Model) -> NumericsTable | None:
     """The summaries of the model's trace; None when the trace has no ``numerics`` table (built
