@@ -31,23 +31,22 @@ def health_timeline(model: Model) -> list[dict[str, Any]]:
     "leaves": [labels], "steps": [{"step", "seq", "end_seq", "tape", "loss", "loss_nonfinite", "nonfinite",
     "grads": {label: {"l2", "nonfinite", "zero"}}, "params": {label: {"l2", "nonfinite"}},
     "updated", "curvature", "step_size"}], "divergence": {...} (only where it diverged)}``;
-    [] for a trace without summaries. Built once per model."""
+    [] for a trace without summaries. Built once per model, with :func:`divergence_of`."""
     if "health" not in model.derived:
+        table = numerics_of(model)
         series = _timeline(model)
-        found = divergence_of(model, series)
+        found = detect(model, table, series) if table is not None else None
         if found is not None:
             series[found.series]["divergence"] = found.to_dict()
+        model.derived["divergence"] = found
         model.derived["health"] = series
     return model.derived["health"]
 
 
-def divergence_of(model: Model, series: list[dict[str, Any]] | None = None) -> Divergence | None:
-    """The run's divergence (:func:`warptrace.analysis.divergence.detect`), once per model."""
-    if "divergence" not in model.derived:
-        table = numerics_of(model)
-        if series is None:
-            series = health_timeline(model)
-        model.derived["divergence"] = detect(model, table, series) if table is not None else None
+def divergence_of(model: Model) -> Divergence | None:
+    """The run's divergence (:func:`warptrace.analysis.divergence.detect` over the health
+    timeline), once per model."""
+    health_timeline(model)
     return model.derived["divergence"]
 
 

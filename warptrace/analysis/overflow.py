@@ -13,7 +13,10 @@ the recorded value summaries, never from a guess about the kernel's math:
   no unit system puts legitimate float32 data there.
 - **grown**: for some argument, the magnitude read now is at least :data:`GROWTH` times its
   median over the earlier launches of the same kernel at the same call site (the launch's own
-  history; magnitudes there come from the summaries of whatever last wrote each array).
+  history; magnitudes there come from the summaries of whatever last wrote each array), and
+  the largest input is at least :data:`GROWN_FLOOR` (a quantity that rises from rounding noise
+  to ordinary values has grown too, but ordinary values overflow only through ``exp`` or a
+  high power: a range error, still WT501).
 
 Inputs that are neither are moderate. A launch with no history and ordinary values is moderate,
 so a domain error on the first call is still a domain origin.
@@ -32,7 +35,8 @@ from warptrace.trace import schema as S
 
 __all__ = ["GROWTH", "InputScale", "float_max", "input_scale", "magnitude"]
 
-GROWTH = 1e4  # inputs this many times their usual magnitude at the call site have "grown"
+GROWTH = 1e4  # inputs this many times their usual magnitude at the call site have "grown"...
+GROWN_FLOOR = 1e3  # ...when they are this large too: below it only exp or a high power overflows
 HISTORY = 32  # earlier launches of the kernel at the site that make its history
 HUGE_EXPONENT = 0.4  # huge: at or above float_max(dtype) ** HUGE_EXPONENT
 
@@ -70,7 +74,7 @@ class InputScale:
 
     @property
     def grown(self) -> bool:
-        return self.growth >= GROWTH
+        return self.growth >= GROWTH and self.largest >= GROWN_FLOOR
 
     @property
     def moderate(self) -> bool:
