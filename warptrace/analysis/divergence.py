@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from warptrace.analysis.model import K, Model
-from warptrace.analysis.numerics import NumericsTable, Summary
+from warptrace.analysis.numerics import NumericsTable, Summary, total_norm
 from warptrace.analysis.overflow import InputScale, input_scale
 from warptrace.trace import schema as S
 
@@ -136,7 +136,8 @@ class Rollout:
 def rollout_of(model: Model, table: NumericsTable) -> Rollout | None:
     """The rollout story, when the run's first non-finite value on the way to a gradient is an
     overflow of inputs that grew along the earlier launches of the same line."""
-    for row in table.rows:
+    seqs = np.unique(table.nonfinite_seqs((S.NUM_WRITE,)))
+    for row in (r for seq in seqs.tolist() for r in table.by_seq[seq]):
         if row.what != S.NUM_WRITE or not row.nonfinite:
             continue
         try:
@@ -181,8 +182,8 @@ def _series(model: Model, table: NumericsTable, index: int, entry: dict[str, Any
     finite = steps[:bad_step]
     quantities = (
         ("loss", [step["loss"] for step in finite]),
-        ("gradient norm", [_total(step["grads"]) for step in finite]),
-        ("parameter norm", [_total(step["params"]) for step in finite]),
+        ("gradient norm", [total_norm(step["grads"]) for step in finite]),
+        ("parameter norm", [total_norm(step["params"]) for step in finite]),
     )
     for name, values in quantities:
         growth = _growth(values)
@@ -194,8 +195,8 @@ def _series(model: Model, table: NumericsTable, index: int, entry: dict[str, Any
             continue  # the parameters hardly moved: not an optimization diverging
         last = len(finite) - 1
         losses = [step["loss"] for step in finite]
-        grads = [_total(step["grads"]) for step in finite]
-        params = [_total(step["params"]) for step in finite]
+        grads = [total_norm(step["grads"]) for step in finite]
+        params = [total_norm(step["params"]) for step in finite]
         calls = _backward_numbers(model)
         return Divergence(
             series=index,
@@ -253,12 +254,6 @@ def _growth(values: list[float | None]) -> tuple[int, int] | None:
     if rises < MIN_RISES or end < MIN_FACTOR * low or end == 0.0:
         return None
     return start, rises
-
-
-def _total(norms: dict[str, dict[str, Any]]) -> float | None:
-    if not norms or any(entry["nonfinite"] for entry in norms.values()):
-        return None
-    return math.sqrt(sum(float(entry["l2"]) ** 2 for entry in norms.values()))
 
 
 def _backward_numbers(model: Model) -> dict[int, int]:

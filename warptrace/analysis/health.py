@@ -20,7 +20,7 @@ from typing import Any
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.divergence import Divergence, detect
 from warptrace.analysis.model import Model
-from warptrace.analysis.numerics import Summary, numerics_of
+from warptrace.analysis.numerics import Summary, numerics_of, total_norm
 from warptrace.trace import schema as S
 
 __all__ = ["divergence_of", "health_timeline"]
@@ -120,7 +120,7 @@ def _timeline(model: Model) -> list[dict[str, Any]]:
         if changes[2] and changes[0] > 0.0 and len(by_leaf) == changes[2]:
             moved_norm = math.sqrt(changes[0])
             curvature = math.sqrt(changes[1]) / moved_norm
-            before = _total(previous["grads"]) if previous is not None else None
+            before = total_norm(previous["grads"]) if previous is not None else None
             step_size = moved_norm / before if before else None
         nonfinite = (loss is not None and loss.nonfinite > 0) or any(
             g["nonfinite"] for g in (*grads.values(), *params.values())
@@ -142,13 +142,6 @@ def _timeline(model: Model) -> list[dict[str, Any]]:
             }
         )
     return list(series.values())
-
-
-def _total(norms: dict[str, dict[str, Any]]) -> float | None:
-    """The L2 norm over several leaves (None when one of them is non-finite or there is none)."""
-    if not norms or any(entry["nonfinite"] for entry in norms.values()):
-        return None
-    return math.sqrt(sum(float(entry["l2"]) ** 2 for entry in norms.values()))
 
 
 def _name(model: Model, names: dict[int, str], leaf: int) -> str:

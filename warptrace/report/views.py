@@ -28,6 +28,7 @@ import numpy as np
 
 from warptrace.analysis.findings import Finding, Location
 from warptrace.analysis.model import K, Model
+from warptrace.analysis.numerics import total_norm
 from warptrace.report.text import display_path, file_line
 from warptrace.trace import schema as S
 
@@ -466,8 +467,8 @@ def health_view(series: list[dict[str, Any]], cwd: str | None) -> list[dict[str,
                 "steps": len(steps),
                 "x": [steps[i]["step"] for i in drawn],
                 "loss": [_positive(steps[i]["loss"]) for i in drawn],
-                "grad": [_norm(steps[i]["grads"]) for i in drawn],
-                "param": [_norm(steps[i].get("params", {})) for i in drawn],
+                "grad": [total_norm(steps[i]["grads"]) for i in drawn],
+                "param": [total_norm(steps[i].get("params", {})) for i in drawn],
                 "nonfinite": [bool(steps[i]["nonfinite"]) for i in drawn],
                 "divergence": diverged,
             }
@@ -477,9 +478,3 @@ def health_view(series: list[dict[str, Any]], cwd: str | None) -> list[dict[str,
 
 def _positive(value: float | None) -> float | None:
     return float(abs(value)) if value is not None and np.isfinite(value) else None
-
-
-def _norm(norms: dict[str, dict[str, Any]]) -> float | None:
-    if not norms or any(entry["nonfinite"] for entry in norms.values()):
-        return None
-    return float(np.sqrt(sum(float(entry["l2"]) ** 2 for entry in norms.values())))
