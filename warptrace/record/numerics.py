@@ -387,15 +387,6 @@ def _guarded(rec: Recorder, function: Callable[[], None]) -> None:
         ts.guard -= 1
 
 
-def _call(rec: Recorder, inner: Callable[..., Any], args: Any, kwargs: Any) -> tuple[Any, int, int]:
-    """The inner wrapper under the session lock: the seqs it took are exactly [first, stop)."""
-    with rec.lock:
-        first = rec.seq
-        result = inner(*args, **kwargs)
-        stop = rec.seq
-    return result, first, stop
-
-
 def _launch(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
     names = tuple(inspect.signature(original).parameters)
 
@@ -403,7 +394,14 @@ def _launch(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or not _enter(rec):
             return inner(*args, **kwargs)
-        result, first, stop = _call(rec, inner, args, kwargs)
+        # The inner wrapper under the session lock: the seqs it took are exactly [first, stop).
+        # Written out in each wrapper, not in a helper: Warp names "the user's line" by walking
+        # past frames that look like its own (see wrap.common.in_place_of), and a helper's frame
+        # in this file would stop the walk here (the overwrite warning of wp.copy named it).
+        with rec.lock:
+            first = rec.seq
+            result = inner(*args, **kwargs)
+            stop = rec.seq
         if stop == first + 1:
 
             def after() -> None:
@@ -423,7 +421,10 @@ def _copy(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[.
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or rec.captures:
             return inner(*args, **kwargs)
-        result, first, stop = _call(rec, inner, args, kwargs)
+        with rec.lock:  # as in launch
+            first = rec.seq
+            result = inner(*args, **kwargs)
+            stop = rec.seq
         if stop > first:
             dest = args[0] if args else kwargs.get("dest")
             src = args[1] if len(args) > 1 else kwargs.get("src")
@@ -438,7 +439,10 @@ def _memset(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or not _enter(rec):
             return inner(self, *args, **kwargs)
-        result, first, stop = _call(rec, inner, (self, *args), kwargs)
+        with rec.lock:  # as in launch
+            first = rec.seq
+            result = inner(self, *args, **kwargs)
+            stop = rec.seq
         if stop == first + 1:
             _guarded(rec, lambda: numerics.write(first, self))
         return result
@@ -451,7 +455,10 @@ def _backward(original: Callable[..., Any], inner: Callable[..., Any]) -> Callab
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or not _enter(rec):
             return inner(self, *args, **kwargs)
-        result, first, stop = _call(rec, inner, (self, *args), kwargs)
+        with rec.lock:  # as in launch
+            first = rec.seq
+            result = inner(self, *args, **kwargs)
+            stop = rec.seq
         if stop > first:
             loss = args[0] if args else kwargs.get("loss")
             _guarded(rec, lambda: numerics.after_backward(stop - 1, self, loss))
