@@ -233,3 +233,28 @@ def test_huge_inputs_from_the_start_are_not_a_domain_origin(tmp_path: Path) -> N
     finally:
         warptrace.stop()
     assert not [f for f in warptrace.analyze(path).findings if f.code in ("WT501", "WT505")]
+
+
+def test_the_leaf_copies_stay_bounded_when_every_step_makes_new_parameters(tmp_path: Path) -> None:
+    wp = pytest.importorskip("warp")
+    from warptrace.record.numerics import current
+
+    @wp.kernel
+    def energy(p: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        wp.atomic_add(loss, 0, p[wp.tid()] * p[wp.tid()])
+
+    warptrace.start(tmp_path / "fresh.wtrace", numerics=True)
+    try:
+        values = np.ones(4, dtype=np.float32)
+        for _ in range(600):
+            p = wp.array(values, dtype=float, requires_grad=True, device="cpu")
+            loss = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+            tape = wp.Tape()
+            with tape:
+                wp.launch(energy, dim=4, inputs=[p], outputs=[loss], device="cpu")
+            tape.backward(loss)
+            values = values - 0.1 * p.grad.numpy()
+        kept = len(current.numerics.previous)
+    finally:
+        warptrace.stop()
+    assert kept <= 512  # the copies of the 600 dead parameter arrays are dropped as they pile up

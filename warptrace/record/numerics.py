@@ -49,6 +49,7 @@ from warptrace.record.wrap.common import ORIGINAL_ATTR, WARP_ARRAY, array_state,
 from warptrace.record.wrap.plans import plan_for
 from warptrace.trace import schema
 from warptrace.trace.schema import (
+    LEAF_CHANGE_BUDGET,
     LEAF_CHANGE_MAX,
     NUM_GRAD_CHANGE,
     NUM_INPUT,
@@ -158,9 +159,12 @@ class Numerics:
         self.custom: dict[int, tuple[Any, list[tuple[float, float]]]] = {}
         # kernel_id -> {id(array): (array, arg)} written by the kernel's last forward launch
         self.last_writes: dict[int, dict[int, tuple[Any, str]]] = {}
-        # leaf array_id -> (values, gradient) at the last backward that summarized it (float64,
-        # flat; leaves of at most LEAF_CHANGE_MAX elements)
-        self.previous: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # leaf array_id -> (the leaf, weakly; values; gradient) at the last backward that
+        # summarized it (float64, flat; leaves of at most LEAF_CHANGE_MAX elements, at most
+        # LEAF_CHANGE_BUDGET elements in all; entries of leaves that died are dropped)
+        self.previous: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        self.previous_size = 0
+        self.purge_at = 256  # entries: drop the dead ones when there are this many
 
     # ---------------------------------------------------------------- rows
     def add(
@@ -308,25 +312,41 @@ class Numerics:
     def _leaf_change(self, seq: int, leaf: Any, leaf_id: int, grad: Any) -> None:
         """The change of a small leaf and of its gradient since the previous backward that
         summarized it (one copy of each kept): the secant curvature along the optimizer's path."""
-        if getattr(leaf, "size", 0) > LEAF_CHANGE_MAX or getattr(grad, "shape", None) != leaf.shape:
-            self.previous.pop(leaf_id, None)
+        before = self.previous.pop(leaf_id, None)
+        if before is not None:
+            self.previous_size -= before[1].size
+        size = int(getattr(leaf, "size", 0))
+        if size > LEAF_CHANGE_MAX or getattr(grad, "shape", None) != leaf.shape:
             return
+        if self.previous_size + size > LEAF_CHANGE_BUDGET or len(self.previous) >= self.purge_at:
+            self._drop_dead()
+            self.purge_at = max(256, 2 * len(self.previous))
+            if self.previous_size + size > LEAF_CHANGE_BUDGET:
+                return
         value, gradient = _values(leaf), _values(grad)
         if value.dtype.kind != "f" or gradient.dtype.kind != "f":
             return
         now = (value.astype(np.float64).reshape(-1), gradient.astype(np.float64).reshape(-1))
-        before = self.previous.get(leaf_id)
-        self.previous[leaf_id] = now
-        if before is None or before[0].shape != now[0].shape:
+        self.previous[leaf_id] = (weakref.ref(leaf), *now)
+        self.previous_size += now[0].size
+        if before is None or before[1].shape != now[0].shape:
             return
         grad_id = array_state(self.rec, grad)[1]
         rows = (
-            (leaf_id, -1, NUM_LEAF_CHANGE, _difference(now[0], before[0])),
-            (grad_id, leaf_id, NUM_GRAD_CHANGE, _difference(now[1], before[1])),
+            (leaf_id, -1, NUM_LEAF_CHANGE, _difference(now[0], before[1])),
+            (grad_id, leaf_id, NUM_GRAD_CHANGE, _difference(now[1], before[2])),
         )
         with self.lock:
             for array_id, owner, what, summary in rows:
                 self.rows.extend((seq, array_id, owner, what, "", "", *summary))
+
+    def _drop_dead(self) -> None:
+        """Forget the copies of leaves that no longer exist (a loop that makes new parameters
+        every step would otherwise fill the budget with them)."""
+        for leaf_id, entry in list(self.previous.items()):
+            if entry[0]() is None:
+                del self.previous[leaf_id]
+                self.previous_size -= entry[1].size
 
     # ---------------------------------------------------------------- end of run
     def finish(self) -> dict[str, Any]:

@@ -148,11 +148,13 @@ NUM_LEAF = "leaf"  # after a backward: the values of a leaf of the tape (array_i
 #                    parameter norms of the health timeline, and whether an update changed them
 NUM_LEAF_CHANGE = "leaf_change"  # after a backward: (leaf values) - (its values at the previous
 #                    backward that summarized it), array_id = the leaf, hash ""; kept only for
-#                    leaves of at most LEAF_CHANGE_MAX elements (the recorder keeps one copy)
+#                    leaves of at most LEAF_CHANGE_MAX elements (the recorder keeps one copy,
+#                    LEAF_CHANGE_BUDGET elements in all)
 NUM_GRAD_CHANGE = "grad_change"  # the same for the leaf's gradient buffer (array_id = the
 #                    buffer, owner = the leaf): |g_k - g_k-1| / |p_k - p_k-1| is the curvature
 #                    along the optimizer's path (analysis.divergence)
 LEAF_CHANGE_MAX = 1 << 16  # elements
+LEAF_CHANGE_BUDGET = 1 << 22  # elements of all the leaves the recorder keeps a copy of
 # leaf, leaf_change and grad_change were added within version 5 (an older reader refuses them)
 NUMERICS_WHAT = (
     NUM_WRITE, NUM_INPUT, NUM_LEAF_GRAD, NUM_LOSS, NUM_STEP, NUM_LEAF, NUM_LEAF_CHANGE, NUM_GRAD_CHANGE,
