@@ -75,8 +75,8 @@ def run() -> dict:
     for _ in range(ITERATIONS):
         q = wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE)
         qd = wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE)
+        loss = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
         for frame in range(FRAMES):
-            loss = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
             tape = wp.Tape()
             with tape:
                 for _ in range(SUBSTEPS):

@@ -64,11 +64,10 @@ def run() -> dict:
     force = wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE)
     targets = [wp.array(t, dtype=float, device=DEVICE) for t in TARGETS]
     first = None
-    loss = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
     for _ in range(ITERATIONS):
         q = wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE)
         qd = wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE)
-        loss.zero_()
+        loss = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
         tape = wp.Tape()
         with tape:
             for frame in range(FRAMES):
