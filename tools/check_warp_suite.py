@@ -4,6 +4,7 @@
     python tools/check_warp_suite.py test_tape test_copy --timeout 600
     python tools/check_warp_suite.py --analyze --json out.json
     python tools/check_warp_suite.py --extended --traced-only --analyze   # 48 more modules
+    python tools/check_warp_suite.py --check-numerics --analyze   # traced with value summaries
 
 Each module runs as ``python -m unittest -v warp.tests.MODULE`` and as
 ``python -m warptrace -q --no-analyze -o OUT/MODULE.wtrace -m unittest -v
@@ -208,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traced-only", action="store_true", help="skip the plain runs")
     parser.add_argument("--json", type=Path, help="write the full results here")
     parser.add_argument(
+        "--check-numerics",
+        action="store_true",
+        help="record the traced runs with --check-numerics (value summaries: the WT5xx rules)",
+    )
+    parser.add_argument(
         "--extended",
         action="store_true",
         help="the 48 more modules of EXTENDED_MODULES instead of the default list",
@@ -236,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--no-analyze",
                 "-o",
                 str(trace),
+                *(["--check-numerics"] if args.check_numerics else []),
                 "-m",
                 "unittest",
                 "-v",

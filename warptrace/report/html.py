@@ -89,6 +89,7 @@ def report_data(report: Report, model: Model | None) -> dict[str, Any]:
         "findings": findings,
         "timeline": views.timeline_view(model, report.findings) if model is not None else None,
         "arrays": views.arrays_view(model, cwd) if model is not None else None,
+        "health": views.health_view(list(report.health), cwd) if report.health else None,
     }
 
 

@@ -96,7 +96,11 @@ def _delivered(model: Model, table: NumericsTable, grad_id: int, call: BackwardC
 
 
 def _carries_gradient(model: Model, table: NumericsTable, ev: int, grad_id: int) -> bool:
-    """The event read a gradient that is not known to be exactly zero (other than ``grad_id``)."""
+    """The event read a gradient that is not known to be exactly zero (other than ``grad_id``),
+    or, an adjoint launch, consumed one: a gradient buffer it wrote held a non-zero gradient
+    before and exactly zero after (the adjoint of a store reads the output gradient, then
+    clears it). The second is evidence the values give where the kernel analysis took an
+    output for an input (a store through a local copy of a struct: ``State(out.x, out.v)``)."""
     seq = int(model.seq[ev])
     if model.kind[ev] != K[S.LAUNCH]:
         sources = [
@@ -114,6 +118,19 @@ def _carries_gradient(model: Model, table: NumericsTable, ev: int, grad_id: int)
         before = table.before(array_id, seq)
         if before is None or not before.all_zero:
             return True
+    if model.kind[ev] == K[S.LAUNCH] and model.adjoint[ev]:
+        after = {row.array_id: row for row in table.by_seq.get(seq, []) if row.what == S.NUM_WRITE}
+        for r in access_rows(model, ev):
+            array_id = int(model.acc_array[r])
+            if (
+                array_id == grad_id
+                or not model.acc_flags[r] & S.FLAG_GRAD
+                or not model.acc_role[r] & S.ROLE_WRITE
+            ):
+                continue
+            before, now = table.before(array_id, seq), after.get(array_id)
+            if before is not None and not before.all_zero and now is not None and now.all_zero:
+                return True
     return False
 
 
