@@ -505,13 +505,23 @@ class Model:
         row = self.sites.get(int(site_id))
         if row is None:
             return Location(file="<unknown>", line=0, role=role)
+        inner = self.sites.get(int(row.get("library_site", -1)))
+        inside: tuple[str, int, str, str] | tuple[()] = ()
+        if inner is not None:
+            inside = (inner["file"] or "<unknown>", int(inner["line"] or 0), inner["text"] or "", inner["function"] or "")
         return Location(
             file=row["file"] or "<unknown>",
             line=int(row["line"] or 0),
             role=role,
             text=row["text"] or "",
             function=row["function"] or "",
+            inside=inside,
         )
+
+    def library_site(self, site_id: int) -> int:
+        """The site id of the library line behind a user call site (-1: the user line calls Warp)."""
+        row = self.sites.get(int(site_id))
+        return int(row.get("library_site", -1)) if row is not None else -1
 
     def event_location(self, ev: int, role: str = "") -> Location:
         return self.location(int(self.site[ev]), role)

@@ -63,6 +63,7 @@ _REFS = {
     ("kernel_args", "kernel_id"): ("kernels", False),
     ("events", "kernel"): ("kernels", True),
     ("events", "site"): ("sites", True),
+    ("sites", "library_site"): ("sites", True),
     ("events", "array_id"): ("arrays", True),
     ("accesses", "array_id"): ("arrays", False),
     ("numerics", "array_id"): ("arrays", False),

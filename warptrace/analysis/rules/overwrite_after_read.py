@@ -69,6 +69,7 @@ import numpy as np
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
+from warptrace.analysis.library import buffer_owner, kept_buffer_fix
 from warptrace.analysis.model import K, Model, overlaps
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
 from warptrace.analysis.rules.overwrite_evidence import (
@@ -594,15 +595,22 @@ def _overwrite_finding(
             "the first copy that changes them does not, and the fix is the same"
         )
 
+    owner = buffer_owner(model, r_array) if model.library_site(int(model.site[write_ev])) >= 0 else None
+    if owner is not None:  # a library overwrites a buffer it made: say which object keeps it
+        message += f"; {subject} belongs to the library: {owner.phrase()}"
+
     related: list[Location] = []
     append_loc(related, model.event_location(read_ev, "read"))
     append_loc(related, model.location(model.allocation_site(r_array), "allocation"))
     append_loc(related, model.event_location(backward_ev, "backward"))
     role = "mutation" if code == "WT103" else "overwrite"
     location = model.event_location(write_ev, role)
-    return grouped_finding(
+    result = grouped_finding(
         _INFOS[code], group, message, location, related, key, backward_seq=int(backward), field=field
     )
+    if owner is not None and owner.owner_class:
+        result.fix = kept_buffer_fix(owner)
+    return result
 
 
 def _alias_clause(
