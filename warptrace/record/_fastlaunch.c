@@ -77,7 +77,7 @@ static PyObject *s_params[NPARAMS];
 /* interned attribute names */
 static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_copy_ctx, *s_sites, *s_by_pos,
     *s_phase, *s_bw_site, *s_bw_tape, *s_caller, *s_runtime, *s_tape, *s_launches, *s_captures,
-    *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
+    *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_handles, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
     *s_release, *s_counters, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
     *s_backward_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
@@ -2148,7 +2148,8 @@ done:
     return plan;
 }
 
-/* The common case: a launch of a known kernel class, not captured, not record_cmd. */
+/* The common case: a launch of a known kernel class, not captured, not record_cmd. 0 recorded, -1
+ * an error, 1 the plan needs the Python path (arrays behind handle ids). */
 static int
 record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObject *tape,
               Py_ssize_t taped_before, PyObject **a)
@@ -2179,6 +2180,16 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
         Py_DECREF(joined);
         if (plan == NULL)
             goto done;
+    }
+    /* arrays behind mesh/BVH/volume id arguments (LaunchPlan.handles): Python resolves them */
+    PyObject *handles = PyObject_GetAttr(plan, s_handles);
+    if (handles == NULL)
+        goto done;
+    int by_python = PyObject_IsTrue(handles);
+    Py_DECREF(handles);
+    if (by_python != 0) {
+        rc = by_python < 0 ? -1 : 1;
+        goto done;
     }
     if (PyLong_CheckExact(dim) || PyTuple_CheckExact(dim)) {
         dim_code = PyDict_GetItemWithError(self->dims, dim);
@@ -2557,7 +2568,8 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     }
     if (uncommon < 0)
         goto error;
-    if (uncommon) {
+    int common = uncommon ? 1 : record_common(self, ss, ts, site, tape, taped_before, a);
+    if (common == 1) { /* the uncommon cases, and plans that need Python: launch._record_launch */
         PyObject *before = PyLong_FromSsize_t(taped_before);
         PyObject *r = NULL;
         if (before != NULL) {
@@ -2571,7 +2583,7 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
             Py_DECREF(r);
         else if (fail(rec) < 0)
             goto error;
-    } else if (record_common(self, ss, ts, site, tape, taped_before, a) < 0) {
+    } else if (common < 0) {
         if (fail(rec) < 0)
             goto error;
     }
@@ -7377,7 +7389,7 @@ PyInit__fastlaunch(void)
         || intern(&s_runtime, "runtime") < 0 || intern(&s_tape, "tape") < 0
         || intern(&s_launches, "launches") < 0 || intern(&s_captures, "captures") < 0
         || intern(&s_kernel_id, "kernel_id") < 0 || intern(&s_simple, "simple") < 0
-        || intern(&s_fields, "fields") < 0 || intern(&s_adj, "adj") < 0 || intern(&s_tok, "tok") < 0
+        || intern(&s_fields, "fields") < 0 || intern(&s_adj, "adj") < 0 || intern(&s_handles, "handles") < 0 || intern(&s_tok, "tok") < 0
         || intern(&s_caller_dicts, "caller_dicts") < 0 || intern(&s_lock, "lock") < 0
         || intern(&s_acquire, "acquire") < 0 || intern(&s_release, "release") < 0
         || intern(&s_counters, "counters") < 0 || intern(&s_seq, "seq") < 0 || intern(&s_ev, "ev") < 0 || intern(&s_acc, "acc") < 0

@@ -50,7 +50,7 @@ _KINDS = {
 _RANGES = {
     ("events", "phase"): (S.FORWARD, S.BACKWARD),
     ("accesses", "role"): (S.ROLE_NONE, S.ROLE_READWRITE),
-    ("accesses", "flags"): (0, 63),
+    ("accesses", "flags"): (0, 127),
 }
 _IDS = {"arrays": "array_id", "allocs": "alloc_id", "kernels": "kernel_id", "sites": "site_id"}
 # (table, column) -> (referenced table, -1 allowed)

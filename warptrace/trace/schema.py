@@ -49,7 +49,10 @@ if TYPE_CHECKING:
 #      line's row names the library line's own row (-1: none). Events, arrays and allocs keep
 #      one site each. Versions 1-5 read with library_site -1 (their sites were the first frame
 #      outside Warp, library or not).
-
+#      Access rows of arrays behind handles: a kernel argument holding a wp.Mesh / wp.Bvh /
+#      wp.Volume id reads (or writes) the handle's arrays, recorded under the argument name and
+#      the array's attribute ("mesh.points", "bvh.lowers", "volume.buffer"); accesses.flags bit
+#      FLAG_NO_GRAD marks the reads of query builtins. Mesh.refit / Bvh.refit are native events.
 SCHEMA_VERSION = 6
 SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 
@@ -121,6 +124,10 @@ FLAG_FIELD = 4  # reached through a struct field (accesses.field holds the path)
 FLAG_STORE = 8  # at least one plain store (y[i] = ...) writes it
 FLAG_CONSUME = 16  # adjoint launch: output gradient read then consumed (zeroed) by stores
 FLAG_UNCERTAIN = 32  # the recorder could not analyse the kernel; role is conservative
+# (v6) a read whose adjoint sends no gradient to the array: a mesh/BVH/volume query through a
+# handle id (wp.mesh_query_point, wp.volume_sample, ...) re-reads the mesh in its adjoint but
+# differentiates only with respect to the query, never the mesh's points
+FLAG_NO_GRAD = 64
 
 # arrays.kind
 ARRAY_OWNED = "owned"  # fresh allocation (its own alloc_id)
