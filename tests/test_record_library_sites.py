@@ -95,7 +95,12 @@ def _record_in_child(tmp_path: Path, env_extra: dict[str, str]) -> Path:
         "warptrace.start(sys.argv[1]); m.run(); warptrace.stop()"
     )
     subprocess.run(
-        [sys.executable, "-c", code, str(out)], cwd=ROOT, env=env, check=True, capture_output=True, timeout=600
+        [sys.executable, "-c", code, str(out)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
     )
     return out
 

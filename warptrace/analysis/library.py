@@ -49,8 +49,12 @@ class Owner:
     user_text: str  # that line's text
 
     def phrase(self) -> str:
-        """"`SolverFeatherstone` (newton) allocated it once, when line 43 ran (`solver = ...`)"."""
-        who = f"`{self.owner_class}` ({self.library})" if self.owner_class else f"`{self.function}` ({self.library})"
+        """ "`SolverFeatherstone` (newton) allocated it once, when line 43 ran (`solver = ...`)"."""
+        who = (
+            f"`{self.owner_class}` ({self.library})"
+            if self.owner_class
+            else f"`{self.function}` ({self.library})"
+        )
         when = f", when line {self.user_line} ran (`{self.user_text}`)" if self.user_line else ""
         return f"{who} allocated it{when}"
 

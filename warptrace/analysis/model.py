@@ -508,7 +508,12 @@ class Model:
         inner = self.sites.get(int(row.get("library_site", -1)))
         inside: tuple[str, int, str, str] | tuple[()] = ()
         if inner is not None:
-            inside = (inner["file"] or "<unknown>", int(inner["line"] or 0), inner["text"] or "", inner["function"] or "")
+            inside = (
+                inner["file"] or "<unknown>",
+                int(inner["line"] or 0),
+                inner["text"] or "",
+                inner["function"] or "",
+            )
         return Location(
             file=row["file"] or "<unknown>",
             line=int(row["line"] or 0),

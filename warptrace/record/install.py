@@ -12,6 +12,7 @@ before tracing started, ``from warp._src.utils import array_scan`` in ``warp.fem
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -113,7 +114,11 @@ def _class_patches() -> Iterator[tuple[type, str, Callable[[Any], Any]]]:
             continue
         yield cls, "__init__", handles.make_handle_init
         if kind != VOLUME:
-            yield cls, "refit", lambda f, kind=kind: handles.make_refit(f, kind)
+            yield cls, "refit", functools.partial(_refit_factory, kind=kind)
+
+
+def _refit_factory(original: Any, kind: str) -> Any:
+    return handles.make_refit(original, kind)
 
 
 def _modules() -> list[ModuleType]:

@@ -119,7 +119,11 @@ class _Scan:
         for _ in range(3):  # flow-insensitive: aliases may be bound after their use
             grown = False
             for node in ast.walk(tree):
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if (
+                    isinstance(node, ast.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                ):
                     target = node.targets[0].id
                     grown |= _bind(ids, target, self._ids(node.value, ids))
                     grown |= _bind(structs, target, self._struct(walker, node.value, ids, structs))
@@ -137,7 +141,9 @@ class _Scan:
                     for index in owners:
                         self.note(index, MESH, base.attr, what, gradient=what == READ)
 
-    def call(self, walker: Any, node: ast.Call, ids: dict[str, set[int]], structs: dict[str, set[int]]) -> None:
+    def call(
+        self, walker: Any, node: ast.Call, ids: dict[str, set[int]], structs: dict[str, set[int]]
+    ) -> None:
         callee = walker.resolve(node.func)
         key = getattr(callee, "key", None)
         builtin = callee is not None and getattr(callee, "func", None) is None
@@ -151,11 +157,14 @@ class _Scan:
             elif key in _VOLUME_STORES and first is not None:
                 for index in self._ids(first, ids):
                     self.note(index, VOLUME, "buffer", STORE, gradient=False)
-            elif key.startswith(_ATOMIC_PREFIX) and isinstance(first, ast.Attribute):
+            elif (
+                key.startswith(_ATOMIC_PREFIX)
+                and isinstance(first, ast.Attribute)
+                and first.attr in HANDLE_FIELDS[MESH]
+            ):
                 # wp.atomic_add(wp.mesh_get(id).points, i, v): accumulation into the handle's array
-                if first.attr in HANDLE_FIELDS[MESH]:
-                    for index in self._struct(walker, first.value, ids, structs):
-                        self.note(index, MESH, first.attr, ACC, gradient=False)
+                for index in self._struct(walker, first.value, ids, structs):
+                    self.note(index, MESH, first.attr, ACC, gradient=False)
             return
         user = getattr(callee, "func", None) is not None and getattr(callee, "adj", None) is not None
         if not user:
@@ -194,7 +203,9 @@ class _Scan:
             return set(ids.get(node.id, ()))
         return set()
 
-    def _struct(self, walker: Any, node: ast.expr, ids: dict[str, set[int]], structs: dict[str, set[int]]) -> set[int]:
+    def _struct(
+        self, walker: Any, node: ast.expr, ids: dict[str, set[int]], structs: dict[str, set[int]]
+    ) -> set[int]:
         """Handle arguments whose Mesh struct ``node`` is (``wp.mesh_get(id)`` or a name bound to it)."""
         if isinstance(node, ast.Name):
             return set(structs.get(node.id, ()))

@@ -55,6 +55,7 @@ except ImportError:  # pragma: no cover - older layout
 
 from warptrace.kernel_source import FUNC, FUNC_GRAD, FUNC_REPLAY, KERNEL, FunctionSource
 from warptrace.kernel_source.model import inputs_json
+from warptrace.record.kernel_handles import HandleUse, handle_uses
 from warptrace.record.kernel_refs import (
     EFFECTS,
     EMPTY,
@@ -65,7 +66,6 @@ from warptrace.record.kernel_refs import (
     is_struct_type,
     ref_for_type,
 )
-from warptrace.record.kernel_handles import HandleUse, handle_uses
 from warptrace.record.kernel_walk import Walker, function_def
 
 # Kernel argument types that can hold a wp.Mesh / wp.Bvh / wp.Volume id
