@@ -5,6 +5,7 @@ buffer does not hold the current gradient: after it was zeroed, or before any
 backward since the parameters last changed; the parameters are then updated
 without a fresh read. The optimizer consumes zeros or the previous iterate's
 gradient (a one-step delay). Warning when the update does not visibly use the read.
+A gradient no backward can fill (the array is not on the tapes' way to the loss) is WT310's.
 Fix: read the gradient after this iteration's ``tape.backward()`` and zero it only
 after the update.
 
@@ -29,6 +30,7 @@ from warptrace.analysis.rules.common import (
     array_label,
     finding,
 )
+from warptrace.analysis.rules.unreached_parameter import unreached
 from warptrace.trace import schema as S
 
 WT306 = RuleInfo(
@@ -53,7 +55,10 @@ def check(model: Model) -> list[Finding]:
         & (df.ev_backward[evs] < 0)
         & (model.parent[evs] < 0)
     ]
+    unreached_rows = {row for _, rows, _, _ in unreached(model) for row in rows}
     for row in reads.tolist():
+        if row in unreached_rows:
+            continue  # no backward reaches the array at all: WT310 says so
         ev = int(df.acc_ev[row])
         seq = int(model.seq[ev])
         grad_id = int(model.acc_array[row])
