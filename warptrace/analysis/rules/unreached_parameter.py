@@ -156,6 +156,7 @@ def _hand_seeded(model: Model, df: Dataflow, call: BackwardCall) -> bool:
         & (seqs < call.begin_seq)
         & (model.phase[evs] == S.FORWARD)
         & (df.ev_backward[evs] < 0)
+        & (model.parent[evs] < 0)  # (not the gradient copy Warp nests in a copy: wp.clone(x) copies x.grad)
     )
     for ev in np.unique(evs[window]).tolist():
         if model.kind[ev] == K[S.MEMSET] and model.value[ev] == 0.0:
