@@ -60,6 +60,7 @@ class Program:
     timeout_s: float = 600.0
     slow: bool = False  # only with --all or when named
     note: str = ""
+    warptrace_args: tuple[str, ...] = ()  # options of the traced run, e.g. ("--check-numerics",)
 
     def target(self) -> list[str]:
         """What follows the interpreter (and warptrace's options): ``-m MODULE`` or the script."""
@@ -113,6 +114,9 @@ PROGRAMS: tuple[Program, ...] = (
     # Featherstone or XPBD under a tape); each prints its tape gradient next to finite differences
     Program("featherstone", NEWTON_PY, f"{REAL_PROGRAMS}/newton_featherstone.py", ("--steps", "30"), 900,
             note="double pendulum, SolverFeatherstone, a fresh solver per step (correct)"),
+    Program("featherstone_numerics", NEWTON_PY, f"{REAL_PROGRAMS}/newton_featherstone.py", ("--steps", "30"), 900,
+            warptrace_args=("--check-numerics",),
+            note="the same with value summaries: the body poses Featherstone recomputes are provably unchanged"),
     Program("semi_implicit_springs", NEWTON_PY, f"{REAL_PROGRAMS}/newton_springs.py",
             ("--solver", "semi_implicit", "--steps", "40"), 900,
             note="particle chain with springs, SolverSemiImplicit, one solver per rollout (correct)"),
@@ -252,8 +256,8 @@ def check(
         shutil.rmtree(trace)
 
     plain_argv = [program.python, *program.target(), *program.args]
-    traced_argv = [program.python, "-m", "warptrace", "-q", "--no-analyze", "-o", str(trace),
-                   *program.target(), *program.args]  # fmt: skip
+    traced_argv = [program.python, "-m", "warptrace", "-q", "--no-analyze", *program.warptrace_args, "-o",
+                   str(trace), *program.target(), *program.args]  # fmt: skip
     analyze_argv = [program.python, "-m", "warptrace", "analyze", str(trace), "--format", "json"]
 
     if not traced_only:
