@@ -59,10 +59,17 @@ class Owner:
         return f"{who} allocated it{when}"
 
 
+def library_site(model: Model, site_id: int) -> int:
+    """The site id of the library line behind a user call site (-1: the user line calls Warp)."""
+    row = model.sites.get(int(site_id))
+    inner = row.get("library_site") if row is not None else None
+    return int(inner) if inner is not None else -1
+
+
 def buffer_owner(model: Model, array_id: int) -> Owner | None:
     """The library allocation behind ``array_id``, or None when the user's own line made it."""
     site = model.allocation_site(array_id)
-    inner = model.library_site(site)
+    inner = library_site(model, site)
     if inner < 0:
         return None
     row = model.sites.get(inner)

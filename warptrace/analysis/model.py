@@ -505,7 +505,8 @@ class Model:
         row = self.sites.get(int(site_id))
         if row is None:
             return Location(file="<unknown>", line=0, role=role)
-        inner = self.sites.get(int(row.get("library_site", -1)))
+        library_site = row.get("library_site")  # (schema 6) the library line behind it
+        inner = self.sites.get(int(library_site)) if library_site is not None else None
         inside: tuple[str, int, str, str] | tuple[()] = ()
         if inner is not None:
             inside = (
@@ -522,11 +523,6 @@ class Model:
             function=row["function"] or "",
             inside=inside,
         )
-
-    def library_site(self, site_id: int) -> int:
-        """The site id of the library line behind a user call site (-1: the user line calls Warp)."""
-        row = self.sites.get(int(site_id))
-        return int(row.get("library_site", -1)) if row is not None else -1
 
     def event_location(self, ev: int, role: str = "") -> Location:
         return self.location(int(self.site[ev]), role)

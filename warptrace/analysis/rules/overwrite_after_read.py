@@ -13,15 +13,12 @@ WT101 overwrite-after-read (error)
     rebinding (``states[0] = states[-1]``) that makes two "different" states one
     object. The message names every Python label of the buffer. A write that only
     accumulates (``+=``, ``atomic_add``) is a warning, and only when the reading
-    kernel's source shows that its adjoint needs the old values (a product with another
-    array value, a division, ``sin``/``tanh``/..., a branch or an index); a linear read
-    such as ``q[i] += dt * qd[i]`` is unaffected by later accumulation. A partial copy
-    (``dest_offset``/``count``) overwrites only its window. On Warp >= 1.17 a copy that
-    writes back unchanged values still yields a right gradient; it is reported all the
-    same (values are not recorded, and the first real change breaks it). With value summaries
-    (``--check-numerics``) an overwrite that provably stored the bytes the memory already held
-    (each example's hash equal before and after) is a warning: Newton's Featherstone solver
-    recomputes a state's body poses from the same joint coordinates at the start of a step.
+    kernel's source shows that its adjoint needs the old values (a product with another array
+    value, a division, ``sin``/``tanh``/..., a branch or an index); a linear read such as
+    ``q[i] += dt * qd[i]`` is unaffected by later accumulation. A partial copy (``dest_offset``/
+    ``count``) overwrites only its window. A write of unchanged values (a copy on Warp >= 1.17)
+    gives a right gradient until the first real change; it is reported all the same, as a
+    warning where ``--check-numerics`` summaries prove every overwrite stored the same bytes.
     Fix: write each step's result to a new array (``steps + 1`` state buffers, one
     buffer per intermediate); reset or copy buffers only after ``tape.backward()``.
 
@@ -72,9 +69,7 @@ import numpy as np
 from warptrace.analysis.dataflow import Dataflow, dataflow_of
 from warptrace.analysis.dataflow.base import isin_ids, unique_inverse
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
-from warptrace.analysis.library import buffer_owner, kept_buffer_fix
 from warptrace.analysis.model import K, Model, overlaps
-from warptrace.analysis.numerics import numerics_of
 from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, arg_path, quote, shared
 from warptrace.analysis.rules.overwrite_evidence import (
     Group,
@@ -90,6 +85,7 @@ from warptrace.analysis.rules.overwrite_evidence import (
     read_write_masks,
     recorded_forward_launch,
     site_line,
+    unchanged_and_owner_clauses,
 )
 from warptrace.analysis.rules.overwrite_replays import BUCKET_LIMIT, OccurrenceLog, plan_replay_runs
 from warptrace.analysis.rules.post_loss import post_loss_launches
@@ -598,52 +594,18 @@ def _overwrite_finding(
             "; on Warp >= 1.17 a copy that writes back unchanged values still gives the right gradient, but "
             "the first copy that changes them does not, and the fix is the same"
         )
-
-    if group.severity == Severity.ERROR and code != "WT103" and _rewrites_same_values(model, group):
-        group.severity = Severity.WARNING
-        message += (
-            "; the value summaries (--check-numerics) show that each overwrite stored the very bytes the "
-            "reader saw, so today's gradient is right, but the first overwrite that changes them breaks it "
-            "(the fix is the same)"
-        )
-    owner = buffer_owner(model, r_array) if model.library_site(int(model.site[write_ev])) >= 0 else None
-    if owner is not None:  # a library overwrites a buffer it made: say which object keeps it
-        message += f"; {subject} belongs to the library: {owner.phrase()}"
-
+    clauses, fix = unchanged_and_owner_clauses(model, group, subject, r_array, write_ev)
+    message += clauses
     related: list[Location] = []
     append_loc(related, model.event_location(read_ev, "read"))
     append_loc(related, model.location(model.allocation_site(r_array), "allocation"))
     append_loc(related, model.event_location(backward_ev, "backward"))
-    role = "mutation" if code == "WT103" else "overwrite"
-    location = model.event_location(write_ev, role)
+    location = model.event_location(write_ev, "mutation" if code == "WT103" else "overwrite")
     result = grouped_finding(
         _INFOS[code], group, message, location, related, key, backward_seq=int(backward), field=field
     )
-    if owner is not None and owner.owner_class:
-        result.fix = kept_buffer_fix(owner)
+    result.fix = fix or result.fix
     return result
-
-
-def _rewrites_same_values(model: Model, group: Group) -> bool:
-    """With value summaries (``--check-numerics``): whether every overwrite kept as an example
-    stored the same bytes the memory held before it (the summary hash of each written array
-    after the write equals its summary before), e.g. a solver recomputing a state's body poses
-    from the same coordinates. Without summaries: False."""
-    numerics = numerics_of(model)
-    if numerics is None or not group.write_seqs:
-        return False
-    for seq in group.write_seqs:
-        written = [
-            row for row in numerics.by_seq.get(int(seq), ())
-            if row.what == S.NUM_WRITE and row.array_id in group.array_ids
-        ]  # fmt: skip
-        if not written:
-            return False
-        for row in written:
-            before = numerics.before(row.array_id, int(seq))
-            if before is None or not row.hash or before.hash != row.hash or before.count != row.count:
-                return False
-    return True
 
 
 def _alias_clause(
