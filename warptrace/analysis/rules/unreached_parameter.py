@@ -74,6 +74,7 @@ class _Reach:
 
     read_on_tape: int = -1  # a recorded forward event of a backpropagated epoch that read it
     through_query: bool = False  # reaches the loss if reads that carry no gradient counted
+    query: int = -1  # then: an objective event reading through a handle query (no gradient flows)
 
 
 def check(model: Model) -> list[Finding]:
@@ -213,6 +214,8 @@ def _reach(model: Model, df: Dataflow, owner: int, calls: list[BackwardCall]) ->
         ):
             return None
         reach.through_query = True
+        if reach.query < 0:
+            reach.query = int(objective[index[np.argmax(no_grad & df.is_read[rows])]])
     if reach.through_query:
         return reach
     if _flows_into_objective(model, df, owner, calls):
@@ -382,8 +385,11 @@ def _finding(model: Model, df: Dataflow, owner: int, rows: list[int], calls: lis
         )
         fix = _COPY_FIX
     elif reach.through_query:
+        query = f" in kernel `{model.kernel_name(reach.query)}`" if reach.query >= 0 else ""
+        if reach.query >= 0:
+            related.append(model.event_location(reach.query, "query"))
         message = (
-            f"{label} reaches the loss only through queries of a mesh, BVH or volume handle "
+            f"{label} reaches the loss only through queries of a mesh, BVH or volume handle{query} "
             "(wp.mesh_query_*, wp.mesh_eval_*, wp.bvh_query_*, wp.volume_sample*), which Warp differentiates "
             f"with respect to the query point, never the handle's arrays: the backward (line {backward_at.line}) "
             f"writes nothing into {grad}, which {how} (line {read_at.line}): it is zero by construction"
