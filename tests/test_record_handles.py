@@ -57,7 +57,7 @@ def _move(mesh: wp.uint64, offset: float):
 def _bvh_count(bvh: wp.uint64, counts: wp.array(dtype=int)):
     i = wp.tid()
     query = wp.bvh_query_aabb(bvh, wp.vec3(-1.0), wp.vec3(1.0))
-    index = 0
+    index = wp.int32(0)  # (not int(0): ruff would make it a literal, which Warp keeps constant)
     while wp.bvh_query_next(query, index):
         counts[i] += 1
 
