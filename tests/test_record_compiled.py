@@ -61,6 +61,10 @@ PROGRAMS = (
     "wt309_numpy_round_trip",
     "wt303_host_checkpoint",
     "ok_flow_host_logging",
+    # library frames (a package under site-packages/): sites paired with the library line
+    "wt101_lib_solver",
+    # arrays behind a wp.Mesh id (the compiled launch hands those plans to Python), Mesh.refit
+    "wt301_mesh_points",
 )
 _SKIP_COLUMNS = {"t_ns", "ptr"}  # wall-clock times; device addresses differ between processes
 

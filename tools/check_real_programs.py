@@ -56,16 +56,24 @@ REPO = Path(__file__).resolve().parents[1]
 class Program:
     name: str
     python: str
-    module: str
+    module: str  # run with -m; a path ending in .py (relative to this repository) runs as a script
     args: tuple[str, ...]
     timeout_s: float = 600.0
     slow: bool = False  # only with --all or when named
     note: str = ""
+    warptrace_args: tuple[str, ...] = ()  # options of the traced run, e.g. ("--check-numerics",)
+
+    def target(self) -> list[str]:
+        """What follows the interpreter (and warptrace's options): ``-m MODULE`` or the script."""
+        if self.module.endswith(".py"):
+            return [str(REPO / self.module)]
+        return ["-m", self.module]
 
 
 WARP_OPTIM = "warp.examples.optim"
 WARP_FEM = "warp.examples.fem"
 NEWTON_DIFFSIM = "newton.examples.diffsim"
+REAL_PROGRAMS = "tools/real_programs"
 
 PROGRAMS: tuple[Program, ...] = (
     Program("diffray", WARP_PY, f"{WARP_OPTIM}.example_diffray",
@@ -103,6 +111,18 @@ PROGRAMS: tuple[Program, ...] = (
     Program("bear", NEWTON_PY, f"{NEWTON_DIFFSIM}.example_diffsim_bear",
             ("--device", "cpu", "--viewer", "null", "--test", "--num-frames", "60"), 1800, slow=True,
             note="~5 minutes plain"),
+    # Newton's solvers in differentiable use (tools/real_programs/: Newton ships no small example of
+    # Featherstone or XPBD under a tape); each prints its tape gradient next to finite differences
+    Program("featherstone", NEWTON_PY, f"{REAL_PROGRAMS}/newton_featherstone.py", ("--steps", "30"), 900,
+            note="double pendulum, SolverFeatherstone, a fresh solver per step (correct)"),
+    Program("featherstone_numerics", NEWTON_PY, f"{REAL_PROGRAMS}/newton_featherstone.py", ("--steps", "30"), 900,
+            warptrace_args=("--check-numerics",),
+            note="the same with value summaries: the body poses Featherstone recomputes are provably unchanged"),
+    Program("semi_implicit_springs", NEWTON_PY, f"{REAL_PROGRAMS}/newton_springs.py",
+            ("--solver", "semi_implicit", "--steps", "40"), 900,
+            note="particle chain with springs, SolverSemiImplicit, one solver per rollout (correct)"),
+    Program("xpbd_springs", NEWTON_PY, f"{REAL_PROGRAMS}/newton_springs.py", ("--solver", "xpbd", "--steps", "20"),
+            900, note="particle chain with springs, SolverXPBD (its requires_grad mode), one solver per rollout"),
 )  # fmt: skip
 
 
@@ -241,9 +261,10 @@ def check(
     if trace.exists():
         shutil.rmtree(trace)
 
-    plain_argv = [program.python, "-m", program.module, *program.args]
-    traced_argv = [program.python, "-m", "warptrace", "-q", "--no-analyze", "-o", str(trace),
-                   *(["--check-numerics"] if numerics else []), "-m", program.module, *program.args]  # fmt: skip
+    plain_argv = [program.python, *program.target(), *program.args]
+    traced_argv = [program.python, "-m", "warptrace", "-q", "--no-analyze", *program.warptrace_args,
+                   *(["--check-numerics"] if numerics else []), "-o", str(trace), *program.target(),
+                   *program.args]  # fmt: skip
     analyze_argv = [program.python, "-m", "warptrace", "analyze", str(trace), "--format", "json"]
 
     if not traced_only:
@@ -329,7 +350,7 @@ def _loc(location: dict[str, Any] | None) -> str:
     if not location:
         return "?"
     file = str(location.get("file") or "?")
-    for marker in ("site-packages/", "/work/main/"):
+    for marker in ("site-packages/", str(REPO) + "/", "/work/main/"):
         if marker in file:
             file = file.split(marker, 1)[1]
     return f"{file}:{location.get('line', '?')}"

@@ -36,9 +36,41 @@ class Location:
     role: str = ""
     text: str = ""  # the stripped source line, for the report
     function: str = ""
+    # (file, line, text, function) of the innermost library line this user line calls
+    # through (the launch inside a solver's step()), or () when the user line calls Warp itself
+    inside: tuple[str, int, str, str] | tuple[()] = ()
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+    def inside_location(self) -> Location | None:
+        """The library line as a related location of its own (role "inside"), or None."""
+        if not self.inside:
+            return None
+        file, line, text, function = self.inside
+        return Location(file=file, line=line, role=INSIDE, text=text, function=function)
+
+
+INSIDE = "inside"  # the role of a library line kept beside the user line that calls it
+
+
+def with_library_lines(finding: Finding) -> Finding:
+    """``finding`` with the library line behind each of its user lines (the location and the
+    related ones) as a related location ("inside"), right after the line it refines."""
+    located = [finding.location, *finding.related]
+    if not any(loc.inside for loc in located):
+        return finding
+    related: list[Location] = []
+    head = finding.location.inside_location()
+    if head is not None:
+        related.append(head)
+    for loc in finding.related:
+        related.append(loc)
+        inner = loc.inside_location()
+        if inner is not None:
+            related.append(inner)
+    finding.related = related
+    return finding
 
 
 @dataclass(frozen=True)

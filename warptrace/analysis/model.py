@@ -505,12 +505,23 @@ class Model:
         row = self.sites.get(int(site_id))
         if row is None:
             return Location(file="<unknown>", line=0, role=role)
+        library_site = row.get("library_site")  # (schema 6) the library line behind it
+        inner = self.sites.get(int(library_site)) if library_site is not None else None
+        inside: tuple[str, int, str, str] | tuple[()] = ()
+        if inner is not None:
+            inside = (
+                inner["file"] or "<unknown>",
+                int(inner["line"] or 0),
+                inner["text"] or "",
+                inner["function"] or "",
+            )
         return Location(
             file=row["file"] or "<unknown>",
             line=int(row["line"] or 0),
             role=role,
             text=row["text"] or "",
             function=row["function"] or "",
+            inside=inside,
         )
 
     def event_location(self, ev: int, role: str = "") -> Location:

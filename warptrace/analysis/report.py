@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from warptrace.analysis.findings import Finding, Severity, merge_findings
+from warptrace.analysis.findings import Finding, Severity, merge_findings, with_library_lines
 from warptrace.analysis.health import health_timeline
 from warptrace.analysis.model import Model
 from warptrace.analysis.pages import small_pages
@@ -99,7 +99,7 @@ def _run_rules(model: Model, progress: Progress | None) -> Report:
     return Report(
         trace_path=str(trace.path),
         meta=dict(trace.meta),
-        findings=merge_findings(findings),
+        findings=[with_library_lines(f) for f in merge_findings(findings)],
         families_checked=families,
         counts=_counts(model),
         health=health_timeline(model),

@@ -59,7 +59,7 @@
  * Identity and AllocIndex attributes read): raise it with every change, and COMPILED_ABI
  * in warptrace/record/compiled.py with it. A build left over from another version is not
  * used. */
-#define ABI_VERSION 18
+#define ABI_VERSION 19
 
 #define NPARAMS 13
 #define SITE_SLOTS 64
@@ -77,7 +77,7 @@ static PyObject *s_params[NPARAMS];
 /* interned attribute names */
 static PyObject *s_rec, *s_local, *s_state, *s_thread_state, *s_guard, *s_copy_ctx, *s_sites, *s_by_pos,
     *s_phase, *s_bw_site, *s_bw_tape, *s_caller, *s_runtime, *s_tape, *s_launches, *s_captures,
-    *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
+    *s_kernel_id, *s_simple, *s_fields, *s_adj, *s_handles, *s_tok, *s_caller_dicts, *s_lock, *s_acquire,
     *s_release, *s_counters, *s_seq, *s_ev, *s_acc, *s_thread, *s_parent, *s_flush_ev_len, *s_flush_acc_len,
     *s_flush_deadline, *s_flush, *s_ident, *s_register, *s_fail, *s_retain_grad,
     *s_backward_code, *s_caller_key, *s_extend, *s_get, *s_ev_extra,
@@ -2148,7 +2148,8 @@ done:
     return plan;
 }
 
-/* The common case: a launch of a known kernel class, not captured, not record_cmd. */
+/* The common case: a launch of a known kernel class, not captured, not record_cmd. 0 recorded, -1
+ * an error, 1 the plan needs the Python path (arrays behind handle ids). */
 static int
 record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObject *tape,
               Py_ssize_t taped_before, PyObject **a)
@@ -2179,6 +2180,16 @@ record_common(FastLaunch *self, Session *ss, PyObject *ts, PyObject *site, PyObj
         Py_DECREF(joined);
         if (plan == NULL)
             goto done;
+    }
+    /* arrays behind mesh/BVH/volume id arguments (LaunchPlan.handles): Python resolves them */
+    PyObject *handles = PyObject_GetAttr(plan, s_handles);
+    if (handles == NULL)
+        goto done;
+    int by_python = PyObject_IsTrue(handles);
+    Py_DECREF(handles);
+    if (by_python != 0) {
+        rc = by_python < 0 ? -1 : 1;
+        goto done;
     }
     if (PyLong_CheckExact(dim) || PyTuple_CheckExact(dim)) {
         dim_code = PyDict_GetItemWithError(self->dims, dim);
@@ -2557,7 +2568,8 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
     }
     if (uncommon < 0)
         goto error;
-    if (uncommon) {
+    int common = uncommon ? 1 : record_common(self, ss, ts, site, tape, taped_before, a);
+    if (common == 1) { /* the uncommon cases, and plans that need Python: launch._record_launch */
         PyObject *before = PyLong_FromSsize_t(taped_before);
         PyObject *r = NULL;
         if (before != NULL) {
@@ -2571,7 +2583,7 @@ fl_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject
             Py_DECREF(r);
         else if (fail(rec) < 0)
             goto error;
-    } else if (record_common(self, ss, ts, site, tape, taped_before, a) < 0) {
+    } else if (common < 0) {
         if (fail(rec) < 0)
             goto error;
     }
@@ -5973,7 +5985,12 @@ frame_at(Py_ssize_t depth)
     return frame;
 }
 
-/* 1 internal, 0 the user's, -1 error, -2 a code object not classified yet */
+/* callsite.py's kinds of code (the values of _skip_code) */
+#define KIND_USER 0
+#define KIND_INTERNAL 1
+#define KIND_LIBRARY 2
+
+/* KIND_*, -1 error, -2 a code object not classified yet */
 static int
 is_internal(PyObject *skip, PyCodeObject *code)
 {
@@ -5991,15 +6008,16 @@ is_internal(PyObject *skip, PyCodeObject *code)
     Py_DECREF(id);
     if (internal == NULL)
         return PyErr_Occurred() ? -1 : -2;
-    int answer = PyObject_IsTrue(internal);
-    if (answer >= 0 && PyBool_Check(internal)) {
-        if (skip != cached_skip) { /* (another dict: a test's; the module's own from then on) */
-            memset(known, 0, sizeof(known));
-            cached_skip = skip;
-        }
-        known[slot].code = (void *)code;
-        known[slot].internal = answer;
+    long kind = PyLong_AsLong(internal);
+    if (kind == -1 && PyErr_Occurred())
+        return -1;
+    int answer = kind == KIND_LIBRARY ? KIND_LIBRARY : kind != 0; /* (a test's dict may hold bools) */
+    if (skip != cached_skip) { /* (another dict: a test's; the module's own from then on) */
+        memset(known, 0, sizeof(known));
+        cached_skip = skip;
     }
+    known[slot].code = (void *)code;
+    known[slot].internal = answer;
     return answer;
 }
 
@@ -6020,14 +6038,30 @@ position_site(PyObject *by_pos, PyCodeObject *code, int lasti)
     return site;
 }
 
+/* by_pos[(id(code), lasti, id(library), library_lasti)] (new reference), or NULL: an error, or
+ * none (no error set); code NULL: (0, -1, ...), a library frame with no user frame above it */
+static PyObject *
+pair_site(PyObject *by_pos, PyCodeObject *code, int lasti, PyCodeObject *library, int library_lasti)
+{
+    PyObject *key = Py_BuildValue("(NiNi)", code != NULL ? PyLong_FromVoidPtr(code) : PyLong_FromLong(0),
+                                  code != NULL ? lasti : -1, PyLong_FromVoidPtr(library), library_lasti);
+    if (key == NULL)
+        return NULL;
+    PyObject *site = PyDict_GetItemWithError(by_pos, key);
+    Py_XINCREF(site);
+    Py_DECREF(key);
+    return site;
+}
+
 /* caller_walk(start, skip_code, by_pos, constructor, makers) -> site, (site, labelled) or None
  *
  * callsite.py Sites.caller / Sites.alloc_caller without the Python loop: from the frame
- * `start` frames above the caller (0: the caller), the first frame whose code is not
- * internal; its interned site.
- * With a constructor code (alloc_caller), also whether the user line made this array
- * directly: (site, labelled). None whenever Python must decide: a code object not
- * classified yet, a position not interned yet. */
+ * `start` frames above the caller (0: the caller), the first frame whose code is the user's;
+ * its interned site, paired with the innermost library frame below it when there is one
+ * (a library frame alone when no user frame follows).
+ * With a constructor code (alloc_caller), also whether the line naming the array (the
+ * library frame, else the user frame) made this array directly: (site, labelled). None
+ * whenever Python must decide: a code object not classified yet, a position not interned yet. */
 /* The walk of caller_walk from `frame` (a reference it takes over). `called`: the code of
  * the frame below it (a reference it takes over, or NULL), or with called NULL and
  * called_direct 1, a callee that counts as an array maker (the compiled _init_new). */
@@ -6037,6 +6071,8 @@ walk_frames(WalkFrame *frame, PyCodeObject *called, int called_direct, PyObject 
 {
     int alloc = constructor != Py_None;
     Py_ssize_t constructors = 0;
+    PyCodeObject *library = NULL; /* the innermost library frame's code and position */
+    int library_lasti = -1, library_direct = 0;
     while (frame != NULL) {
         PyCodeObject *code = walk_code(frame);
         if ((PyObject *)code == constructor)
@@ -6046,11 +6082,35 @@ walk_frames(WalkFrame *frame, PyCodeObject *called, int called_direct, PyObject 
             return NULL;
         if (internal == -2)
             Py_RETURN_NONE;
-        if (!internal) {
+        if (internal != KIND_INTERNAL) {
+            int direct = 0;
+            if (alloc) {
+                direct = called == NULL && called_direct;
+                if (called != NULL) {
+                    direct = (PyObject *)called == constructor;
+                    if (!direct && (direct = PySet_Contains(makers, called->co_name)) < 0)
+                        return NULL;
+                }
+                direct = direct && constructors <= 1;
+            }
+            if (internal == KIND_LIBRARY) {
+                if (library == NULL) {
+                    library = code;
+                    library_lasti = walk_lasti(frame);
+                    library_direct = direct;
+                }
+                called = code;
+                called_direct = 0;
+                frame = walk_back(frame);
+                continue;
+            }
             int lasti = walk_lasti(frame);
             size_t slot = (((uintptr_t)code >> 4) ^ ((uintptr_t)lasti * 40503u)) % SITE_SLOTS;
             PyObject *site;
-            if (ss != NULL && ss->pos_cache[slot].code == (void *)code && ss->pos_cache[slot].lasti == lasti) {
+            if (library != NULL) {
+                site = pair_site(by_pos, code, lasti, library, library_lasti);
+                direct = library_direct;
+            } else if (ss != NULL && ss->pos_cache[slot].code == (void *)code && ss->pos_cache[slot].lasti == lasti) {
                 site = ss->pos_cache[slot].site;
                 Py_INCREF(site);
             } else if ((site = position_site(by_pos, code, lasti)) != NULL && ss != NULL) {
@@ -6066,24 +6126,26 @@ walk_frames(WalkFrame *frame, PyCodeObject *called, int called_direct, PyObject 
             }
             if (!alloc)
                 return site;
-            int direct = called == NULL && called_direct;
-            if (called != NULL) {
-                direct = (PyObject *)called == constructor;
-                if (!direct) {
-                    direct = PySet_Contains(makers, called->co_name);
-                    if (direct < 0) {
-                        Py_DECREF(site);
-                        return NULL;
-                    }
-                }
-            }
-            PyObject *result = PyTuple_Pack(2, site, constructors <= 1 && direct ? Py_True : Py_False);
+            PyObject *result = PyTuple_Pack(2, site, direct ? Py_True : Py_False);
             Py_DECREF(site);
             return result;
         }
         called = code;
         called_direct = 0;
         frame = walk_back(frame);
+    }
+    if (library != NULL) { /* library frames only */
+        PyObject *site = pair_site(by_pos, NULL, -1, library, library_lasti);
+        if (site == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        if (!alloc)
+            return site;
+        PyObject *result = PyTuple_Pack(2, site, library_direct ? Py_True : Py_False);
+        Py_DECREF(site);
+        return result;
     }
     /* no user frame */
     return alloc ? Py_BuildValue("(iO)", -1, Py_False) : PyLong_FromLong(-1);
@@ -7327,7 +7389,7 @@ PyInit__fastlaunch(void)
         || intern(&s_runtime, "runtime") < 0 || intern(&s_tape, "tape") < 0
         || intern(&s_launches, "launches") < 0 || intern(&s_captures, "captures") < 0
         || intern(&s_kernel_id, "kernel_id") < 0 || intern(&s_simple, "simple") < 0
-        || intern(&s_fields, "fields") < 0 || intern(&s_adj, "adj") < 0 || intern(&s_tok, "tok") < 0
+        || intern(&s_fields, "fields") < 0 || intern(&s_adj, "adj") < 0 || intern(&s_handles, "handles") < 0 || intern(&s_tok, "tok") < 0
         || intern(&s_caller_dicts, "caller_dicts") < 0 || intern(&s_lock, "lock") < 0
         || intern(&s_acquire, "acquire") < 0 || intern(&s_release, "release") < 0
         || intern(&s_counters, "counters") < 0 || intern(&s_seq, "seq") < 0 || intern(&s_ev, "ev") < 0 || intern(&s_acc, "acc") < 0

@@ -12,6 +12,7 @@ before tracing started, ``from warp._src.utils import array_scan`` in ``warp.fem
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ import warp._src.torch as _torch
 import warp._src.types as _types
 import warp._src.utils as _utils
 
-from warptrace.record import state
+from warptrace.record import handles, state
+from warptrace.record.kernel_handles import BVH, MESH, VOLUME
 from warptrace.record.numerics import wrap_factory
 from warptrace.record.session import Recorder
 from warptrace.record.wrap import allocation, bridge, capture, launch, memory, plans, tape
@@ -105,6 +107,18 @@ def _class_patches() -> Iterator[tuple[type, str, Callable[[Any], Any]]]:
     yield tape_cls, "reset", tape.make_tape_reset
     yield tape_cls, "record_func", tape.make_record_func
     yield _context.Module, "mark_modified", plans.make_mark_modified
+    # handles: their ids resolve to their arrays at launch time
+    for cls_name, kind in (("Mesh", MESH), ("Bvh", BVH), ("Volume", VOLUME)):
+        cls = getattr(_types, cls_name, None)
+        if cls is None:
+            continue
+        yield cls, "__init__", handles.make_handle_init
+        if kind != VOLUME:
+            yield cls, "refit", functools.partial(_refit_factory, kind=kind)
+
+
+def _refit_factory(original: Any, kind: str) -> Any:
+    return handles.make_refit(original, kind)
 
 
 def _modules() -> list[ModuleType]:

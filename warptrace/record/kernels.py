@@ -39,6 +39,7 @@ recorder's per-launch call is a dict lookup. Any internal failure yields facts m
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import threading
 from collections.abc import Sequence
@@ -54,6 +55,7 @@ except ImportError:  # pragma: no cover - older layout
 
 from warptrace.kernel_source import FUNC, FUNC_GRAD, FUNC_REPLAY, KERNEL, FunctionSource
 from warptrace.kernel_source.model import inputs_json
+from warptrace.record.kernel_handles import HandleUse, handle_uses
 from warptrace.record.kernel_refs import (
     EFFECTS,
     EMPTY,
@@ -65,6 +67,9 @@ from warptrace.record.kernel_refs import (
     ref_for_type,
 )
 from warptrace.record.kernel_walk import Walker, function_def
+
+# Kernel argument types that can hold a wp.Mesh / wp.Bvh / wp.Volume id
+_ID_TYPES = tuple(t for t in (getattr(warp, "uint64", None), getattr(warp, "int64", None)) if t is not None)
 
 __all__ = ["ArgFact", "KernelFacts", "kernel_facts", "refresh_enable_backward"]
 
@@ -111,8 +116,12 @@ class KernelFacts:
 
     # Set in __post_init__ (per instance); declared here for the type checker only.
     _by_index: ClassVar[dict[int, tuple[ArgFact, ...]]]
+    # The arrays it reaches through wp.Mesh / wp.Bvh / wp.Volume id arguments
+    # (warptrace.record.kernel_handles); set by the analysis, () by default. Not a trace column.
+    handles: ClassVar[tuple[HandleUse, ...]]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "handles", ())
         # Precomputed for the recorder's per-launch lookups; an attribute, not a
         # dataclass field, so fields()/asdict() show exactly the trace columns.
         by_index: dict[int, list[ArgFact]] = {}
@@ -221,6 +230,7 @@ def refresh_enable_backward(module: Any) -> set[Any]:
                 new = renewed.get(id(facts))
                 if new is None:
                     new = renewed[id(facts)] = replace(facts, enable_backward=now)
+                    object.__setattr__(new, "handles", facts.handles)
                 cache[key] = new
                 changed.add(kernel)
     return changed
@@ -262,7 +272,7 @@ def _analyse(kernel: Any, arg_types: Optional[list[Any]]) -> KernelFacts:
     walker.run()
     rows = _rows(names, types)
     facts_rows = _apply(rows, walker.effects)
-    return _make_facts(
+    facts = _make_facts(
         kernel,
         analysis="ast",
         args=facts_rows,
@@ -271,6 +281,15 @@ def _analyse(kernel: Any, arg_types: Optional[list[Any]]) -> KernelFacts:
         native=walker.native,
         source_model=_source_model(kernel, walker.functions),
     )
+    ids = {name: i for i, (name, t) in enumerate(zip(names, types)) if t in _ID_TYPES}
+    if ids:  # a mesh, BVH or volume id: the arrays behind it
+        with contextlib.suppress(Exception):
+
+            def walker_of(func: Any, body: ast.FunctionDef) -> Walker:
+                return Walker(WalkContext(), func, body, 0, {}, {})
+
+            object.__setattr__(facts, "handles", handle_uses(walker_of, adj.func, tree, ids, names))
+    return facts
 
 
 def _first_line(adj: Any) -> int:

@@ -50,7 +50,7 @@ _KINDS = {
 _RANGES = {
     ("events", "phase"): (S.FORWARD, S.BACKWARD),
     ("accesses", "role"): (S.ROLE_NONE, S.ROLE_READWRITE),
-    ("accesses", "flags"): (0, 63),
+    ("accesses", "flags"): (0, 127),
 }
 _IDS = {"arrays": "array_id", "allocs": "alloc_id", "kernels": "kernel_id", "sites": "site_id"}
 # (table, column) -> (referenced table, -1 allowed)
@@ -63,6 +63,7 @@ _REFS = {
     ("kernel_args", "kernel_id"): ("kernels", False),
     ("events", "kernel"): ("kernels", True),
     ("events", "site"): ("sites", True),
+    ("sites", "library_site"): ("sites", True),
     ("events", "array_id"): ("arrays", True),
     ("accesses", "array_id"): ("arrays", False),
     ("numerics", "array_id"): ("arrays", False),

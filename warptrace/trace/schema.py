@@ -44,8 +44,17 @@ if TYPE_CHECKING:
 #      ({"inputs": 1, "kernel": ..., "functions": [...]}) instead of the built model: the
 #      analyzer builds it (KernelSource.from_json), the recorded program no longer pays
 #      for parsing. Versions 2-4 (a built model) read as before.
-SCHEMA_VERSION = 5
-SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+#   6  sites.library_site: a call site inside a library (an installed package, the standard
+#      library) is its first *user* frame paired with the innermost library frame; the user
+#      line's row names the library line's own row (-1: none). Events, arrays and allocs keep
+#      one site each. Versions 1-5 read with library_site -1 (their sites were the first frame
+#      outside Warp, library or not).
+#      Access rows of arrays behind handles: a kernel argument holding a wp.Mesh / wp.Bvh /
+#      wp.Volume id reads (or writes) the handle's arrays, recorded under the argument name and
+#      the array's attribute ("mesh.points", "bvh.lowers", "volume.buffer"); accesses.flags bit
+#      FLAG_NO_GRAD marks the reads of query builtins. Mesh.refit / Bvh.refit are native events.
+SCHEMA_VERSION = 6
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 # ---------------------------------------------------------------- event kinds
 # events.kind values (strings, dictionary-encoded on disk).
@@ -115,6 +124,10 @@ FLAG_FIELD = 4  # reached through a struct field (accesses.field holds the path)
 FLAG_STORE = 8  # at least one plain store (y[i] = ...) writes it
 FLAG_CONSUME = 16  # adjoint launch: output gradient read then consumed (zeroed) by stores
 FLAG_UNCERTAIN = 32  # the recorder could not analyse the kernel; role is conservative
+# (v6) a read whose adjoint sends no gradient to the array: a mesh/BVH/volume query through a
+# handle id (wp.mesh_query_point, wp.volume_sample, ...) re-reads the mesh in its adjoint but
+# differentiates only with respect to the query, never the mesh's points
+FLAG_NO_GRAD = 64
 
 # arrays.kind
 ARRAY_OWNED = "owned"  # fresh allocation (its own alloc_id)
@@ -261,7 +274,7 @@ def _build_schemas() -> dict[str, pa.Schema]:
             ("write_line", _i32),  # first source line writing it (absolute file line); -1
             ("read_line", _i32),  # first source line reading it; -1
         ]),
-        # Interned user call sites.
+        # Interned call sites (the user's lines, and the library lines they call through).
         "sites": pa.schema([
             ("site_id", _i32),
             ("file", _str),
@@ -269,6 +282,9 @@ def _build_schemas() -> dict[str, pa.Schema]:
             ("function", _str),
             ("text", _str),  # stripped source line
             ("label", _str),  # assignment target on that line ("x", "state.q") or ""
+            # (v6) the innermost library frame between this user line and Warp: its own
+            # sites row ("inside newton/.../solver_featherstone.py:594"); -1 none
+            ("library_site", _i32),
         ]),
         # Optional (``--check-numerics``, schema >= 3): one row per (event, array) summary of an
         # array's values, never the values themselves. Computed where the array lives, after
@@ -297,6 +313,7 @@ def _build_schemas() -> dict[str, pa.Schema]:
 # Columns added after version 1: (table, column) -> (first version, value in older traces).
 ADDED_COLUMNS: dict[tuple[str, str], tuple[int, object]] = {
     ("kernels", "source_model"): (2, ""),
+    ("sites", "library_site"): (6, -1),
 }
 
 META_FILE = "meta.json"

@@ -105,7 +105,13 @@ class StructureDiff(Comparison):
                 [self.loc(self.b, self.b.profile.tokens[entry[1]].site) for entry in entries[:3]],
             )
             if trend == 0:
-                self.add("memory_changed", f"{users} now uses {now_names} instead of {name_a}", *where)
+                arrays = [name.strip("`") for name in [name_a, *entries[0][5][:2]]]
+                self.add(
+                    "memory_changed",
+                    f"{users} now uses {now_names} instead of {name_a}",
+                    *where,
+                    subjects=arrays,
+                )
                 continue
             buffers_a = max(entry[3].buffers for entry in entries)
             buffers_b = max(entry[6].buffers for entry in entries)

@@ -42,6 +42,7 @@ from warptrace.analysis.rules import (
     truncated_horizon,
     unchained_boundary,
     unconverged_iteration,
+    unreached_parameter,
     untaped_producer,
     work_after_loss,
 )
@@ -66,6 +67,7 @@ ALL_RULES: tuple[Rule, ...] = (
     backward_disabled.RULE,  # WT307
     backward_side_effect.RULE,  # WT308
     untaped_producer.RULE,  # WT309
+    unreached_parameter.RULE,  # WT310
     inplace_mul_div.RULE,  # WT401
     component_reassign.RULE,  # WT402
     dynamic_loop_carry.RULE,  # WT403

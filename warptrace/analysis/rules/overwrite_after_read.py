@@ -3,7 +3,9 @@
 WT101 overwrite-after-read
     Summary: memory a taped launch read is overwritten on the same tape before its backward
     Severity: error (warning when the write only accumulates into memory whose old values the
-    reading kernel's adjoint needs; info when the reading kernel uses the values only linearly)
+    reading kernel's adjoint needs, or when ``--check-numerics`` summaries prove that every
+    overwrite stored the bytes the reader saw; info when the reading kernel uses the values
+    only linearly)
     Proves:
         A launch recorded on tape T read buffer B; later, while T was still the active tape and
         before T's backward, something T recorded wrote B: a launch, a copy
@@ -19,7 +21,10 @@ WT101 overwrite-after-read
         in turn ("ping-pong"), a result copied back into the state, and a rebinding such as
         ``states[0] = states[-1]`` that makes two "different" states one object. On Warp >= 1.17
         a copy that writes back unchanged values still yields a right gradient; it is reported
-        all the same (values are not recorded, and the first real change breaks it).
+        all the same (values are not recorded, and the first real change breaks it). When a
+        library overwrites a buffer it made (a solver's work arrays kept on the solver object),
+        the finding is at the user's call into the library and names the object that keeps
+        the buffer.
     Evidence:
         A read access (event *i*, tape T, allocation B, offset/shape/strides) and a later write
         access to overlapping memory (event *j > i*, recorded on T) before T's
@@ -29,7 +34,9 @@ WT101 overwrite-after-read
     Example: wt101_pingpong
     Fix:
         Write each step's result to a new array: keep ``steps + 1`` state buffers and one buffer
-        per intermediate. Reset or copy buffers only after ``tape.backward()``.
+        per intermediate. Reset or copy buffers only after ``tape.backward()``. For a library
+        object's buffers: a fresh object (a new solver) per taped step, or the library's
+        gradient-safe mode.
     Silent on:
         Accumulation that needs no old values (``x[i] += ...``, ``wp.atomic_add``, a linear read
         such as ``q[i] += dt * qd[i]``); a kernel that writes and then reads back its own
@@ -144,6 +151,7 @@ from warptrace.analysis.rules.overwrite_evidence import (
     read_write_masks,
     recorded_forward_launch,
     site_line,
+    unchanged_and_owner_clauses,
     writer_phrase,
 )
 from warptrace.analysis.rules.overwrite_replays import BUCKET_LIMIT, OccurrenceLog, plan_replay_runs
@@ -616,16 +624,18 @@ def _overwrite_finding(
             "; on Warp >= 1.17 a copy that writes back unchanged values still gives the right gradient, but "
             "the first copy that changes them does not, and the fix is the same"
         )
-
+    clauses, fix = unchanged_and_owner_clauses(model, group, subject, r_array, write_ev)
+    message += clauses
     related: list[Location] = []
     append_loc(related, model.event_location(read_ev, "read"))
     append_loc(related, model.location(model.allocation_site(r_array), "allocation"))
     append_loc(related, model.event_location(backward_ev, "backward"))
-    role = "mutation" if code == "WT103" else "overwrite"
-    location = model.event_location(write_ev, role)
-    return grouped_finding(
+    location = model.event_location(write_ev, "mutation" if code == "WT103" else "overwrite")
+    result = grouped_finding(
         _INFOS[code], group, message, location, related, key, backward_seq=int(backward), field=field
     )
+    result.fix = fix or result.fix
+    return result
 
 
 def overwrites(model: Model) -> tuple[list[Finding], dict[tuple[int, int], tuple[int, int, Severity]]]:

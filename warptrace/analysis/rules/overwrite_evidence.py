@@ -12,7 +12,9 @@ import numpy as np
 from warptrace.analysis.dataflow import Dataflow, combine_codes
 from warptrace.analysis.dataflow.base import isin_ids
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
+from warptrace.analysis.library import buffer_owner, kept_buffer_fix, library_site
 from warptrace.analysis.model import ArrayInfo, K, KernelInfo, Model
+from warptrace.analysis.numerics import numerics_of
 from warptrace.analysis.rules.common import arg_path, finding, quote, shared
 from warptrace.trace import schema as S
 
@@ -415,3 +417,48 @@ def alias_clause(
     if len(labels) > 1:
         return f"; this memory is known under several names: {names}"
     return ""
+
+
+def unchanged_and_owner_clauses(
+    model: Model, group: Group, subject: str, read_array: int, write_ev: int
+) -> tuple[str, str]:
+    """What WT101/WT104 add about the values and the owner of an overwritten buffer: (message
+    clauses, a fix replacing the rule's, or ""). An error whose overwrites the value summaries
+    prove unchanged becomes a warning (``group.severity`` lowered); a buffer a library made and
+    overwrites in its own code is named with the library object that keeps it."""
+    message, fix = "", ""
+    if group.severity == Severity.ERROR and group.code != "WT103" and _rewrites_same_values(model, group):
+        group.severity = Severity.WARNING
+        message += (
+            "; the value summaries (--check-numerics) show that each overwrite stored the very bytes the "
+            "reader saw, so today's gradient is right, but the first overwrite that changes them breaks it "
+            "(the fix is the same)"
+        )
+    owner = buffer_owner(model, read_array) if library_site(model, int(model.site[write_ev])) >= 0 else None
+    if owner is not None:  # a library overwrites a buffer it made: say which object keeps it
+        message += f"; {subject} belongs to the library: {owner.phrase()}"
+        if owner.owner_class:
+            fix = kept_buffer_fix(owner)
+    return message, fix
+
+
+def _rewrites_same_values(model: Model, group: Group) -> bool:
+    """With value summaries (``--check-numerics``): whether every overwrite kept as an example
+    stored the same bytes the memory held before it (the summary hash of each written array
+    after the write equals its summary before), e.g. a solver recomputing a state's body poses
+    from the same coordinates. Without summaries: False."""
+    numerics = numerics_of(model)
+    if numerics is None or not group.write_seqs:
+        return False
+    for seq in group.write_seqs:
+        written = [
+            row for row in numerics.by_seq.get(int(seq), ())
+            if row.what == S.NUM_WRITE and row.array_id in group.array_ids
+        ]  # fmt: skip
+        if not written:
+            return False
+        for row in written:
+            before = numerics.before(row.array_id, int(seq))
+            if before is None or not row.hash or before.hash != row.hash or before.count != row.count:
+                return False
+    return True

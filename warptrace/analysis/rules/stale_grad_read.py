@@ -21,7 +21,8 @@ WT306 stale-grad-read
         update.
     Silent on:
         A gradient projected or clipped in place before it is read and used; an optimizer that
-        reads the gradient after the backward.
+        reads the gradient after the backward; a gradient no backward can fill (the array is
+        not on the tapes' way to the loss): that is WT310's.
     Look-alikes: ok_flow_grad_projection, ok_mem_optimizer
     Warp documentation:
         "Differentiability", section "Debugging Gradients"; ``Tape.backward``.
@@ -43,6 +44,7 @@ from warptrace.analysis.rules.common import (
     array_label,
     finding,
 )
+from warptrace.analysis.rules.unreached_parameter import unreached
 from warptrace.trace import schema as S
 
 WT306 = RuleInfo(
@@ -67,7 +69,10 @@ def check(model: Model) -> list[Finding]:
         & (df.ev_backward[evs] < 0)
         & (model.parent[evs] < 0)
     ]
+    unreached_rows = {row for _, rows, _, _ in unreached(model) for row in rows}
     for row in reads.tolist():
+        if row in unreached_rows:
+            continue  # no backward reaches the array at all: WT310 says so
         ev = int(df.acc_ev[row])
         seq = int(model.seq[ev])
         grad_id = int(model.acc_array[row])

@@ -171,18 +171,22 @@ def _first_untaped_reads(
 
 
 def _last_host_side_read(model: Model) -> np.ndarray:
-    """Per allocation id, the seq of its last read by an event that is not an adjoint launch
-    (a copy or ``assign``, a value read, a forward launch, a backward's seed), -1 when none."""
+    """Per allocation id, the seq of its last read by an event that is not an adjoint launch nor a
+    copy nested in another (a copy or ``assign``, a value read, a forward launch, a backward's
+    seed), -1 when none."""
     n = int(model.acc_alloc.max(initial=-1)) + 1
     last = np.full(n + 1, -1, dtype=np.int64)
     ev = dataflow_of(model).acc_ev
     # outside the graph replays that copy an earlier one (Model.decided_rows); such a copy reads
     # what its template read, at seqs shifted by the same offset: the latest copy's decide
     decided = model.decided_rows
+    # not the gradient copy Warp nests in a copy (wp.clone(x) of an array with a gradient copies
+    # x.grad too: no use of the gradient by the program; Newton's model.state() does it each call)
     rows = np.nonzero(
         ((model.acc_role[decided] & S.ROLE_READ) != 0)
         & (model.acc_alloc[decided] >= 0)
         & ~model.adjoint[ev[decided]]
+        & (model.parent[ev[decided]] < 0)
     )[0]
     rows = rows if isinstance(decided, slice) else decided[rows]
     np.maximum.at(last, model.acc_alloc[rows], model.acc_seq[rows])

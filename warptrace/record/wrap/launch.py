@@ -21,7 +21,7 @@ from typing import Any
 
 import warp._src.context as _context
 
-from warptrace.record import state
+from warptrace.record import handles, state
 from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_piece
 from warptrace.record.identity import STATE
 from warptrace.record.session import Recorder, ThreadState
@@ -39,7 +39,7 @@ from warptrace.record.wrap.common import (
     tape_id_of,
 )
 from warptrace.record.wrap.plans import LaunchPlan, dim_code_of, plan_for
-from warptrace.trace.schema import CMD_LAUNCH, EVENT_KIND_CODES, LAUNCH
+from warptrace.trace.schema import CMD_LAUNCH, EVENT_KIND_CODES, LAUNCH, ROLE_NONE
 
 _LAUNCH = EVENT_KIND_CODES[LAUNCH]
 perf_ns = time.perf_counter_ns
@@ -107,6 +107,57 @@ def _append_launch_accesses(
                 acc.extend((seq, st[1], st[2], grole, gflags, arg, field_path))
 
 
+def _handle_arrays(ts: ThreadState, plan: LaunchPlan, fwd_a: Sequence[Any], fwd_b: Sequence[Any]
+                   ) -> list[tuple[tuple[Any, ...], Any]]:  # fmt: skip
+    """(plan row, array) of each array behind a handle argument of the launch, resolved from the
+    id it was given (outside the recorder's lock: a volume's buffer is a new wp.array view)."""
+    n_a = len(fwd_a)
+    out = []
+    ts.guard += 1
+    try:
+        for row in plan.handles:
+            index, kind, field = row[0], row[2], row[3]
+            value = fwd_a[index] if index < n_a else fwd_b[index - n_a]
+            obj = handles.resolve(kind, value)
+            if obj is None:
+                continue
+            array = handles.handle_array(kind, obj, field)
+            if array is not None:
+                out.append((row, array))
+    finally:
+        ts.guard -= 1
+    return out
+
+
+def _append_handle_accesses(
+    rec: Recorder, acc: list[Any], seq: int, behind: list[tuple[tuple[Any, ...], Any]], adjoint: bool
+) -> None:
+    """Access rows of the arrays behind handle arguments (see ``LaunchPlan.handles``)."""
+    tok = rec.tok
+    register = rec.ident.register
+    for row, value in behind:
+        name = row[1]
+        st = getattr(value, STATE, None)
+        if st is None or st[0] is not tok:
+            st = register(value)
+        if not adjoint:
+            acc.extend((seq, st[1], st[2], row[4], row[5] | st[3], name, 0))
+            continue
+        frole, fflags, grole, gflags, rrole, rflags = row[6:]
+        acc.extend((seq, st[1], st[2], frole, fflags | st[3], name, 0))
+        grad = getattr(value, "grad", None)
+        if grad is None:
+            continue
+        retained = getattr(value, "_retain_grad", False)
+        role, flags = (rrole, rflags) if retained else (grole, gflags)
+        if role == ROLE_NONE:
+            continue
+        gst = getattr(grad, STATE, None)
+        if gst is None or gst[0] is not tok:
+            gst = register(grad)
+        acc.extend((seq, gst[1], gst[2], role, flags, name, 0))
+
+
 # ---------------------------------------------------------------------------- launch
 # wp.launch's parameters, identical from Warp 1.13 to 1.19. The wrapper spells them out
 # because forwarding *args/**kwargs costs ~0.35 µs a call; another signature gets the
@@ -144,6 +195,7 @@ def _record_launch(
     plan = state.plans.get(kernel)
     if plan is None:
         plan = plan_for(rec, kernel, [*inputs, *outputs])
+    behind = _handle_arrays(ts, plan, inputs, outputs) if plan.handles else ()
     dim_code = state.dims.get(dim) if dim.__class__ is int or dim.__class__ is tuple else None
     if dim_code is None:
         dim_code = dim_code_of(rec, dim)
@@ -175,6 +227,8 @@ def _record_launch(
         )  # fmt: skip
         acc = rec.acc
         _append_launch_accesses(rec, acc, seq, plan, inputs, outputs, adjoint, adj_inputs, adj_outputs)
+        if behind:
+            _append_handle_accesses(rec, acc, seq, behind, adjoint)
         if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or t_ns >= rec.flush_deadline:
             rec.flush()
     finally:
@@ -267,6 +321,10 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             plan = plans.get(kernel)
             if plan is None:
                 plan = plan_for(rec, kernel, [*inputs, *outputs])
+            if plan.handles:  # arrays behind mesh/BVH/volume ids: the general path resolves them
+                _record_launch(rec, ts, site, tape, taped_before, kernel, dim, inputs, outputs, adj_inputs,
+                               adj_outputs, device, stream, adjoint, record_cmd, result)  # fmt: skip
+                return result
             dim_code = dims.get(dim) if dim.__class__ is int or dim.__class__ is tuple else None
             if dim_code is None:
                 dim_code = dim_code_of(rec, dim)

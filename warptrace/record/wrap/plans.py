@@ -13,6 +13,7 @@ uncertain.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import warp
@@ -26,6 +27,7 @@ from warptrace.trace.schema import (
     FLAG_CONSUME,
     FLAG_FIELD,
     FLAG_GRAD,
+    FLAG_NO_GRAD,
     FLAG_STORE,
     FLAG_UNCERTAIN,
     ROLE_NONE,
@@ -44,9 +46,14 @@ class LaunchPlan:
     ``adj`` rows: ``(index, name, field, path, fwd_role, fwd_flags, grad_role, grad_flags,
     retained_grad_role, retained_grad_flags)``. ``name``/``field`` are
     :meth:`Recorder.name_code` codes.
+    ``handles`` rows, for the arrays behind ``wp.Mesh``/``wp.Bvh``/``wp.Volume`` id arguments
+    (:mod:`warptrace.record.kernel_handles`): ``(index, name, kind, field, role, flags, *adj)``, the
+    forward launch's role and flags, then those of an adjoint launch as in ``adj`` rows
+    (forward memory, gradient, retained gradient), ``name`` the code of
+    "arg.field" ("mesh.points"). A plan with handles is recorded by the Python path.
     """
 
-    __slots__ = ("adj", "facts", "fields", "fwd", "kernel_id", "simple")
+    __slots__ = ("adj", "facts", "fields", "fwd", "handles", "kernel_id", "simple")
 
     def __init__(self, rec: Recorder, kernel_id: int, facts: Any) -> None:
         self.kernel_id = kernel_id
@@ -67,6 +74,23 @@ class LaunchPlan:
         self.adj = tuple(adj)
         self.simple = tuple((i, name, role, flags) for i, name, _, path, role, flags in fwd if path is None)
         self.fields = tuple(row for row in fwd if row[3] is not None)
+        self.handles = tuple(_handle_row(rec, use) for use in getattr(facts, "handles", ()))
+
+
+def _handle_row(rec: Recorder, use: Any) -> tuple[Any, ...]:
+    """The plan row of one array behind a handle argument (see ``LaunchPlan.handles``)."""
+    arg = SimpleNamespace(
+        field="", read=use.read, write=use.store or use.accumulate, store=use.store, accumulate=use.accumulate
+    )
+    fwd_role, fwd_flags = _forward_role(arg, False, False)
+    adj = list(_adjoint_roles(arg, False, False))
+    if use.read and not use.gradient:
+        fwd_flags |= FLAG_NO_GRAD
+        adj[1] |= FLAG_NO_GRAD
+        if not (use.store or use.accumulate):  # a query: its adjoint sends nothing to the array's gradient
+            adj[2] = adj[4] = ROLE_NONE
+    name = rec.name_code(f"{use.name}.{use.field}")
+    return (use.index, name, use.kind, use.field, fwd_role, fwd_flags, *adj)
 
 
 def _forward_role(arg: Any, uncertain: bool, opaque: bool) -> tuple[int, int]:

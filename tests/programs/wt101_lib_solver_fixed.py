@@ -1,0 +1,52 @@
+"""Fixed twin of wt101_lib_solver: a fresh solver for each taped step.
+
+Each ``minisolver.Solver`` allocates its own work buffer, so every step's values stay in
+memory of their own until ``tape.backward()`` (what Newton's differentiable examples do
+with ``SolverFeatherstone``: one solver per step, or the solver's gradient-safe mode).
+"""
+
+import os
+import sys
+
+import numpy as np
+import warp as wp
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
+import minisolver  # noqa: E402
+
+wp.config.quiet = True
+DEVICE = "cpu"
+N, STEPS, DT = 4, 3, 0.1
+
+
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i])
+
+
+def true_grad(x0: np.ndarray) -> np.ndarray:
+    x, jac = x0.astype(np.float64), np.ones_like(x0, dtype=np.float64)
+    for _ in range(STEPS):
+        jac = jac * (1.0 + DT * np.cos(x * x) * 2.0 * x)
+        x = x + DT * np.sin(x * x)
+    return jac
+
+
+def run() -> dict:
+    x0_np = np.array([0.3, 0.8, 1.1, -0.6], dtype=np.float32)
+    states = [wp.array(x0_np, dtype=float, requires_grad=True, device=DEVICE)]
+    states += [wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE) for _ in range(STEPS)]
+    loss = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
+    tape = wp.Tape()
+    with tape:
+        for k in range(STEPS):
+            solver = minisolver.Solver(N, DEVICE)
+            solver.step(states[k], states[k + 1], solver.control(), DT)
+        wp.launch(total, N, inputs=[states[-1]], outputs=[loss], device=DEVICE)
+    tape.backward(loss)
+    return {"grad": states[0].grad.numpy().copy(), "expected": true_grad(x0_np)}
+
+
+if __name__ == "__main__":
+    run()
