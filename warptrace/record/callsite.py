@@ -31,7 +31,7 @@ from typing import Any
 import warp
 
 import warptrace
-from warptrace.record.compiled import compiled_piece
+from warptrace.record.native import FRAMES
 
 # Frames in these trees are never the user's: Warp itself, warptrace (including the
 # runner that exec's the user script), wrapt, and contextlib (``with`` helpers).
@@ -107,11 +107,6 @@ class Sites:
         # site_id -> the {"file", "lineno", "func"} dict Warp's tape keeps as launch metadata.
         # Shared by all launches from the site (Warp only reads it, in Tape.visualize).
         self.caller_dicts: list[dict[str, Any]] = []
-        # the compiled frame walk (_fastlaunch.caller_walk), or None: the Python loops below
-        self._walk: Callable[..., Any] | None = compiled_piece("caller_walk")
-        # the walk's table (code id -> internal), for the compiled wrappers, which call the
-        # walk directly (the same dict object for the whole process: never rebound)
-        self.skip_code = _skip_code
 
     def rebind(self, sink: Callable[[tuple[Any, ...]], None]) -> None:
         """New rows go to ``sink`` (the recorder swapped its buffers)."""
@@ -133,13 +128,11 @@ class Sites:
         return site
 
     def caller(self, depth: int = 1) -> int:
-        """Site id of the user frame above the caller's ``depth`` frames (-1 if none)."""
-        walk = self._walk
-        if walk is not None:  # the same walk in C; None where a new code or position needs Python
-            site = walk(depth + 1, _skip_code, self.by_pos, None, None)
-            if site is not None:
-                return site
-        frame: FrameType | None = sys._getframe(depth + 1)
+        """Site id of the user frame above the caller's ``depth`` frames (-1 if none).
+
+        ``depth`` and every frame count of this module count the frames of warptrace's
+        functions as Python source has them; compiled, they have none (``native.FRAMES``)."""
+        frame: FrameType | None = sys._getframe((depth + 1) * FRAMES)
         skip = _skip_code
         while frame is not None:
             code = frame.f_code
@@ -154,7 +147,7 @@ class Sites:
             frame = frame.f_back
         return -1
 
-    def alloc_caller(self, constructor: CodeType, depth: int) -> tuple[int, bool]:
+    def alloc_caller(self, constructor: CodeType, depth: int, maker: bool = True) -> tuple[int, bool]:
         """Like :meth:`caller`, plus whether the user line made *this* array directly.
 
         The line's assignment target names the array only when the user called an
@@ -164,16 +157,13 @@ class Sites:
         ``wp.array.__init__`` twice, and a buffer made inside ``wp.optim.SGD(...)`` is
         not called "optimizer".
 
-        The walk starts above the caller's ``depth`` frames (all warptrace's own); the
-        frame below the start counts as the callee of the first frame examined.
+        The walk starts above the caller's ``depth`` frames (all warptrace's own, counted as
+        in :meth:`caller`); the first frame examined is the caller of the wrapper that asks,
+        an array-making API itself when ``maker`` (the wrapper's name is one, as
+        ``_init_new``).
         """
-        walk = self._walk
-        if walk is not None:  # the same walk in C; None where a new code or position needs Python
-            found = walk(depth + 1, _skip_code, self.by_pos, constructor, _ARRAY_MAKERS)
-            if found is not None:
-                return found
-        called: CodeType | None = sys._getframe(depth).f_code
-        frame: FrameType | None = sys._getframe(depth + 1)
+        frame: FrameType | None = sys._getframe((depth + 1) * FRAMES)
+        direct = maker  # whether the frame below the one examined makes an array
         skip = _skip_code
         constructors = 0
         while frame is not None:
@@ -184,12 +174,11 @@ class Sites:
             if internal is None:
                 internal = _is_internal(code)
             if not internal:
-                direct = called is constructor or (called is not None and called.co_name in _ARRAY_MAKERS)
                 site = self.by_pos.get((id(code), frame.f_lasti))
                 if site is None:
                     site = self.site_of(frame)
                 return site, constructors <= 1 and direct
-            called = code
+            direct = code is constructor or code.co_name in _ARRAY_MAKERS
             frame = frame.f_back
         return -1, False
 
