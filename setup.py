@@ -32,6 +32,8 @@ def _native():
 
 
 native = _native()
+# the digests of the sources as Cython reads them (not as they are once the build is over)
+SOURCES = native.stamp_of(os.path.join(HERE, "warptrace"))
 
 
 def _extensions():
@@ -77,7 +79,7 @@ class BuildNative(build_ext):
             os.path.exists(self.get_ext_fullpath(ext.name)) for ext in self.extensions
         ):
             with open(self._stamp(), "w") as stamp:
-                json.dump({"modules": native.stamp_of(os.path.join(HERE, "warptrace"))}, stamp, indent=1)
+                json.dump({"modules": SOURCES}, stamp, indent=1)
         else:
             for ext in self.extensions:  # all or none (see record/native.py)
                 path = self.get_ext_fullpath(ext.name)

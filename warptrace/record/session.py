@@ -347,7 +347,7 @@ class Recorder:
         array_id: int,
         ref_id: int,
         value: float | None,
-        detail: str | None,
+        detail: str | tuple[bytes, int] | None,
         accesses: tuple[tuple[int, ...], ...],
         seq: int,
         kernel: int = -1,

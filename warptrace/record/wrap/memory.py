@@ -27,7 +27,7 @@ from warptrace.record.wrap.common import (
     mark,
     positional_params,
 )
-from warptrace.record.wrap.hostdata import transfer_detail
+from warptrace.record.wrap.hostdata import deferred_detail
 from warptrace.trace.schema import (
     COPY,
     EVENT_KIND_CODES,
@@ -111,7 +111,7 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             ts.guard -= 1
             ts.copy_ctx = saved
         try:
-            detail = None
+            detail: str | tuple[bytes, int] | None = None
             if dest_offset or src_offset or (count and count != getattr(src, "size", count)):
                 detail = json.dumps(
                     {"dest_offset": int(dest_offset), "src_offset": int(src_offset), "count": int(count)}
@@ -188,13 +188,13 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
     return mark(original, copy_generic)
 
 
-def _host_write(src: Any) -> str | None:
+def _host_write(src: Any) -> str | tuple[bytes, int] | None:
     """The host-transfer detail of a copy from host memory Warp did not allocate (the copy
     behind ``wp.array(data=ndarray)`` and ``assign(ndarray)``); None when not on the CPU."""
     try:
         if not src.device.is_cpu:
             return None
-        return transfer_detail("write", np.asarray(src), False)
+        return deferred_detail("write", np.asarray(src), False)
     except Exception:
         return None
 
@@ -393,7 +393,7 @@ def record_zeroed(
         lock.release()
 
 
-def read_detail(arr: Any, result: Any) -> str | None:
+def read_detail(arr: Any, result: Any) -> str | tuple[bytes, int] | None:
     """The ``detail`` of a value read of ``arr`` that returned ``result``: the host-transfer
     detail of an ndarray (its digest, and whether it is a zero-copy view), else None."""
     if not isinstance(result, np.ndarray):
@@ -403,7 +403,7 @@ def read_detail(arr: Any, result: Any) -> str | None:
         # (an ndarray whose base is the array was made from its __array_interface__:
         # it starts at ptr; anything else is checked by address)
         view = result.size > 0 and (result.base is arr or result.ctypes.data == getattr(arr, "ptr", None))
-        return transfer_detail("read", result, view)
+        return deferred_detail("read", result, view)
     except Exception:
         return None
 
