@@ -52,9 +52,12 @@ def _extensions():
     # the generated C goes to build/, not beside the sources; directives: the Python semantics
     # of the source (annotations are for mypy, not C types)
     directives = {"language_level": 3, "binding": True, "annotation_typing": False}
-    return cythonize(
+    built = cythonize(
         modules, build_dir=os.path.join("build", "cython"), compiler_directives=directives, quiet=True
     )
+    for ext in built:  # (cythonize's extensions do not keep `optional`)
+        ext.optional = True
+    return built
 
 
 class BuildNative(build_ext):
