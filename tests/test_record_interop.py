@@ -95,9 +95,8 @@ def test_host_detail_text_is_json_dumps_of_its_facts(monkeypatch, cap):
 
 
 def test_reads_at_one_call_site_carry_the_digest_of_the_values_read(trace_path):
-    """From the second read at a call site the compiled recorder leaves a small read's detail
-    as (bytes, view) and the trace writer hashes them: the digest is of the values at the
-    read, not later ones."""
+    """The recorder leaves a small read's detail as (bytes, view) and the trace writer hashes
+    them (hostdata.deferred_detail): the digest is of the values at the read, not later ones."""
     warptrace.start(trace_path)
     x = wp.array(np.arange(6.0), dtype=float, device=DEVICE)
     seen = []

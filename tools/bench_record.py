@@ -2,6 +2,7 @@
 
     python tools/bench_record.py                       # the table
     python tools/bench_record.py --launches 20000 --steps 200 --repeat 7
+    python tools/bench_record.py --python /path/to/venv-3.13/bin/python   # under another Python
 
 (a) ``--launches`` tiny launches inside one ``wp.Tape`` (launch-bound, so the
     recording cost shows fully), in µs per launch;
@@ -283,9 +284,10 @@ def _child(mode: str, launches: int, steps: int, repeat: int, ops: int, loop_ite
             result[f"{label}_{name}_main_min_us"] = min(s[2] for s in samples[m]) / count * 1e6
         if name in recorded:
             result[f"recorded_{name}"] = statistics.median(recorded[name]) / count
-    from warptrace.record.compiled import compiled_module
+    from warptrace.record import native
 
-    result["launch_wrapper"] = "pure-Python" if compiled_module() is None else "compiled"
+    result["recorder"] = native.summary()
+    result["python"] = sys.version.split()[0]
     result["final_loss"] = float(loss.numpy()[0])
     result["loop_param_sum"] = float(loop_state["p"].numpy().sum())
 
@@ -321,7 +323,7 @@ def _ops_of(scope: dict[str, Any]) -> list[tuple[str, Callable[[], None]]]:
 
 def _run(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--mode", mode, "--launches", str(args.launches),
+        [args.python, __file__, "--mode", mode, "--launches", str(args.launches),
          "--steps", str(args.steps), "--repeat", str(args.repeat), "--ops", str(args.ops),
          "--loop-iters", str(args.loop_iters)],
         capture_output=True, text=True, check=True,
@@ -338,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=2000, help="operations per block of a (d) row")
     parser.add_argument("--loop-iters", type=int, default=20, help="iterations per block of (e)")
     parser.add_argument("--no-verify", action="store_true", help="skip the Warp-tracker process")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter that runs the measured processes (one with warp-lang, numpy and pyarrow; "
+        "warptrace is this checkout, with the compiled modules built for that interpreter if any)",
+    )
     args = parser.parse_args(argv)
     if args.mode:
         print(
@@ -349,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = ("plain", "traced", "numerics") if args.no_verify else ("plain", "traced", "numerics", "verify")
     if not args.no_verify:
         r.update(_run("verify", args))
-    print(f"recorder hot paths: {r['launch_wrapper']} (WARPTRACE_PURE_PYTHON=1 selects the pure-Python code)")
+    print(f"Python {r['python']}, {r['recorder']} (WARPTRACE_PURE_PYTHON=1 selects the Python source)")
     print(f"(d) per operation on 16-element arrays [µs/op, min of {args.repeat} alternating blocks]")
     print("    main: CPU time of the program's thread (steadier than wall on a shared machine)")
     print("    recorded: the operations one call records (events and allocations, counted by the session)")

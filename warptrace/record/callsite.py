@@ -51,7 +51,7 @@ from typing import Any
 import warp
 
 import warptrace
-from warptrace.record.compiled import compiled_piece
+from warptrace.record.native import FRAMES
 
 # Frames in these trees are never the user's: Warp itself, warptrace (including the
 # runner that exec's the user script), wrapt, and contextlib (``with`` helpers).
@@ -78,7 +78,7 @@ _ARRAY_MAKERS = frozenset(
     }
 )  # fmt: skip
 
-# What a frame's code is (the values of _skip_code; the compiled walk reads them too).
+# What a frame's code is (the values of _skip_code).
 USER = 0
 INTERNAL = 1
 LIBRARY = 2
@@ -171,11 +171,6 @@ class Sites:
         # site_id -> the {"file", "lineno", "func"} dict Warp's tape keeps as launch metadata.
         # Shared by all launches from the site (Warp only reads it, in Tape.visualize).
         self.caller_dicts: list[dict[str, Any]] = []
-        # the compiled frame walk (_fastlaunch.caller_walk), or None: the Python loops below
-        self._walk: Callable[..., Any] | None = compiled_piece("caller_walk")
-        # the walk's table (code id -> USER/INTERNAL/LIBRARY), for the compiled wrappers, which
-        # call the walk directly (the same dict object for the whole process: never rebound)
-        self.skip_code = _skip_code
 
     def rebind(self, sink: Callable[[tuple[Any, ...]], None]) -> None:
         """New rows go to ``sink`` (the recorder swapped its buffers)."""
@@ -207,13 +202,11 @@ class Sites:
         return site
 
     def caller(self, depth: int = 1) -> int:
-        """Site id of the user frame above the caller's ``depth`` frames (-1 if none)."""
-        walk = self._walk
-        if walk is not None:  # the same walk in C; None where a new code or position needs Python
-            site = walk(depth + 1, _skip_code, self.by_pos, None, None)
-            if site is not None:
-                return site
-        frame: FrameType | None = sys._getframe(depth + 1)
+        """Site id of the user frame above the caller's ``depth`` frames (-1 if none).
+
+        ``depth`` and every frame count of this module count the frames of warptrace's
+        functions as Python source has them; compiled, they have none (``native.FRAMES``)."""
+        frame: FrameType | None = sys._getframe((depth + 1) * FRAMES)
         skip = _skip_code
         library: FrameType | None = None
         while frame is not None:
@@ -231,7 +224,7 @@ class Sites:
             frame = frame.f_back
         return self.site_of(None, library)
 
-    def alloc_caller(self, constructor: CodeType, depth: int) -> tuple[int, bool]:
+    def alloc_caller(self, constructor: CodeType, depth: int, maker: bool = True) -> tuple[int, bool]:
         """Like :meth:`caller`, plus whether the line the array is named by made *this* array
         directly: the innermost library line when there is one (``self.M = wp.zeros(...)``
         inside a solver's constructor), else the user line.
@@ -243,16 +236,13 @@ class Sites:
         ``wp.array.__init__`` twice, and a buffer made inside ``wp.optim.SGD(...)`` is
         not called "optimizer".
 
-        The walk starts above the caller's ``depth`` frames (all warptrace's own); the
-        frame below the start counts as the callee of the first frame examined.
+        The walk starts above the caller's ``depth`` frames (all warptrace's own, counted as
+        in :meth:`caller`); the first frame examined is the caller of the wrapper that asks,
+        an array-making API itself when ``maker`` (the wrapper's name is one, as
+        ``_init_new``).
         """
-        walk = self._walk
-        if walk is not None:  # the same walk in C; None where a new code or position needs Python
-            found = walk(depth + 1, _skip_code, self.by_pos, constructor, _ARRAY_MAKERS)
-            if found is not None:
-                return found
-        called: CodeType | None = sys._getframe(depth).f_code
-        frame: FrameType | None = sys._getframe(depth + 1)
+        frame: FrameType | None = sys._getframe((depth + 1) * FRAMES)
+        direct = maker  # whether the frame below the one examined makes an array
         skip = _skip_code
         constructors = 0
         library: FrameType | None = None
@@ -265,17 +255,15 @@ class Sites:
             if kind is None:
                 kind = _classify(code)
             if kind != INTERNAL:
-                direct = constructors <= 1 and (
-                    called is constructor or (called is not None and called.co_name in _ARRAY_MAKERS)
-                )
+                made = constructors <= 1 and direct
                 if kind == USER:
                     if library is not None:
                         return self.site_of(frame, library), library_direct
                     site = self.by_pos.get((id(code), frame.f_lasti))
-                    return (site if site is not None else self.site_of(frame)), direct
+                    return (site if site is not None else self.site_of(frame)), made
                 if library is None:
-                    library, library_direct = frame, direct
-            called = code
+                    library, library_direct = frame, made
+            direct = code is constructor or code.co_name in _ARRAY_MAKERS
             frame = frame.f_back
         if library is not None:
             return self.site_of(None, library), library_direct

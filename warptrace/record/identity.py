@@ -35,7 +35,6 @@ import numpy as np
 import warp
 
 from warptrace.record.callsite import Sites
-from warptrace.record.compiled import compiled_piece
 from warptrace.trace.schema import (
     ALLOC_EXTERNAL,
     ALLOC_OWNED,
@@ -112,10 +111,6 @@ class AllocIndex:
     recording cost in ``insert``). The result is the same as inserting eagerly: pending
     entries go in in allocation order (a later one evicts the stale entries it
     overlaps), then the dead are removed.
-
-    The pure-Python index; where the C module is built, :class:`Identity` uses its
-    ``Intervals`` instead (the same answers: weakrefs without callbacks, dead entries dropped
-    when a lookup lands on one; ~4k fewer instructions per allocation).
     """
 
     def __init__(self) -> None:
@@ -214,29 +209,12 @@ class Identity:
     def __init__(self, rec: RowSink) -> None:
         self.rec = rec
         self.tok = rec.tok
-        # the compiled index (_fastlaunch.Intervals: the same answers, C arrays and weakrefs
-        # without callbacks) where it is built
-        fast_index = compiled_piece("Intervals")
-        self.index: Any = fast_index(REAP_PENDING) if fast_index is not None else AllocIndex()
+        self.index = AllocIndex()
         self.next_alloc = 0
         self.next_array = 0
-        # alloc ids of ALLOC_EXTERNAL allocations (never rebound: the compiled copy holds it)
-        self.external: set[int] = set()
+        self.external: set[int] = set()  # alloc ids of ALLOC_EXTERNAL allocations
         self._dtype_cache: dict[Any, tuple[str, int]] = {}
         self._device_cache: dict[int, tuple[Any, str]] = {}  # Device is unhashable
-        # The compiled register (_fastlaunch.FastRegister) where it is built: the same rows for
-        # fresh arrays, this class's method for everything else. An instance attribute, so
-        # that the compiled launch wrapper and the Python code (rec.ident.register) both
-        # call it.
-        fast = compiled_piece("FastRegister")
-        if fast is not None:
-            with contextlib.suppress(Exception):  # a build this file does not match: the method
-                compiled = fast(
-                    self, Identity.register.__get__(self), _warp_array, self.tok, STATE, NEW, OWNER,
-                    self._dtype_cache, self._device_cache, rec.sites.info, ARRAY_OWNED, ARRAY_GRAD, ARRAY_VIEW,
-                    FLAG_GRAD, ARRAY_EXTERNAL, ARRAY_PTR_ALIAS, ALLOC_EXTERNAL, self.external,
-                )  # fmt: skip
-                self.register = compiled  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ helpers
     def _dtype(self, dtype: Any) -> tuple[str, int]:

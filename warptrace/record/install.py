@@ -180,7 +180,6 @@ def install(rec: Recorder, numerics: bool = False) -> None:
 def uninstall() -> None:
     """Unbind the recorder and restore every replaced attribute to its original object."""
     state.bind(None)
-    launch.forget_sessions()
     for patch in reversed(_installed):
         if isinstance(patch.owner, type):
             if patch.owner.__dict__.get(patch.name) is patch.wrapper:

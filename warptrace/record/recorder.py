@@ -15,7 +15,6 @@ import threading
 from typing import Any
 
 from warptrace.record import install
-from warptrace.record.counters import new_recorder
 from warptrace.record.numerics import Numerics, current
 from warptrace.record.session import Recorder
 
@@ -37,7 +36,7 @@ def start(path: str | os.PathLike[str] = "warptrace.wtrace", *, numerics: bool =
     with _start_lock:
         if _active is not None:
             return
-        rec = new_recorder(path, meta)
+        rec = Recorder(path, meta)
         with rec.lock:
             rec.ident.scan_preexisting()
         if numerics:

@@ -45,7 +45,6 @@ import numpy as np
 import warp
 
 from warptrace.record.callsite import Sites
-from warptrace.record.compiled import compiled_piece, row_buffer_maker, session_lock
 from warptrace.record.identity import Identity
 from warptrace.trace import sink as sink_process
 from warptrace.trace.rows import (
@@ -127,10 +126,9 @@ class ThreadState:
 class Recorder:
     """One trace being recorded. Everything mutable is guarded by ``lock``.
 
-    The compiled launch wrapper (``record/_fastlaunch.c``) reads ``lock``, ``local``,
-    ``sites`` (its ``by_pos``/``caller_dicts``), ``tok``, ``ident.register`` and
-    ``captures`` once per session: they are never rebound. ``seq``, ``ev``, ``acc`` and the
-    ``flush_*`` limits it reads from the instance ``__dict__`` (a CountedRecorder's ``counters``).
+    The wrappers read ``lock``, ``local``, ``sites``, ``tok``, ``ident`` and ``captures``
+    as they please: they are never rebound. ``ev``, ``acc`` and the other row buffers are
+    rebound at each flush, so a wrapper reads them under the lock.
     """
 
     def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
@@ -139,7 +137,7 @@ class Recorder:
         # directory does not scatter its trace (the trace-writer process starts later)
         self.dir = self.path.absolute()
         self.tok = object()  # session token stored with every per-object id
-        self.lock = session_lock()  # (threading.RLock's interface)
+        self.lock = threading.RLock()
         self.local = threading.local()  # .state: this thread's ThreadState
         self.seq = 0  # next event sequence number
         self.open_seqs: set[int] = set()  # reserved seqs whose rows are not appended yet
@@ -148,10 +146,9 @@ class Recorder:
 
         self.flush_ev_len = FLUSH_EVENTS * EVENT_WIDTH
         self.flush_acc_len = FLUSH_ACCESSES * ACCESS_WIDTH
-        self.new_rows = row_buffer_maker()  # (compiled.ROW_BUFFERS: a list, or one that packs)
-        self.ev: list[int] = self.new_rows("ev", self.flush_ev_len)  # EVENT_ROW rows
+        self.ev: list[int] = []  # EVENT_ROW rows
         self.ev_extra: Extra = []  # (seq, value, detail)
-        self.acc: list[int] = self.new_rows("acc", self.flush_acc_len)  # ACCESS_ROW rows
+        self.acc: list[int] = []  # ACCESS_ROW rows
         # code tables of the int rows (append-only: the writer thread reads them)
         self.kinds: list[str] = list(EVENT_KINDS)
         self.kind_codes: dict[str, int] = dict(EVENT_KIND_CODES)
@@ -159,8 +156,8 @@ class Recorder:
         self.name_codes: dict[str, int] = {"": 0}
         self.dim_texts: list[str] = []
         self.dim_codes: dict[str, int] = {}
-        self.array_rows: list[Any] = self.new_rows("array_rows")
-        self.alloc_rows: list[Any] = self.new_rows("alloc_rows")
+        self.array_rows: list[Any] = []
+        self.alloc_rows: list[Any] = []
         self.kernel_rows: list[Any] = []
         self.karg_rows: list[Any] = []
         self.site_rows: list[Any] = []
@@ -204,14 +201,6 @@ class Recorder:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._writer_loop, name="warptrace-writer", daemon=True)
         self._thread.start()
-        self.packers = compiled_piece("pack_int64"), compiled_piece("pack_rows")  # (writer process rows)
-        # The compiled row (_fastlaunch.FastRow) where it is built: the rows of this class's
-        # method without its Python frame (~0.45 µs less per event of the Python wrappers).
-        # An instance attribute, as Identity.register is.
-        fast = compiled_piece("FastRow")
-        if fast is not None:
-            with contextlib.suppress(Exception):  # a build this file does not match: the method
-                self.row = fast(self, Recorder.row.__get__(self), _perf_ns)  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ ids
     def thread_state(self) -> ThreadState:
@@ -358,7 +347,7 @@ class Recorder:
         array_id: int,
         ref_id: int,
         value: float | None,
-        detail: str | None,
+        detail: str | tuple[bytes, int] | None,
         accesses: tuple[tuple[int, ...], ...],
         seq: int,
         kernel: int = -1,
@@ -457,11 +446,11 @@ class Recorder:
             self.site_rows = []
             self.kernel_rows = []
             self.karg_rows = []
-            self.alloc_rows = self.new_rows("alloc_rows")
-            self.array_rows = self.new_rows("array_rows")
+            self.alloc_rows = []
+            self.array_rows = []
             if ev is self.ev:  # all of it (after a split, the rest stays, disordered or not)
-                self.acc = self.new_rows("acc", max(len(acc), self.flush_acc_len))  # (room for a part:
-                self.ev = self.new_rows("ev", max(len(ev), self.flush_ev_len))  # no copy as they grow)
+                self.acc = []
+                self.ev = []
                 self.ev_extra = []
                 self.disordered = False
             self.sites.rebind(self.site_rows.extend)
@@ -492,7 +481,7 @@ class Recorder:
         for name, width in (("ev", EVENT_WIDTH), ("acc", ACCESS_WIDTH)):
             buf = list(getattr(self, name))
             out: list[int] = []
-            kept: list[int] = self.new_rows(name)
+            kept: list[int] = []
             for i in range(0, len(buf), width):
                 (out if buf[i] < first else kept).extend(buf[i : i + width])
             setattr(self, name, kept)
@@ -514,8 +503,7 @@ class Recorder:
                 self.sink_failed = True
                 self.writer.meta["writer_fallback"] = str(exc)
         if self.sink is not None:
-            if None not in self.packers:
-                batch = sink_process.packed(batch, *self.packers)
+            batch = sink_process.packed(batch)
             try:
                 self.sink.write(batch, disordered, self.kinds, self.names, self.dim_texts)
                 return

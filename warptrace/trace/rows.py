@@ -94,66 +94,13 @@ def detail_text(detail: Any) -> str:
 Batch = tuple[tuple[str, Any], ...]
 WRITE_ORDER = ("sites", "kernels", "kernel_args", "allocs", "arrays", "accesses", "events")
 
-# The row tables the recorder packs for the trace-writer process (the compiled ``pack_rows``),
-# one letter per column of the table's schema: ``i`` int, ``b`` bool, ``s`` str, ``T`` a tuple
-# of ints (checked against the schemas by the tests: pyarrow is not imported here).
-PACKED_SPECS = {"arrays": "iiiTTisssbbiiiis", "allocs": "iiissii"}
-
-
-class RowParts(list[Any]):
-    """The rows of one table that reached the trace-writer process in several batches, in
-    order: flat row lists, and the ``(ints, texts, lengths, items)`` tuples of ``pack_rows``."""
-
-
-def plain(buf: Any) -> Any:
-    """A session row buffer as :class:`PartSink` and the trace-writer process take it: the
-    compiled ``Rows`` (:mod:`warptrace.record.compiled`) as its packed form (``pack_int64``'s
-    bytes, or ``pack_rows``' tuple), or as its list where a value did not fit; a list as it is."""
-    packed = getattr(buf, "packed", None)
-    if packed is None:
-        return buf
-    out = packed()
-    return out if out is not None else buf.tolist()
-
-
-def parts_columns(table: str, parts: RowParts) -> dict[str, Any]:
-    """The columns of ``table`` (Arrow arrays of its schema's types) from its row parts."""
-    import pyarrow as pa
-
-    schema = _schema.SCHEMAS[table]
-    spec = PACKED_SPECS[table]
-    width = len(schema)
-    pieces: list[list[Any]] = [[] for _ in range(width)]
-    for part in parts:
-        if isinstance(part, tuple):
-            ints, texts, lengths, items = part
-            matrix = np.frombuffer(ints, dtype=np.int64).reshape(-1, width - spec.count("T"))
-            sizes = np.frombuffer(lengths, dtype=np.int64).reshape(len(matrix), spec.count("T"))
-            values = np.frombuffer(items, dtype=np.int64)
-            k = t = at = 0
-            for i, (kind, field) in enumerate(zip(spec, schema)):
-                if kind == "T":
-                    offsets = np.zeros(len(matrix) + 1, dtype=np.int32)
-                    np.cumsum(sizes[:, t], out=offsets[1:])
-                    pieces[i].append(pa.ListArray.from_arrays(offsets, values[at : at + int(offsets[-1])]))
-                    at += int(offsets[-1])
-                    t += 1
-                    continue
-                column = matrix[:, k]
-                k += 1
-                pieces[i].append(decode(texts, column) if kind == "s" else pa.array(column).cast(field.type))
-        else:
-            for i, field in enumerate(schema):
-                pieces[i].append(pa.array(part[i::width], type=field.type))
-    return {field.name: pa.concat_arrays(pieces[i]) for i, field in enumerate(schema)}
-
 
 def int_rows(
     buf: Sequence[int] | np.ndarray | bytes, width: int, note: Callable[[BaseException], None]
 ) -> np.ndarray:
     """The flat list as an ``(n, width)`` int64 matrix (one C pass over the list; an int64
-    array is only reshaped, and native int64 bytes, what the recorder packs for the
-    trace-writer process, are only viewed).
+    array is only reshaped, and native int64 bytes, what the writer thread packs for the
+    trace-writer process (:func:`warptrace.trace.sink.packed`), are only viewed).
 
     A value that is not an int (a recorder bug) is reported to ``note`` and written as -1."""
     if isinstance(buf, np.ndarray):
@@ -208,7 +155,6 @@ class PartSink:
         # dimension tables first: a reader never sees an event whose site/array is missing
         writer = self.writer
         for table, buf in batch:
-            buf = plain(buf) if table != "events" else (plain(buf[0]), buf[1])
             if table == "events":
                 rows, extra = buf
                 if len(rows):
@@ -218,10 +164,6 @@ class PartSink:
             elif table == "accesses":
                 if len(buf):
                     writer.write(table, self.access_columns(int_rows(buf, ACCESS_WIDTH, self.note)))
-            elif isinstance(buf, (RowParts, tuple)):  # (a packed batch the writer process never got)
-                writer.write(
-                    table, parts_columns(table, buf if isinstance(buf, RowParts) else RowParts([buf]))
-                )
             elif buf:
                 names = _schema.SCHEMAS[table].names
                 width = len(names)

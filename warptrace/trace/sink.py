@@ -47,6 +47,7 @@ import subprocess
 import sys
 import time
 import traceback
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -57,13 +58,10 @@ import warptrace
 from warptrace.trace.rows import (
     ACCESS_WIDTH,
     EVENT_WIDTH,
-    PACKED_SPECS,
     WRITE_ORDER,
     Batch,
     PartSink,
-    RowParts,
     int_rows,
-    plain,
 )
 from warptrace.trace.writer import TraceWriter
 
@@ -91,38 +89,28 @@ class _Pieces(list[Any]):
         return n
 
 
-def _packed(buf: Any, pack: Callable[..., Any], *args: Any) -> Any:
-    """One table's rows for the pipe: a compiled row buffer's packed form (``rows.plain``), a
-    list packed by ``pack(list, *args)``, or the list as it is where ``pack`` cannot (None)."""
-    buf = plain(buf)
-    if isinstance(buf, list):
-        out = pack(buf, *args)
-        if out is not None:
-            return out
-    return buf
-
-
-def packed(batch: Batch, pack: Any, pack_rows: Any) -> Batch:
-    """``batch`` with its event and access rows as native int64 bytes, and its arrays and
-    allocs rows as int64 bytes with a string table (:data:`~warptrace.trace.rows.PACKED_SPECS`),
-    for this process. The compiled row buffers hold them so already; rows that reach here as
-    lists (split around an open event, or a buffer that a value of another type turned into
-    its list) are packed by the compiled ``pack_int64`` (``pack``) and ``pack_rows``. Pickling
+def packed(batch: Batch) -> Batch:
+    """``batch`` with its event and access rows as native int64 bytes for this process: pickling
     a list costs the writer thread ~9 ns per int under the interpreter lock, the time the
-    program's thread waits for it; the packed bytes go into the pipe as they are
-    (:class:`_Pieces`). A list with a value that is not an int64 (a recorder bug) is sent as
-    it is, for this process to note; rows with a value of another type than their column's,
-    as they are."""
+    program's thread waits for it; ``array("q", rows)`` is one C pass, and its bytes go into
+    the pipe as they are (:class:`_Pieces`). A list with a value that is not an int64 (a
+    recorder bug) is sent as it is, for this process to note. The other tables' rows are
+    few (one per array, allocation, site or kernel) and go as lists."""
     out: list[tuple[str, Any]] = []
     for table, buf in batch:
         if table == "events":
-            buf = (_packed(buf[0], pack), buf[1])
+            buf = (_int64_bytes(buf[0]), buf[1])
         elif table == "accesses":
-            buf = _packed(buf, pack)
-        elif table in PACKED_SPECS and buf:
-            buf = _packed(buf, pack_rows, PACKED_SPECS[table])
+            buf = _int64_bytes(buf)
         out.append((table, buf))
     return tuple(out)
+
+
+def _int64_bytes(rows: list[int]) -> Any:
+    try:
+        return array("q", rows).tobytes()
+    except (TypeError, OverflowError):
+        return rows
 
 
 class SinkError(RuntimeError):
@@ -330,8 +318,6 @@ class _Pending:
                     matrix = int_rows(buf, ACCESS_WIDTH, self.note)
                     self.tables.setdefault(table, []).append(matrix.reshape(-1))
                     self.accesses += len(matrix)
-            elif table in PACKED_SPECS:  # row lists and pack_rows' tuples: parts, in order
-                self.tables.setdefault(table, RowParts()).append(buf)
             else:
                 self.tables.setdefault(table, []).extend(buf)
         self.disordered = self.disordered or disordered  # seqs are unique: one sort orders all

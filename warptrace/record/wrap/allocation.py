@@ -2,35 +2,31 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-import warp._src.context as _context
-
-from warptrace.record import callsite, state
-from warptrace.record.identity import NEW, OWNER, STATE
+from warptrace.record import state
+from warptrace.record.identity import NEW, STATE
+from warptrace.record.native import FRAMES
 from warptrace.record.wrap.common import (
     ARRAY_INIT_CODE,
-    TAPE_ATTR,
     array_state,
-    compiled_or,
     current_tape,
     getframe,
     mark,
     positional_params,
 )
-from warptrace.trace.schema import ALLOC_OWNED, EVENT_KIND_CODES, SET_GRAD, SET_REQUIRES_GRAD
+from warptrace.trace.schema import SET_GRAD, SET_REQUIRES_GRAD
 
 _INIT_NEW_PARAMS = ("self", "dtype", "shape", "strides", "device", "pinned")
 
 
-def _generic_then(original: Callable[..., Any], record: Callable[[Any], None]) -> Callable[..., Any]:
+def _generic_then(original: Callable[..., Any], record: Callable[..., None]) -> Callable[..., Any]:
     """The wrapper for an original of another signature: call it, then ``record(self)``."""
 
     def generic(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
-        record(self)
+        record(self, 2, False)  # ("generic" names no array-making API)
         return result
 
     return mark(original, generic)
@@ -44,9 +40,9 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
     allocation, and ``wp.zeros(n, requires_grad=True)`` makes two).
     """
 
-    def record(self: Any, depth: int = 2) -> None:
-        """``depth``: warptrace's frames above the allocation's caller (record and the wrapper;
-        1 when the compiled wrapper, which has no frame, calls it)."""
+    def record(self: Any, depth: int = 2, maker: bool = True) -> None:
+        """``depth``: warptrace's frames above the allocation's caller (record and the wrapper);
+        ``maker``: the wrapper has the name of an array-making API (``Sites.alloc_caller``)."""
         rec = state.rec
         if rec is None:
             return
@@ -64,7 +60,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
             elif ts.guard:
                 site = -1
             else:
-                site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE, depth)
+                site, labelled = rec.sites.alloc_caller(ARRAY_INIT_CODE, depth, maker)
             lock = rec.lock
             lock.acquire()
             try:
@@ -81,11 +77,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
             record(self)
             return result
 
-        python = mark(original, _init_new)
-        return compiled_or(
-            python, original, "FastInitNew", original, python, record,
-            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, NEW, OWNER, ALLOC_OWNED,
-        )  # fmt: skip
+        return mark(original, _init_new)
 
     return _generic_then(original, record)
 
@@ -110,8 +102,8 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
     :func:`make_init_new`); the generic form otherwise.
     """
 
-    def record(self: Any, depth: int = 2) -> None:
-        """``depth``: as in :func:`make_init_new`'s ``record``."""
+    def record(self: Any, depth: int = 2, maker: bool = True) -> None:
+        """``depth``, ``maker``: as in :func:`make_init_new`'s ``record``."""
         rec = state.rec
         if rec is None:
             return
@@ -120,7 +112,9 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
         except AttributeError:
             ts = rec.thread_state()
         try:  # under the guard too: a nested view is registered, without a site
-            site, labelled = (-1, False) if ts.guard else rec.sites.alloc_caller(ARRAY_INIT_CODE, depth)
+            site, labelled = (
+                (-1, False) if ts.guard else rec.sites.alloc_caller(ARRAY_INIT_CODE, depth, maker)
+            )
             rec.ident.on_ptr(self, site, labelled)
         except Exception as exc:
             rec.fail(exc)
@@ -135,11 +129,7 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
             record(self)
             return result
 
-        python = mark(original, _init_from_ptr)
-        return compiled_or(
-            python, original, "FastInitFromPtr", original, python, record,
-            vars(state), callsite._skip_code, ARRAY_INIT_CODE, callsite._ARRAY_MAKERS, NEW,
-        )  # fmt: skip
+        return mark(original, _init_from_ptr)
 
     return _generic_then(original, record)
 
@@ -152,14 +142,13 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
         (wp.array(data, requires_grad=True) copies its data, and so gets registered, before
         it sets _requires_grad) carries requires_grad=False in its arrays row: say that it
         has a grad from now on. (The requires_grad setter reports itself: skip when it is
-        the caller.) ``depth``: frames from here to ``_alloc_grad``'s caller (1 from the
-        compiled wrapper, which has no frame)."""
+        the caller.) ``depth``: frames from here to ``_alloc_grad``'s caller."""
         st = getattr(self, STATE, None)
         if (
             st is not None
             and st[0] is rec.tok
             and not ts.guard
-            and getframe(depth).f_code.co_name != "requires_grad"  # not from the setter
+            and getframe(depth * FRAMES).f_code.co_name != "requires_grad"  # not from the setter
         ):
             try:
                 rec.emit(
@@ -192,13 +181,7 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
             after(rec, ts, self)
             return result
 
-        python = mark(original, _alloc_grad)
-        # the compiled FastAllocGrad (_fastlaunch.c) writes after's row itself where it knows the
-        # tape (requires_grad_row) and calls after for the rest
-        return compiled_or(
-            python, original, "FastAllocGrad", original, python, after, vars(state), STATE, vars(_context),
-            TAPE_ATTR, EVENT_KIND_CODES[SET_REQUIRES_GRAD], 1.0, time.perf_counter_ns,
-        )  # fmt: skip
+        return mark(original, _alloc_grad)
 
     def _alloc_grad_generic(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = state.rec
@@ -267,7 +250,7 @@ def make_grad_setter(original: Callable[..., Any]) -> Callable[..., Any]:
             ts = rec.thread_state()
         if ts.guard:
             return original(self, grad)
-        if getframe(1).f_code is ARRAY_INIT_CODE:
+        if getframe(FRAMES).f_code is ARRAY_INIT_CODE:
             # wp.array(..., grad=g) and the grad views Warp builds for slices: a link, not a change
             original(self, grad)
             try:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from warptrace.record import state
-from warptrace.record.wrap.common import WARP_ARRAY, access_row, compiled_or, current_tape, guarded_call, mark
+from warptrace.record.wrap.common import WARP_ARRAY, access_row, current_tape, guarded_call, mark
 from warptrace.trace.schema import BRIDGE, BRIDGE_EXPORT, BRIDGE_IMPORT, FLAG_GRAD, ROLE_NONE, ROLE_READ
 
 _DETAIL: dict[tuple[str, str], str] = {}
@@ -137,9 +137,7 @@ def wrap_interface(prop: property, framework: str) -> property:
         _emit(BRIDGE_EXPORT, framework, [(self, False)])
         return result
 
-    python = mark(getter, interface)
-    fget = compiled_or(python, getter, "FastInterface", getter, python, vars(state))
-    return property(fget, prop.fset, prop.fdel, prop.__doc__)
+    return property(mark(getter, interface), prop.fset, prop.fdel, prop.__doc__)
 
 
 __all__ = ["make_export", "make_import", "wrap_interface"]

@@ -14,8 +14,8 @@ from typing import Any
 import warp
 import warp._src.context as _context
 
-from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_piece
 from warptrace.record.identity import STATE
+from warptrace.record.native import FRAMES
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.trace.schema import TAPE_CREATE
 
@@ -28,7 +28,7 @@ EMPTY: tuple[Any, ...] = ()
 WARP_ARRAY = warp.array
 ARRAY_INIT_CODE = warp.array.__init__.__code__
 WARP_VERSION = tuple(int(part) for part in warp.config.version.split(".")[:2] if part.isdigit())
-getframe = sys._getframe
+getframe = sys._getframe  # (called as getframe(n * FRAMES): see record/native.py)
 
 
 def mark(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,23 +40,6 @@ def mark(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[
     functools.update_wrapper(wrapper, original)
     setattr(wrapper, ORIGINAL_ATTR, original)
     return wrapper
-
-
-def compiled_or(
-    python: Callable[..., Any], original: Callable[..., Any], name: str, *args: Any
-) -> Callable[..., Any]:
-    """The C module's wrapper type ``name`` made with ``args`` (it calls ``python`` for the
-    cases it leaves to Python), marked to stand in for ``original``; else ``python``: no
-    build, ``WARPTRACE_PURE_PYTHON`` set, or a build this file does not match."""
-    make = compiled_piece(name)
-    if make is None:
-        return python
-    try:
-        compiled = make(*args)
-    except Exception:
-        return python
-    COMPILED_WRAPPERS.add(compiled)
-    return mark(original, compiled)
 
 
 _globals_for: dict[tuple[int, str], dict[str, Any]] = {}
@@ -73,7 +56,8 @@ def in_place_of(original: Callable[..., Any], wrapper: Callable[..., Any]) -> Ca
     resolves to the wrapper's real file (``.../warp/_src/../../.../wrap/memory.py``:
     tracebacks and ``linecache`` still show warptrace's source), and its globals are
     a copy of its module's with the original's ``__package__``. Same bytecode, same
-    closure: no cost per call. Kept as is when the original is not a Python function.
+    closure: no cost per call. Kept as is when the original is not a Python function,
+    and when the wrapper is compiled (``record/native.py``): it has no frame to hide.
     """
     code = getattr(original, "__code__", None)
     globals_ = getattr(original, "__globals__", None)
@@ -126,8 +110,8 @@ def positional_params(function: Callable[..., Any], with_defaults: bool = False)
 def call_site(rec: Recorder, depth: int = 2) -> int:
     """Call site of the wrapper that calls this: its caller's position if that is a known
     user position (one dict hit), else the frame walk of ``Sites.caller``. ``depth``: frames
-    from here to the user's (3 for a helper the wrapper calls)."""
-    frame = getframe(depth)
+    from here to the user's as Python source has them (3 for a helper the wrapper calls)."""
+    frame = getframe(depth * FRAMES)
     hit = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
     return hit if hit is not None else rec.sites.caller(depth)
 

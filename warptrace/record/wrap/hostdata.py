@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from warptrace.trace.rows import host_detail
+from warptrace.trace.rows import HOST_WRITE, host_detail
 
 # Largest transfer that gets a digest: 16 MiB (about 10 ms of BLAKE2b on one core).
 DIGEST_MAX_BYTES = 16 << 20
@@ -44,6 +44,23 @@ def digest_of(values: Any) -> tuple[int, str | None]:
     return nbytes, hashlib.blake2b(data.reshape(-1).view(np.uint8).data, digest_size=8).hexdigest()
 
 
+# Up to this many bytes a transfer's detail is left as (its bytes, how) for the trace writer to
+# hash and format (rows.host_transfer_text, the same text): a copy of the bytes costs the
+# program's thread less than their digest (~3,500 instructions of hashlib's object, BLAKE2b and
+# the hex text). The bound keeps a part's buffered bytes small (4,096 transfers of 4 KiB at most).
+DEFER_MAX_BYTES = 4096
+
+
+def deferred_detail(direction: str, values: Any, view: bool) -> str | tuple[bytes, int]:
+    """:func:`transfer_detail`, or for a small ndarray, its bytes and ``how`` (a read's
+    zero-copy flag, a write's :data:`~warptrace.trace.rows.HOST_WRITE`) for the trace writer."""
+    if values.__class__ is np.ndarray:
+        nbytes = values.nbytes
+        if nbytes <= DEFER_MAX_BYTES and nbytes <= DIGEST_MAX_BYTES:
+            return values.tobytes(), HOST_WRITE if direction == "write" else view
+    return transfer_detail(direction, values, view)
+
+
 def transfer_detail(direction: str, values: Any, view: bool) -> str:
     """The ``detail`` JSON of a host transfer event ("read" or "write"), with the digest of
     ``values`` (:func:`~warptrace.trace.rows.host_detail`)."""
@@ -51,4 +68,4 @@ def transfer_detail(direction: str, values: Any, view: bool) -> str:
     return host_detail(direction, nbytes, digest, view)
 
 
-__all__ = ["DIGEST_MAX_BYTES", "digest_of", "transfer_detail"]
+__all__ = ["DEFER_MAX_BYTES", "DIGEST_MAX_BYTES", "deferred_detail", "digest_of", "transfer_detail"]

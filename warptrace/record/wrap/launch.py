@@ -5,11 +5,6 @@
 wrapper puts the user's call site there after Warp appended the entry, which saves a
 Python frame on every taped launch. Whether Warp taped a launch is read from
 ``len(tape.launches)`` before and after.
-
-Where the optional compiled helper is built (``warptrace/record/_fastlaunch.c``, see
-:func:`compiled_launch_type`), ``wp.launch`` is its ``FastLaunch`` object instead of
-the Python closure of :func:`make_launch`: the same rows without a Python frame, and
-every uncommon case handed back to the Python functions of this module.
 """
 
 from __future__ import annotations
@@ -22,14 +17,13 @@ from typing import Any
 import warp._src.context as _context
 
 from warptrace.record import handles, state
-from warptrace.record.compiled import COMPILED_WRAPPERS, compiled_piece
 from warptrace.record.identity import STATE
+from warptrace.record.native import FRAMES
 from warptrace.record.session import Recorder, ThreadState
 from warptrace.record.wrap.common import (
     CMD_ARGS_ATTR,
     EMPTY,
     TAPE_ATTR,
-    WARP_ARRAY,
     call_site,
     capture_of,
     current_tape,
@@ -235,19 +229,6 @@ def _record_launch(
         lock.release()
 
 
-def compiled_launch_type() -> Any:
-    """The compiled wrapper's type (``_fastlaunch.FastLaunch``), or None: not built,
-    another Python version, or ``WARPTRACE_PURE_PYTHON`` set."""
-    return compiled_piece("FastLaunch")
-
-
-def forget_sessions() -> None:
-    """Every compiled wrapper drops its cached session (Recorder, ThreadState) now,
-    not at its next call: a wrapper the program kept after stop() holds nothing."""
-    for wrapper in list(COMPILED_WRAPPERS):
-        wrapper.forget()
-
-
 def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
     """``wp.launch`` (both bindings): forward, adjoint, launch_tiled, optimizers, captured.
 
@@ -260,26 +241,18 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
         or len(defaults) != len(_LAUNCH_PARAMS) - 2
     ):
         return _make_launch_generic(original)
-    fast = compiled_launch_type()
-    if fast is not None:
-        try:
-            compiled = fast(
-                original, tuple(defaults), vars(state), vars(_context), _context.Kernel, state.plans,
-                state.dims, TAPE_ATTR, STATE, _record_launch, plan_for, dim_code_of, tape_id_of,
-                perf_ns, _LAUNCH, state.generic_args, state.generic_plans, WARP_ARRAY,
-            )  # fmt: skip
-            COMPILED_WRAPPERS.add(compiled)
-        except Exception:  # a build this file does not match: the pure-Python wrapper
-            pass
-        else:
-            return mark(original, compiled)
     plans = state.plans
     dims = state.dims
     kernel_class = _context.Kernel
+    # Warp's own default objects (the tape stores them), as the wrapper's defaults (a compiled
+    # function takes its defaults from its definition, not from __defaults__)
+    (d_inputs, d_outputs, d_adj_inputs, d_adj_outputs, d_device, d_stream, d_adjoint, d_record_tape,
+     d_record_cmd, d_max_blocks, d_block_dim) = defaults  # fmt: skip
 
     def launch(
-        kernel, dim, inputs, outputs, adj_inputs, adj_outputs, device, stream,
-        adjoint, record_tape, record_cmd, max_blocks, block_dim,
+        kernel, dim, inputs=d_inputs, outputs=d_outputs, adj_inputs=d_adj_inputs, adj_outputs=d_adj_outputs,
+        device=d_device, stream=d_stream, adjoint=d_adjoint, record_tape=d_record_tape, record_cmd=d_record_cmd,
+        max_blocks=d_max_blocks, block_dim=d_block_dim,
     ):  # fmt: skip
         rec = state.rec
         if rec is None:
@@ -294,7 +267,7 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
                             adjoint, record_tape, record_cmd, max_blocks, block_dim)  # fmt: skip
         try:
             # Sites.by_pos holds user positions only: a hit means the caller is the user's line.
-            frame = getframe(1)
+            frame = getframe(FRAMES)
             site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
             if site is None:
                 if ts.phase and frame.f_code is state.backward_code and frame.f_back is ts.bw_frame:
@@ -401,7 +374,6 @@ def make_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             rec.fail(exc)
         return result
 
-    launch.__defaults__ = defaults  # Warp's own default objects: the tape stores them
     return mark(original, launch)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import time
@@ -10,21 +9,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import warp._src.context as _context
 
 from warptrace.record import state
-from warptrace.record.compiled import compiled_piece
 from warptrace.record.identity import NEW, STATE
+from warptrace.record.native import FRAMES
 from warptrace.record.session import Recorder, ThreadState
-from warptrace.record.wrap import hostdata
 from warptrace.record.wrap.common import (
     EMPTY,
-    TAPE_ATTR,
     WARP_ARRAY,
     access_row,
     array_state,
     capture_of,
-    compiled_or,
     current_tape,
     getframe,
     guarded_call,
@@ -32,7 +27,7 @@ from warptrace.record.wrap.common import (
     mark,
     positional_params,
 )
-from warptrace.record.wrap.hostdata import transfer_detail
+from warptrace.record.wrap.hostdata import deferred_detail
 from warptrace.trace.schema import (
     COPY,
     EVENT_KIND_CODES,
@@ -60,9 +55,8 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
     """``wp.copy`` (and ``clone``/``assign``/``wp.array(data)``, which call it).
 
     Warp's ``copy(dest, src, dest_offset=0, src_offset=0, count=0, stream=None)`` gets a
-    wrapper with those parameters (no ``*args, **kwargs`` to pack and pick apart), and the
-    compiled ``FastCopy`` in front of it where the C module is used; another signature gets
-    the generic form. Both Python forms hand the call to ``record``.
+    wrapper with those parameters (no ``*args, **kwargs`` to pack and pick apart); another
+    signature gets the generic form. Both hand the call to ``record``.
     """
     copy_code = getattr(original, "__code__", None)
     state.copy_code = copy_code
@@ -92,11 +86,11 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             ):
                 return original(*args, **kwargs)
             parent = ctx[1]
-            if getframe(2).f_code is copy_code:
+            if getframe(2 * FRAMES).f_code is copy_code:
                 site = ctx[5]  # called by the copy in progress: same user frame
         try:
             if site is None:
-                frame = getframe(2)
+                frame = getframe(2 * FRAMES)
                 site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
                 if site is None:
                     site = rec.sites.caller(2)
@@ -117,7 +111,7 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             ts.guard -= 1
             ts.copy_ctx = saved
         try:
-            detail = None
+            detail: str | tuple[bytes, int] | None = None
             if dest_offset or src_offset or (count and count != getattr(src, "size", count)):
                 detail = json.dumps(
                     {"dest_offset": int(dest_offset), "src_offset": int(src_offset), "count": int(count)}
@@ -173,14 +167,7 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
             return record(rec, ts, dest, src, dest_offset, src_offset, count,
                           (dest, src, dest_offset, src_offset, count, stream), _NO_KWARGS)  # fmt: skip
 
-        # the compiled FastCopy (_fastlaunch.c) records the common copies (known call site,
-        # tape and arrays, no offsets, no capture) and calls this wrapper for the rest
-        python = mark(original, copy)
-        return compiled_or(
-            python, original, "FastCopy", original, python, vars(state), vars(_context), STATE, TAPE_ATTR, _COPY,
-            ROLE_READ, ROLE_WRITE, FLAG_STORE, perf_ns, _host_write,
-            hostdata.DIGEST_MAX_BYTES,  # the cap when the session starts (tests lower it)
-        )  # fmt: skip
+        return mark(original, copy)
 
     def copy_generic(*args: Any, **kwargs: Any) -> Any:
         rec = state.rec
@@ -201,13 +188,13 @@ def make_copy(original: Callable[..., Any]) -> Callable[..., Any]:
     return mark(original, copy_generic)
 
 
-def _host_write(src: Any) -> str | None:
+def _host_write(src: Any) -> str | tuple[bytes, int] | None:
     """The host-transfer detail of a copy from host memory Warp did not allocate (the copy
     behind ``wp.array(data=ndarray)`` and ``assign(ndarray)``); None when not on the CPU."""
     try:
         if not src.device.is_cpu:
             return None
-        return transfer_detail("write", np.asarray(src), False)
+        return deferred_detail("write", np.asarray(src), False)
     except Exception:
         return None
 
@@ -245,7 +232,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             not checked
             and zeroed is not None
             and zero
-            and getframe(2).f_code is state.tape_zero_code
+            and getframe(2 * FRAMES).f_code is state.tape_zero_code
             and not rec.captures
         )
         if not batched:
@@ -280,7 +267,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             if graph in rec.executing_captures:
                 graph = -1  # Warp < 1.15 runs a memset during a CPU capture and does not capture it
             tape_id = current_tape(rec, ts)
-            frame = getframe(2)
+            frame = getframe(2 * FRAMES)
             site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
             if site is None:
                 if ts.scope_tape >= 0 and frame.f_code is state.tape_zero_code:
@@ -298,9 +285,6 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
 
     record = in_place_of(original, record)  # it calls the original (see in_place_of)
     params = positional_params(original)
-    if zero:
-        global _zeroed_rows
-        _zeroed_rows = compiled_piece("zeroed_rows")
     if zero and params == ("self",):
 
         def zero_(self: Any) -> Any:
@@ -320,7 +304,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
             if new is not None and new[2] == rec.seq - 1 and new[0] is rec.tok and new[3] >= 0:
                 return original(self)  # == _is_fresh (a fresh array is skipped when batched too)
             zeroed = ts.zeroed
-            if zeroed is not None and getframe(1).f_code is state.tape_zero_code and not rec.captures:
+            if zeroed is not None and getframe(FRAMES).f_code is state.tape_zero_code and not rec.captures:
                 ts.guard += 1  # batched by Tape.zero() (see record): the row is written when it returns
                 try:
                     result = original(self)
@@ -330,11 +314,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
                 return result
             return record(rec, ts, self, EMPTY, _NO_KWARGS, True)
 
-        python = mark(original, zero_)
-        return compiled_or(
-            python, original, "FastZero", original, python, vars(state), vars(_context), STATE, NEW, TAPE_ATTR,
-            _MEMSET, ROLE_WRITE, FLAG_STORE, perf_ns,
-        )  # fmt: skip
+        return mark(original, zero_)
     if not zero and params == ("self", "value"):
 
         def fill_(self: Any, value: Any) -> Any:
@@ -355,11 +335,7 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
                 return original(self, value)  # == _is_fresh
             return record(rec, ts, self, (value,), _NO_KWARGS, True)
 
-        python = mark(original, fill_)
-        return compiled_or(
-            python, original, "FastFill", original, python, vars(state), vars(_context), STATE, NEW, TAPE_ATTR,
-            _MEMSET, ROLE_WRITE, FLAG_STORE, perf_ns,
-        )  # fmt: skip
+        return mark(original, fill_)
 
     def memset(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = state.rec
@@ -374,11 +350,6 @@ def make_memset(original: Callable[..., Any], zero: bool) -> Callable[..., Any]:
         return record(rec, ts, self, args, kwargs)
 
     return mark(original, memset)
-
-
-# The compiled loop of record_zeroed (_fastlaunch.zeroed_rows), or None: chosen when the
-# memset wrappers are made (install, at start()), like the compiled wrappers.
-_zeroed_rows: Callable[..., int] | None = None
 
 
 def record_zeroed(
@@ -401,33 +372,28 @@ def record_zeroed(
         # every column but seq is the same for the batch (one timestamp: the rows are
         # ordered by seq, and they were microseconds apart)
         head = (_MEMSET, tape_id, False, phase, False, True, site, -1, thread, perf_ns(), parent, -1, -1, -1)
-        compiled = _zeroed_rows
-        if compiled is not None:
-            rec.seq = compiled(rec, arrays, head, seq, tok, STATE, NEW, rec.ident.register, ev, acc, extra,
-                               ROLE_WRITE, FLAG_STORE, 0.0)  # fmt: skip
-        else:
-            try:
-                for arr in arrays:
-                    if getattr(arr, "size", 1) == 0 or _is_fresh(arr, tok, last_seq):
-                        continue
-                    st = getattr(arr, STATE, None)
-                    if st is None or st[0] is not tok:
-                        rec.seq = seq  # register writes rows that name the latest event
-                        st = rec.ident.register(arr)
-                    ev.append(seq)
-                    ev.extend(head)
-                    extra.append((seq, 0.0, None))
-                    acc.extend((seq, st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0))
-                    seq += 1
-            finally:
-                rec.seq = seq  # the rows appended keep their numbers, whatever raised
+        try:
+            for arr in arrays:
+                if getattr(arr, "size", 1) == 0 or _is_fresh(arr, tok, last_seq):
+                    continue
+                st = getattr(arr, STATE, None)
+                if st is None or st[0] is not tok:
+                    rec.seq = seq  # register writes rows that name the latest event
+                    st = rec.ident.register(arr)
+                ev.append(seq)
+                ev.extend(head)
+                extra.append((seq, 0.0, None))
+                acc.extend((seq, st[1], st[2], ROLE_WRITE, FLAG_STORE | st[3], 0, 0))
+                seq += 1
+        finally:
+            rec.seq = seq  # the rows appended keep their numbers, whatever raised
         if len(ev) >= rec.flush_ev_len or len(acc) >= rec.flush_acc_len or perf_ns() >= rec.flush_deadline:
             rec.flush()
     finally:
         lock.release()
 
 
-def read_detail(arr: Any, result: Any) -> str | None:
+def read_detail(arr: Any, result: Any) -> str | tuple[bytes, int] | None:
     """The ``detail`` of a value read of ``arr`` that returned ``result``: the host-transfer
     detail of an ndarray (its digest, and whether it is a zero-copy view), else None."""
     if not isinstance(result, np.ndarray):
@@ -437,17 +403,13 @@ def read_detail(arr: Any, result: Any) -> str | None:
         # (an ndarray whose base is the array was made from its __array_interface__:
         # it starts at ptr; anything else is checked by address)
         view = result.size > 0 and (result.base is arr or result.ctypes.data == getattr(arr, "ptr", None))
-        return transfer_detail("read", result, view)
+        return deferred_detail("read", result, view)
     except Exception:
         return None
 
 
 def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``numpy()``/``list()``: values read back to the host.
-
-    The compiled ``FastRead`` (``_fastlaunch.c``) records the common case (call site,
-    tape and array known; an ndarray result's digest by the same BLAKE2b) and calls this
-    wrapper for everything else."""
+    """``numpy()``/``list()``: values read back to the host."""
 
     def value_read(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = state.rec
@@ -465,7 +427,7 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             ts.guard -= 1
         try:
-            frame = getframe(1)
+            frame = getframe(FRAMES)
             site = rec.sites.by_pos.get((id(frame.f_code), frame.f_lasti))
             if site is None:
                 site = rec.sites.caller()
@@ -480,12 +442,7 @@ def make_value_read(original: Callable[..., Any]) -> Callable[..., Any]:
             rec.fail(exc)
         return result
 
-    python = mark(original, value_read)
-    return compiled_or(
-        python, original, "FastRead", original, python, vars(state), vars(_context), STATE, TAPE_ATTR,
-        _VALUE_READ, ROLE_READ, perf_ns, hashlib.blake2b, read_detail, np.ndarray,
-        hostdata.DIGEST_MAX_BYTES,  # the cap when the session starts (tests lower it)
-    )  # fmt: skip
+    return mark(original, value_read)
 
 
 R, W, RW = (ROLE_READ, 0), (ROLE_WRITE, FLAG_STORE), (ROLE_READWRITE, FLAG_STORE)

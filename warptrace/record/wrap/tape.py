@@ -7,18 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 from warptrace.record import state
-from warptrace.record.identity import STATE
+from warptrace.record.native import FRAMES
 from warptrace.record.wrap.common import (
     TAPE_ATTR,
     WARP_ARRAY,
     array_state,
     call_site,
-    compiled_or,
     getframe,
     mark,
     tape_id_of,
 )
-from warptrace.record.wrap.memory import perf_ns, record_zeroed
+from warptrace.record.wrap.memory import record_zeroed
 from warptrace.trace.schema import (
     BACKWARD_BEGIN,
     BACKWARD_END,
@@ -43,9 +42,8 @@ def _tape_event(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def after(self: Any, depth: int = 1) -> None:
-            """The event of the Warp call that returned: the wrapper's second half, and the
-            compiled wrapper's where it leaves the event to Python. ``depth``: frames from
-            here to the user's (1 from the compiled wrapper, which has no frame)."""
+            """The event of the Warp call that returned: the wrapper's second half. ``depth``:
+            frames from here to the user's."""
             rec = state.rec
             if rec is None:
                 return
@@ -67,9 +65,7 @@ def _tape_event(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             after(self, 2)
             return result
 
-        python = mark(original, method)
-        return compiled_or(python, original, "FastTapeEvent", original, python, after, vars(state), TAPE_ATTR, code,
-                           perf_ns)  # fmt: skip
+        return mark(original, method)
 
     return make
 
@@ -104,9 +100,7 @@ def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
         original(self, *args, **kwargs)
         after(self, 2)
 
-    python = mark(original, __init__)
-    return compiled_or(python, original, "FastTapeInit", original, python, after, vars(state), TAPE_ATTR,
-                       _TAPE_CREATE_CODE, perf_ns)  # fmt: skip
+    return mark(original, __init__)
 
 
 def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -198,9 +192,7 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
                 rec.fail(exc)
 
     state.backward_code = getattr(original, "__code__", None)
-    python = mark(original, backward)
-    return compiled_or(python, original, "FastBackward", original, python, vars(state), TAPE_ATTR, STATE,
-                       _BACKWARD_BEGIN_CODE, _BACKWARD_END_CODE, perf_ns)  # fmt: skip
+    return mark(original, backward)
 
 
 def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -208,7 +200,7 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def after(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], depth: int = 2) -> None:
         """The event, once Warp's call returned. ``depth``: frames from here to the caller of
-        ``record_func`` (1 from the compiled wrapper, which has no frame)."""
+        ``record_func``."""
         rec = state.rec
         if rec is None:
             return
@@ -223,7 +215,7 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
                 return
             ctx[4] = True  # the copy in progress is recorded on the tape
             parent = ctx[1]
-            if getframe(depth).f_code is state.copy_code:
+            if getframe(depth * FRAMES).f_code is state.copy_code:
                 site = ctx[5]  # recorded by the copy in progress: same user frame
         else:
             parent = ts.parent
@@ -252,9 +244,7 @@ def make_record_func(original: Callable[..., Any]) -> Callable[..., Any]:
         after(self, args, kwargs)
         return result
 
-    python = mark(original, record_func)
-    return compiled_or(python, original, "FastRecordFunc", original, python, after, vars(state), STATE, TAPE_ATTR,
-                       _RECORD_FUNC_CODE, WARP_ARRAY)  # fmt: skip
+    return mark(original, record_func)
 
 
 __all__ = [
