@@ -154,6 +154,21 @@ class Sites:
             frame = frame.f_back
         return -1
 
+    def caller_outside(self, prefixes: tuple[str, ...], depth: int = 1) -> int:
+        """:meth:`caller`, skipping also the frames of files under ``prefixes`` (another
+        framework's package: a hook PyTorch calls from inside ``loss.backward()`` belongs to
+        the user line that called it)."""
+        frame: FrameType | None = sys._getframe(depth + 1)
+        while frame is not None:
+            code = frame.f_code
+            internal = _skip_code.get(id(code))
+            if internal is None:
+                internal = _is_internal(code)
+            if not internal and not code.co_filename.startswith(prefixes):
+                return self.site_of(frame)
+            frame = frame.f_back
+        return -1
+
     def alloc_caller(self, constructor: CodeType, depth: int) -> tuple[int, bool]:
         """Like :meth:`caller`, plus whether the user line made *this* array directly.
 
