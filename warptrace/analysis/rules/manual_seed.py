@@ -55,7 +55,6 @@ def check(model: Model) -> list[Finding]:
     df = dataflow_of(model)
     findings = []
     reads: dict[int, tuple] = {}
-    objectives: dict[int, list[Objective]] = {}
     for call in df.backward_calls:
         if call.loss >= 0:
             continue
@@ -72,11 +71,10 @@ def check(model: Model) -> list[Finding]:
             if window_ev == _NOT_AN_OUTPUT:
                 continue
             value = _seed_value(model, df, ev, call)
-            if owner not in objectives:
-                objectives[owner] = objectives_of(model, df, int(owner))
-            reported = _contradicted(value, objectives[owner], call)
+            reductions = objectives_of(model, df, int(owner))
+            reported = _contradicted(value, reductions, call)
             if reported is None:
-                if window_ev < 0 or _matches(value, objectives[owner]):
+                if window_ev < 0 or _matches(value, reductions):
                     continue  # no reported objective the seed could contradict
                 if not np.isnan(value) and abs(value * size - 1.0) < 1e-6:
                     continue  # seeded with 1/N: the mean
@@ -171,6 +169,8 @@ def _seed_value(model: Model, df: Dataflow, ev: int, call: BackwardCall) -> floa
         return float("nan")
     values = set()
     for e in range(call.begin_ev + 1, min(call.end_ev, model.n_events)):
+        if model.kind[e] == K[S.LAUNCH]:
+            break  # grads= assigns its seeds before the first adjoint
         if model.kind[e] != K[S.COPY]:
             continue
         for row in access_rows(model, e):

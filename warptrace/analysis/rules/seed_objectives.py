@@ -59,6 +59,14 @@ def objectives_of(model: Model, df: Dataflow, owner: int) -> list[Objective]:
     allocs = _same_values(model, owner)
     if not allocs:
         return []
+    cache: dict[frozenset[int], list[Objective]] = shared(model, "seed_objectives", lambda _: {})
+    key = frozenset(allocs)
+    if key not in cache:  # the arrays of a loop that rebuilds them share one answer
+        cache[key] = _objectives(model, df, allocs)
+    return cache[key]
+
+
+def _objectives(model: Model, df: Dataflow, allocs: set[int]) -> list[Objective]:
     rows = np.nonzero(np.isin(model.acc_alloc, np.fromiter(allocs, dtype=np.int64)))[0]
     rows = rows[(df.is_read[rows]) & ((model.acc_flags[rows] & S.FLAG_GRAD) == 0)]
     evs = df.acc_ev[rows]
