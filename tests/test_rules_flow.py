@@ -299,6 +299,73 @@ def test_a_mean_taken_after_the_backward_contradicts_a_known_seed(tmp_path):
     assert any(loc.role == "objective" and loc.line == 24 for loc in finding.related)
 
 
+REDUCERS = {
+    "mean": "    wp.atomic_add(loss, 0, terms[i] / float(terms.shape[0]))",
+    "sum": "    wp.atomic_add(loss, 0, terms[i])",
+    "scaled": "    wp.atomic_add(loss, 0, terms[i] * scale)",  # a scalar argument: weight unknown
+    "square": "    wp.atomic_add(loss, 0, terms[i] * terms[i])",  # not linear
+}
+
+
+def reported_after_update(
+    tb: TraceBuilder, *, value: float = 1.0, reducer: str = "mean", rebuilt: bool = False,
+    same_producer: bool = True, read_loss: bool = True,
+):  # fmt: skip
+    """A seeded backward; after it, the terms are computed again untaped (into the same array,
+    or a new one from the same allocation line) and reduced by a kernel into a printed loss."""
+    x = tb.array("x", shape=(8,), line=1)
+    w = tb.array("w", shape=(2,), requires_grad=True, line=2)
+    terms = tb.array("terms", shape=(8,), requires_grad=True, line=3)
+    loss = tb.array("loss", shape=(1,), line=4)
+    residual = tb.kernel("residual_terms", line=100, x="r", w="r", terms="w")
+    other = tb.kernel("other_terms", line=110, x="r", terms="w")
+    source = (
+        "def reduce_terms(terms: wp.array(dtype=float), loss: wp.array(dtype=float), scale: float):\n"
+        "    i = wp.tid()\n" + REDUCERS[reducer] + "\n"
+    )
+    reduce = tb.kernel("reduce_terms", line=120, source=source, terms="r", loss="a")
+    tape = tb.tape()
+    with tb.recording(tape):
+        tb.launch(residual, x=x, w=w, terms=terms, line=20)
+    tb.memset(tb.grad(terms), value, line=22)
+    tb.backward(tape, line=23)
+    again = tb.array("terms", shape=(8,), requires_grad=True, line=3) if rebuilt else terms
+    if same_producer:
+        tb.launch(residual, x=x, w=w, terms=again, line=24)
+    else:
+        tb.launch(other, x=x, terms=again, line=24)
+    tb.launch(reduce, terms=again, loss=loss, line=25)
+    if read_loss:
+        tb.value_read(loss, line=26, text="print(loss.numpy()[0])")
+
+
+@pytest.mark.parametrize("rebuilt", [False, True])
+def test_a_mean_kernel_after_the_update_contradicts_a_seed_of_ones(tmp_path, rebuilt):
+    tb = TraceBuilder()
+    reported_after_update(tb, rebuilt=rebuilt)
+    report = tb.analyze(tmp_path / "run.wtrace")
+    assert codes(report) == [("WT304", 22, "warning")]
+    finding = report.by_code("WT304")[0]
+    assert "`reduce_terms`, line 25" in finding.message and "8x the gradient" in finding.message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"value": 1.0 / 8},  # the seed is the mean's
+        {"reducer": "sum"},  # the program reports the sum the seed backpropagates
+        {"reducer": "scaled"},  # weights the trace cannot evaluate
+        {"reducer": "square"},  # no linear reduction
+        {"read_loss": False},  # a reduction nobody reads reports nothing
+        {"rebuilt": True, "same_producer": False},  # same allocation line, another quantity
+    ],
+)
+def test_reductions_that_do_not_contradict_the_seed(tmp_path, options):
+    tb = TraceBuilder()
+    reported_after_update(tb, **options)
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
+
+
 def test_seed_with_the_mean_taken_as_sum_over_n_is_reported(tmp_path):
     tb = TraceBuilder()
     seeded(tb, read="objective = terms.numpy().sum() / len(terms)")

@@ -39,7 +39,7 @@ from warptrace.analysis.rules.common import (
     array_label,
     finding,
 )
-from warptrace.analysis.rules.seed_objectives import MEAN_LINE, Objective, objectives_of
+from warptrace.analysis.rules.seed_objectives import MEAN_LINE, Objective, objectives_of, producer
 from warptrace.trace import schema as S
 
 WT304 = RuleInfo(
@@ -71,7 +71,8 @@ def check(model: Model) -> list[Finding]:
             if window_ev == _NOT_AN_OUTPUT:
                 continue
             value = _seed_value(model, df, ev, call)
-            reductions = objectives_of(model, df, int(owner))
+            kernel = producer(model, df, int(owner), call.begin_seq)
+            reductions = objectives_of(model, df, int(owner), kernel)
             reported = _contradicted(value, reductions, call)
             if reported is None:
                 if window_ev < 0 or _matches(value, reductions):

@@ -15,9 +15,11 @@ trace in three ways:
   invisible: a read alone is no reduction.
 
 "The same values" are the seeded array's memory, or arrays allocated at the same call site
-(a loop that rebuilds its arrays each iteration): the objective a program prints after the
-parameter update is the same reduction of the same quantity. A kernel reduction counts only
-when its output is read afterwards (reported, or used).
+(a loop that rebuilds its arrays each iteration), holding what the same kernel computed: the
+objective a program prints after the parameter update is the same reduction of the same
+quantity, recomputed. (An allocation helper shared by unrelated code makes one call site for
+unrelated arrays; the producing kernel tells them apart.) A kernel reduction counts only when
+its output is read afterwards (reported, or used).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from warptrace.analysis.rules.common import access_rows, arg_path, shared
 from warptrace.kernel_source.reduction import reduction_weights
 from warptrace.trace import schema as S
 
-__all__ = ["Objective", "objectives_of"]
+__all__ = ["Objective", "objectives_of", "producer"]
 
 # A host line that takes the mean of what it reads: `np.mean(y.numpy())`, `y.numpy().mean()`,
 # `np.average(...)`, `y.numpy().sum() / n`; or its sum: `np.sum(y.numpy())`, `y.numpy().sum()`.
@@ -51,11 +53,33 @@ class Objective:
     weight: float | None  # the weight of each element; None: not known
     how: str  # "`mean_loss`", "np.mean on the host", "array_sum"
     size: int  # elements of the array it reduced
+    array_id: int  # the array it reduced
 
 
-def objectives_of(model: Model, df: Dataflow, owner: int) -> list[Objective]:
-    """Every reduction of the values of array ``owner`` (its memory, or arrays allocated where
-    it was) anywhere in the run, in time order."""
+def producer(model: Model, df: Dataflow, array_id: int, seq: int) -> str | None:
+    """The kernel whose launch last wrote the memory of ``array_id`` before ``seq`` (its key),
+    None when the last writer is no launch (or there is none)."""
+    writers = df.writers_of_memory(int(array_id), int(seq))
+    if not writers:
+        return None
+    ev = int(df.acc_ev[writers[0]])
+    if model.kind[ev] != K[S.LAUNCH]:
+        return None
+    kernel = model.kernels.get(int(model.kernel[ev]))
+    return kernel.key if kernel is not None else None
+
+
+def objectives_of(model: Model, df: Dataflow, owner: int, kernel: str | None) -> list[Objective]:
+    """Every reduction, anywhere in the run, of the values of array ``owner`` (its memory, or
+    arrays allocated where it was) as kernel ``kernel`` computed them (any values when None),
+    in time order."""
+    found = _all_objectives(model, df, owner)
+    if kernel is None:
+        return found
+    return [o for o in found if producer(model, df, o.array_id, int(model.seq[o.ev])) == kernel]
+
+
+def _all_objectives(model: Model, df: Dataflow, owner: int) -> list[Objective]:
     allocs = _same_values(model, owner)
     if not allocs:
         return []
@@ -108,23 +132,24 @@ def _allocs_by_site(model: Model) -> dict[int, set[int]]:
 
 
 def _objective(model: Model, df: Dataflow, ev: int, row: int) -> Objective | None:
-    read = model.arrays.get(int(model.acc_array[row]))
+    read_id = int(model.acc_array[row])
+    read = model.arrays.get(read_id)
     size = read.size if read is not None else 0
     kind = int(model.kind[ev])
     if kind == K[S.VALUE_READ]:
         text = model.event_location(ev).text
         if MEAN_LINE.search(text) and size > 0:
-            return Objective(ev, 1.0 / size, "a mean on the host", size)
+            return Objective(ev, 1.0 / size, "a mean on the host", size, read_id)
         if _SUM_LINE.search(text):
-            return Objective(ev, 1.0, "a sum on the host", size)
+            return Objective(ev, 1.0, "a sum on the host", size, read_id)
         return None
     if kind == K[S.NATIVE]:
         facts = model.detail(ev)
         name = str(facts.get("func", "")) if isinstance(facts, dict) else ""
         if name in _NATIVE_WEIGHTS:  # its result may be returned to the host rather than written
-            return Objective(ev, _NATIVE_WEIGHTS[name], f"`{name}`", size)
+            return Objective(ev, _NATIVE_WEIGHTS[name], f"`{name}`", size, read_id)
         if _writes_smaller(model, ev, size):
-            return Objective(ev, None, f"`{name or 'a native utility'}`", size)
+            return Objective(ev, None, f"`{name or 'a native utility'}`", size, read_id)
         return None
     if kind != K[S.LAUNCH]:
         return None
@@ -146,7 +171,7 @@ def _objective(model: Model, df: Dataflow, ev: int, row: int) -> Objective | Non
         out_info = model.arrays.get(out)
         if out_info is None or out_info.size >= size or not _used_after(model, df, out, ev):
             continue
-        return Objective(ev, reduction.weight, f"`{kernel.key}`", size)
+        return Objective(ev, reduction.weight, f"`{kernel.key}`", size, read_id)
     return None
 
 
