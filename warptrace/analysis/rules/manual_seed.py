@@ -9,14 +9,21 @@ Fix: reduce to a scalar loss on the tape (with the 1/N of a mean) and call
 
 A seed alone is no evidence: ``backward(grads={y: ones})`` is Warp's documented way to
 backpropagate a vector-Jacobian product, and ``wp.autograd.jacobian`` seeds one element
-at a time. The seed is wrong only when it does not match the objective the program
-reports, so the rule needs the trace to show that objective being formed: the seeded
-array's values read, after they were last written and before the backward, by the host
-(``.numpy()``, ``.list()``: ``objective = y.numpy().mean(); y.grad.fill_(1.0);
-tape.backward()``) or by an untaped launch or native utility (a reduction off the tape,
-which WT305 reports too; a mere copy, such as the snapshot ``jacobian_fd`` takes, is not). Values looked at only after the backward, or never, leave nothing
-the seed could contradict: no finding. The trace cannot see what the host computes from the values
-(sum or mean), hence a warning, not an error.
+at a time. The seed is wrong only when it contradicts the objective the program reports,
+so the rule needs the trace to show the program reducing the seeded values with other
+weights (:mod:`.seed_objectives`): anywhere in the run (before or after the backward, in a
+later iteration, on the array rebuilt at the same line and recomputed by the same kernel),
+a kernel whose source fixes the weight of each element (a mean kernel ``terms[i] /
+float(N)``, ``/ float(terms.shape[0])``, through ``@wp.func`` callees), ``array_sum``, or a
+host read on a line taking their mean (``np.mean(terms.numpy())``) or sum. A seed of known
+value (``fill_(v)``, ``grads=`` from a filled array) is reported when such a reduction uses
+another weight (the message gives the ratio) and none uses the seed's; a seed matching any
+of them is silent. A seed whose value the trace does not hold (``wp.ones_like``, a host
+copy) is reported only on the earlier evidence: a host mean or an untaped reduction of the
+values between their last write and the backward. A reduction whose weight the trace
+cannot evaluate (a scalar kernel argument), a non-linear summary (a maximum, a mean of
+squares) or host arithmetic on later lines is no evidence. Hence a warning, not an error:
+the reduction the program prints may be a metric rather than the objective.
 
 Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
 and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
