@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from warptrace.kernel_source.facts import FunctionFacts
 from warptrace.kernel_source.model import KernelSource
-from warptrace.kernel_source.syntax import call_name, dotted, parse_function
+from warptrace.kernel_source.syntax import call_name, dotted, names_in, parse_function
 
 __all__ = ["Reduction", "reduction_weights"]
 
@@ -224,6 +224,7 @@ class _Walk:
         self.depth = depth
         self.stores: dict[str, tuple[_Value, int]] = {} if stores is None else stores
         self.env: dict[str, _Value] = {}
+        self.index_names: dict[str, frozenset[str]] = {}  # index text -> the names it reads
         self.returned: _Value | None = None
         self.offset = function.line - tree.lineno if function.line > 0 else 0
 
@@ -358,7 +359,7 @@ class _Walk:
         varying = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         before = dict(self.env)
         self.block(node.body)
-        self.env = {name: _earlier(value, varying) for name, value in self.env.items()}
+        self.env = {name: _earlier(value, varying, self.index_names) for name, value in self.env.items()}
         self.block(node.body)
         for name, value in list(self.env.items()):
             if name in before:
@@ -435,7 +436,11 @@ class _Walk:
         if array is not None:
             if isinstance(position, (_Lin, _Bad)):
                 return _BAD  # an index computed from the read values
-            return _Lin(1.0, frozenset([ast.unparse(node.slice)])) if array == self.read else _UNKNOWN
+            if array != self.read:
+                return _UNKNOWN
+            text = ast.unparse(node.slice)
+            self.index_names[text] = frozenset(names_in(node.slice))
+            return _Lin(1.0, frozenset([text]))
         base = self.expr(node.value)
         if isinstance(position, (_Lin, _Bad)):
             return _BAD
@@ -499,6 +504,7 @@ class _Walk:
             self.depth + 1,
             self.stores,
         )
+        inner.index_names = self.index_names
         for param, value in zip(tree.args.args, args):
             inner.env[param.arg] = value
         inner.run(tree)
@@ -512,23 +518,16 @@ class _Statement:
     lineno: int
 
 
-def _earlier(value: _Value, varying: set[str]) -> _Value:
+def _earlier(value: _Value, varying: set[str], names: dict[str, frozenset[str]]) -> _Value:
     """``value`` as an earlier loop iteration left it: elements whose index names something the
-    loop changes are other elements in the next iteration."""
+    loop changes are other elements in the next iteration (``names``: the names of each index
+    text)."""
     if not isinstance(value, _Lin) or value.elements is None:
         return value
     tagged = frozenset(
-        text + "@" if any(name in varying for name in _names(text)) else text for text in value.elements
+        text + "@" if names.get(text.rstrip("@"), frozenset()) & varying else text for text in value.elements
     )
     return _Lin(value.weight, tagged)
-
-
-def _names(text: str) -> set[str]:
-    try:
-        tree = ast.parse(text.rstrip("@"), mode="eval")
-    except SyntaxError:
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
 def _root(target: ast.expr) -> str | None:
