@@ -116,6 +116,16 @@ def test_a_torch_seed_installed_zero_copy_is_zeroed_in_place():
         grads.append(x.grad.numpy().copy())
     np.testing.assert_allclose(grads[0], 2.0 * X, rtol=1e-6)
     assert not grads[1].any() and not seed.any() and seed._version == 0
+    # the same through from_torch(out, grad=seed): the output's gradient is the seed's memory
+    seed = torch.ones(N)
+    x = wp.array(X, dtype=float, requires_grad=True, device=DEVICE)
+    y = wp.from_torch(torch.zeros(N), grad=seed)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_square, dim=N, inputs=[x], outputs=[y], device=DEVICE)
+    tape.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * X, rtol=1e-6)
+    assert not seed.any()
 
 
 # ---------------------------------------------------------------- WT205

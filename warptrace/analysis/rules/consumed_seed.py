@@ -1,8 +1,9 @@
 """WT310 consumed-seed (error).
 
 A buffer installed as an output's gradient (``y.grad = seed``, ``y.grad =
-wp.from_torch(seed)``, or ``tape.backward(grads={y: seed})`` for a ``y`` without a gradient,
-which adopts ``seed``) *is* ``y.grad`` during the backward. Since Warp 1.13 the adjoint of a
+wp.from_torch(seed)``, ``y = wp.from_torch(out, grad=seed)``, or ``tape.backward(grads={y:
+seed})`` for a ``y`` without a gradient, which adopts ``seed``) *is* ``y.grad`` during the
+backward. Since Warp 1.13 the adjoint of a
 plain store ``y[i] = ...`` consumes the output gradient: it zeroes ``y.grad[i]`` after reading
 it. The backward therefore zeroes the seed buffer in place, and a seed that is installed again
 for a later backward (a module-level ``ones``, a torch ``grad_output`` the caller keeps and
@@ -29,6 +30,8 @@ consume output gradients), "Interoperability > PyTorch".
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from warptrace.analysis.bridges import Bridges, bridges_of, import_label
@@ -48,25 +51,42 @@ WT310 = RuleInfo(
 )
 
 
+class Install(NamedTuple):
+    """An event that makes ``seed`` the gradient of ``owner``."""
+
+    ev: int
+    owner: int
+    seed: int
+
+
 def check(model: Model) -> list[Finding]:
-    installs = np.nonzero((model.kind == K[S.SET_GRAD]) & (model.ref_id >= 0))[0].tolist()
+    bridges = bridges_of(model)
+    installs = [
+        Install(ev, int(model.array_id[ev]), int(model.ref_id[ev]))
+        for ev in np.nonzero((model.kind == K[S.SET_GRAD]) & (model.ref_id >= 0))[0].tolist()
+    ]
+    # wp.from_torch(y, grad=seed): the import makes the torch tensor ``seed`` y's gradient
+    installs += [
+        Install(found.ev, found.array_id, found.grad_id)
+        for found in bridges.imports
+        if found.grad_id >= 0 and found.grad_tensor >= 0 and not found.leaf
+    ]
     if len(installs) < 2:
         return []
+    installs.sort()
     df = dataflow_of(model)
-    bridges = bridges_of(model)
-    by_identity: dict[tuple, list[int]] = {}
+    by_identity: dict[tuple, list[Install]] = {}
     findings = []
-    for ev in installs:
-        seed = int(model.ref_id[ev])
-        identity = _identity(model, bridges, seed)
+    for install in installs:
+        identity = _identity(model, bridges, install.seed)
         if identity is None:
             continue
         earlier = by_identity.setdefault(identity, [])
         if earlier:
-            found = _zeroed(model, df, bridges, identity, earlier[-1], ev)
+            found = _zeroed(model, df, bridges, identity, earlier[-1], install)
             if found is not None:
-                findings.append(_finding(model, df, bridges, earlier[-1], ev, *found))
-        earlier.append(ev)
+                findings.append(_finding(model, df, bridges, earlier[-1], install, *found))
+        earlier.append(install)
     return findings
 
 
@@ -87,14 +107,13 @@ def _identity(model: Model, bridges: Bridges, seed: int) -> tuple | None:
 
 
 def _zeroed(
-    model: Model, df: Dataflow, bridges: Bridges, identity: tuple, first_ev: int, again_ev: int
+    model: Model, df: Dataflow, bridges: Bridges, identity: tuple, first: Install, again: Install
 ) -> tuple[int, int] | None:
-    """(the adjoint launch that consumed the seed installed at ``first_ev``, the adjoint launch of
-    a later backward that reads the seed installed again at ``again_ev``), when nothing wrote
-    the seed's memory between that consumption and ``again_ev``; else None."""
-    first, again = int(model.ref_id[first_ev]), int(model.ref_id[again_ev])
-    first_seq, again_seq = int(model.seq[first_ev]), int(model.seq[again_ev])
-    rows = df.writes_between(first, first_seq, again_seq)
+    """(the adjoint launch that consumed the seed installed by ``first``, the adjoint launch of a
+    later backward that reads the seed installed again by ``again``), when nothing wrote the
+    seed's memory between that consumption and ``again``; else None."""
+    first_seq, again_seq = int(model.seq[first.ev]), int(model.seq[again.ev])
+    rows = df.writes_between(first.seed, first_seq, again_seq)
     consumed = (model.acc_flags[rows] & S.FLAG_CONSUME) != 0 if len(rows) else np.zeros(0, dtype=bool)
     hits = np.nonzero(consumed)[0]
     if not len(hits):
@@ -102,9 +121,9 @@ def _zeroed(
     consumer = int(df.acc_ev[rows[hits[-1]]])
     if len(rows) > hits[-1] + 1:
         return None  # written again after the consumption (refilled)
-    if identity[0] == "torch" and _torch_writes(model, df, bridges, identity[1], consumer, again_ev):
+    if identity[0] == "torch" and _torch_writes(model, df, bridges, identity[1], consumer, again.ev):
         return None
-    for row in df.iter_reads(again, again_seq):
+    for row in df.iter_reads(again.seed, again_seq):
         ev = int(df.acc_ev[row])
         if model.adjoint[ev]:
             return consumer, ev
@@ -130,11 +149,10 @@ def _torch_writes(
 
 
 def _finding(
-    model: Model, df: Dataflow, bridges: Bridges, first_ev: int, again_ev: int, consumer: int, user: int
+    model: Model, df: Dataflow, bridges: Bridges, first: Install, again: Install, consumer: int, user: int
 ) -> Finding:
-    owner, seed = int(model.array_id[again_ev]), int(model.ref_id[again_ev])
-    owner_label = import_label(model, bridges, owner)
-    torch_seed = bridges.tensor_of(seed)[0] >= 0
+    owner_label = import_label(model, bridges, again.owner)
+    torch_seed = bridges.tensor_of(again.seed)[0] >= 0
     call = int(df.ev_backward[consumer])
     zeroed_at = (
         model.location(df.backward_calls[call].site, "backward that zeroed it")
@@ -158,16 +176,16 @@ def _finding(
         f"(`{model.kernel_name(consumer)}`) consumed it (stores zero the output gradient they read); "
         f"this backward starts from zeros, so every gradient it computes through `{owner_label}` is 0"
     )
-    location = model.event_location(again_ev, "seed")
+    location = model.event_location(again.ev, "seed")
     return finding(
         WT310,
         Severity.ERROR,
         message,
         location,
-        related=[zeroed_at, model.event_location(first_ev, "first installed"), used_at],
+        related=[zeroed_at, model.event_location(first.ev, "first installed"), used_at],
         evidence={
-            "first_seq": int(model.seq[again_ev]),
-            "array_id": seed,
+            "first_seq": int(model.seq[again.ev]),
+            "array_id": again.seed,
             "consumed_seq": int(model.seq[consumer]),
         },
         key=(location.file, location.line),
