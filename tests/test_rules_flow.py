@@ -1,4 +1,4 @@
-"""WT301-WT309 on synthetic traces: where the chain from parameters to the loss breaks."""
+"""WT301-WT310 on synthetic traces: where the chain from parameters to the loss breaks."""
 
 from __future__ import annotations
 
@@ -699,3 +699,50 @@ def test_an_untaped_launch_whose_parameters_gradient_nobody_reads_is_silent(tmp_
     tb = TraceBuilder()
     untaped_first_layer(tb, inside_scope=False, grad_read=False)
     assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
+
+
+# ---------------------------------------------------------------- WT310
+def installed_torch_seed(tb: TraceBuilder, versions: tuple[int, ...], *, tokens: tuple[int, ...] = ()):
+    """Per call: ``y.grad = wp.from_torch(SEED)`` (an import naming torch tensor ``tokens[k]``,
+    default 0, at ``versions[k]``), then a backward whose store adjoint consumes ``y.grad``."""
+    x = tb.array("x", requires_grad=True, line=1)
+    square = tb.kernel("square", line=100, x="r", y="w")
+    for k, version in enumerate(versions):
+        y = tb.array("y", line=2)
+        seed = tb.array(kind=S.ARRAY_EXTERNAL, line=5)
+        facts = {"framework": "torch", "direction": S.BRIDGE_IMPORT, "version": version}
+        facts["tensor"] = tokens[k] if tokens else 0
+        imported = tb.event(S.BRIDGE, site=tb.site(5), array_id=seed, detail=json.dumps(facts))
+        tb.access(imported, seed, S.ROLE_NONE)
+        tape = tb.tape()
+        with tb.recording(tape):
+            tb.launch(square, x=x, y=y, line=4)
+        tb.event(S.SET_GRAD, array_id=y, ref_id=seed, site=tb.site(5))
+        tb.event(S.BACKWARD_BEGIN, tape=tape, phase=S.BACKWARD, site=tb.site(6))
+        adjoint = tb.event(
+            S.LAUNCH, tape=tape, phase=S.BACKWARD, adjoint=True, site=tb.site(6), kernel=square
+        )
+        tb.access(adjoint, x, S.ROLE_READ, 0, "x")
+        tb.access(adjoint, tb.grad(x), S.ROLE_WRITE, S.FLAG_ACCUMULATE, "adj_x")
+        tb.access(adjoint, y, S.ROLE_NONE, 0, "y")
+        tb.access(adjoint, seed, S.ROLE_READWRITE, S.FLAG_GRAD | S.FLAG_CONSUME, "adj_y")
+        tb.event(S.BACKWARD_END, tape=tape, phase=S.BACKWARD, site=tb.site(6))
+
+
+def test_a_torch_seed_installed_again_unchanged_is_an_error_at_the_assignment(tmp_path):
+    tb = TraceBuilder()
+    installed_torch_seed(tb, (0, 0, 0))
+    report = tb.analyze(tmp_path / "run.wtrace")
+    assert codes(report) == [("WT310", 5, "error")]
+    finding = report.by_code("WT310")[0]
+    assert finding.count == 2 and "version counter" in finding.message
+    assert any(loc.role == "backward that zeroed it" and loc.line == 6 for loc in finding.related)
+
+
+def test_a_torch_seed_changed_by_torch_or_a_new_tensor_is_fine(tmp_path):
+    tb = TraceBuilder()
+    installed_torch_seed(tb, (0, 1, 2))  # torch refilled it before each use
+    assert codes(tb.analyze(tmp_path / "refilled.wtrace")) == []
+    tb = TraceBuilder()
+    installed_torch_seed(tb, (0, 0), tokens=(0, 1))  # a fresh grad_output each call
+    assert codes(tb.analyze(tmp_path / "fresh.wtrace")) == []
