@@ -1,7 +1,9 @@
-"""Fixed twin of wt310_torch_grad_arg: Warp gets a copy of the weights as the gradient.
+"""Fixed twin of wt310_torch_grad_arg: the weights are handed to the backward as a copy.
 
-``grad=WEIGHTS.clone()`` hands each evaluation its own seed: the store adjoint zeroes the
-copy, and ``WEIGHTS`` keeps its values.
+``out`` gets a gradient buffer of its own (``requires_grad=True``) and
+``tape.backward(grads={out: wp.from_torch(WEIGHTS)})`` copies the weights into it: the store
+adjoint zeroes the copy, and ``WEIGHTS`` keeps its values. (``grad=WEIGHTS.clone()`` per call
+works too.)
 """
 # requires-module: torch
 
@@ -25,11 +27,11 @@ def cube(x: wp.array(dtype=float), out: wp.array(dtype=float)):
 
 def gradient(x_np: np.ndarray) -> np.ndarray:
     x = wp.array(x_np, dtype=float, requires_grad=True, device=DEVICE)
-    out = wp.from_torch(OUT, grad=WEIGHTS.clone())
+    out = wp.from_torch(OUT, requires_grad=True)
     tape = wp.Tape()
     with tape:
         wp.launch(cube, dim=N, inputs=[x], outputs=[out], device=DEVICE)
-    tape.backward()
+    tape.backward(grads={out: wp.from_torch(WEIGHTS)})
     return x.grad.numpy().astype(np.float64)
 
 

@@ -111,7 +111,7 @@ def _zeroed(
 ) -> tuple[int, int] | None:
     """(the adjoint launch that consumed the seed installed by ``first``, the adjoint launch of a
     later backward that reads the seed installed again by ``again``), when nothing wrote the
-    seed's memory between that consumption and ``again``; else None."""
+    seed's memory between that consumption and that read; else None."""
     first_seq, again_seq = int(model.seq[first.ev]), int(model.seq[again.ev])
     rows = df.writes_between(first.seed, first_seq, again_seq)
     consumed = (model.acc_flags[rows] & S.FLAG_CONSUME) != 0 if len(rows) else np.zeros(0, dtype=bool)
@@ -121,15 +121,22 @@ def _zeroed(
     consumer = int(df.acc_ev[rows[hits[-1]]])
     if len(rows) > hits[-1] + 1:
         return None  # written again after the consumption (refilled)
-    if identity[0] == "torch" and _torch_writes(model, df, bridges, identity[1], consumer, again.ev):
-        return None
+    user = -1
     for row in df.iter_reads(again.seed, again_seq):
         ev = int(df.acc_ev[row])
         if model.adjoint[ev]:
-            return consumer, ev
-        if not model.adjoint[ev] and model.kind[ev] != K[S.BRIDGE]:
-            break  # read by something else first: not (only) a seed
-    return None
+            user = ev
+            break
+        if model.kind[ev] != K[S.BRIDGE]:
+            return None  # read by something else first: not (only) a seed
+    if user < 0:
+        return None
+    refilled = df.writes_between(again.seed, again_seq, int(model.seq[user]))
+    if len(refilled):
+        return None  # written after the installation (grads= copied into it, a fill)
+    if identity[0] == "torch" and _torch_writes(model, df, bridges, identity[1], consumer, user):
+        return None
+    return consumer, user
 
 
 def _torch_writes(
