@@ -1,4 +1,4 @@
-"""WT301-WT310 on synthetic traces: where the chain from parameters to the loss breaks."""
+"""WT301-WT311 on synthetic traces: where the chain from parameters to the loss breaks."""
 
 from __future__ import annotations
 
@@ -701,7 +701,7 @@ def test_an_untaped_launch_whose_parameters_gradient_nobody_reads_is_silent(tmp_
     assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
 
 
-# ---------------------------------------------------------------- WT310
+# ---------------------------------------------------------------- WT311
 def installed_torch_seed(tb: TraceBuilder, versions: tuple[int, ...], *, tokens: tuple[int, ...] = ()):
     """Per call: ``y.grad = wp.from_torch(SEED)`` (an import naming torch tensor ``tokens[k]``,
     default 0, at ``versions[k]``), then a backward whose store adjoint consumes ``y.grad``."""
@@ -733,8 +733,8 @@ def test_a_torch_seed_installed_again_unchanged_is_an_error_at_the_assignment(tm
     tb = TraceBuilder()
     installed_torch_seed(tb, (0, 0, 0))
     report = tb.analyze(tmp_path / "run.wtrace")
-    assert codes(report) == [("WT310", 5, "error")]
-    finding = report.by_code("WT310")[0]
+    assert codes(report) == [("WT311", 5, "error")]
+    finding = report.by_code("WT311")[0]
     assert finding.count == 2 and "version counter" in finding.message
     assert any(loc.role == "backward that zeroed it" and loc.line == 6 for loc in finding.related)
 

@@ -1,4 +1,4 @@
-"""The Warp (and PyTorch) mechanisms behind WT304, WT310 and WT205, measured on the installed
+"""The Warp (and PyTorch) mechanisms behind WT304, WT311 and WT205, measured on the installed
 versions: the experiments of ``docs/warp-limits-bridges.md``. If one of these fails, the rule
 built on it describes a Warp that no longer exists: revisit the rule, not the test."""
 
@@ -67,7 +67,7 @@ def test_a_hand_seed_backpropagates_the_seed_weighted_sum():
     np.testing.assert_allclose(x.grad.numpy(), mean_gradient, rtol=1e-6)
 
 
-# ---------------------------------------------------------------- WT310
+# ---------------------------------------------------------------- WT311
 def test_a_store_adjoint_zeroes_an_installed_seed():
     """``y.grad = seed``: the adjoint of ``y[i] = ...`` reads y.grad[i] and zeroes it (stores
     consume output gradients since Warp 1.13), so the seed buffer itself is zero afterwards

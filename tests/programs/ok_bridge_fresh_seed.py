@@ -1,9 +1,9 @@
 """Look-alike (fine): a Function installs torch's ``grad_output`` as ``y.grad``, a fresh one each call.
 
 The Function's backward installs the incoming gradient zero-copy as the Warp output's
-gradient, as in wt310_torch_function_seed, and the store adjoint zeroes it. Here each
+gradient, as in wt311_torch_function_seed, and the store adjoint zeroes it. Here each
 ``loss.backward()`` hands the Function a new gradient tensor, so no backward starts from a
-consumed seed. WT310 stays silent.
+consumed seed. WT311 stays silent.
 """
 # requires-module: torch
 

@@ -1,9 +1,9 @@
 """Look-alike (fine): a module-level torch seed installed as ``y.grad`` and refilled before each use.
 
-As in wt310_torch_module_seed, ``y.grad = wp.from_torch(SEED)`` shares the seed with Warp
+As in wt311_torch_module_seed, ``y.grad = wp.from_torch(SEED)`` shares the seed with Warp
 and the store adjoint zeroes it. Here each evaluation refills ``SEED`` with torch
 (``SEED.fill_(1.0)``) before installing it: torch's version counter moves, the recorder
-sees it, and WT310 stays silent.
+sees it, and WT311 stays silent.
 """
 # requires-module: torch
 

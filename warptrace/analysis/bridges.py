@@ -4,7 +4,7 @@ A torch import (``wp.from_torch``) names the torch tensor object behind the new 
 and behind its grad (a session token each) with their version counters, and whether that
 grad is the ``.grad`` of a torch leaf that requires grad; an "accumulate" event says torch's
 autograd added a gradient into such a leaf's ``.grad`` (schema comment of ``BRIDGE``). The
-rules about gradients shared with PyTorch (WT205, WT310) read them from here.
+rules about gradients shared with PyTorch (WT205, WT311) read them from here.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ ALL_RULES: tuple[Rule, ...] = (
     backward_disabled.RULE,  # WT307
     backward_side_effect.RULE,  # WT308
     untaped_producer.RULE,  # WT309
-    consumed_seed.RULE,  # WT310
+    consumed_seed.RULE,  # WT311
     inplace_mul_div.RULE,  # WT401
     component_reassign.RULE,  # WT402
     dynamic_loop_carry.RULE,  # WT403

@@ -1,4 +1,4 @@
-"""WT310 consumed-seed (error).
+"""WT311 consumed-seed (error).
 
 A buffer installed as an output's gradient (``y.grad = seed``, ``y.grad =
 wp.from_torch(seed)``, ``y = wp.from_torch(out, grad=seed)``, or ``tape.backward(grads={y:
@@ -41,8 +41,8 @@ from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import DOC_OVERWRITES, Rule, finding
 from warptrace.trace import schema as S
 
-WT310 = RuleInfo(
-    code="WT310",
+WT311 = RuleInfo(
+    code="WT311",
     name="consumed-seed",
     family="flow",
     fix="hand the seed over as a copy: tape.backward(grads={y: seed}) with y allocated with "
@@ -185,7 +185,7 @@ def _finding(
     )
     location = model.event_location(again.ev, "seed")
     return finding(
-        WT310,
+        WT311,
         Severity.ERROR,
         message,
         location,
@@ -199,4 +199,4 @@ def _finding(
     )
 
 
-RULE = Rule((WT310,), check)
+RULE = Rule((WT311,), check)

@@ -1,12 +1,14 @@
-"""Fixed twin of wt310_seed_split: the model copies its weights into ``out.grad``.
+"""WT311 without torch: a Warp seed buffer installed as ``out.grad`` by a class method each call.
 
-``out.grad.assign(self.seed)`` fills the gradient Warp allocated for ``out``; the store adjoint
-consumes that copy and ``self.seed`` keeps the weights.
+``Model.gradient`` (in the model module) installs the objective weights, one Warp array made
+in the constructor, as the output's gradient: ``out.grad = self.seed``. The adjoint of the
+store ``out[i] = ...`` zeroes ``out.grad``, that is ``self.seed``: from the second call on the
+weights are zeros and the gradient is zero.
 """
 
 import numpy as np
 import warp as wp
-from wt310_seed_split_fixed_model import Model
+from wt311_seed_split_model import Model
 
 wp.config.quiet = True
 

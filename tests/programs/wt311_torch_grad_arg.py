@@ -1,4 +1,4 @@
-"""WT310 through ``wp.from_torch(out, grad=WEIGHTS)``: the torch weights are the output's gradient.
+"""WT311 through ``wp.from_torch(out, grad=WEIGHTS)``: the torch weights are the output's gradient.
 
 Each evaluation wraps a torch output buffer for Warp and hands the objective weights as
 its gradient with ``grad=WEIGHTS`` (zero-copy). The adjoint of the store ``out[i] = ...``
@@ -27,7 +27,7 @@ def cube(x: wp.array(dtype=float), out: wp.array(dtype=float)):
 
 def gradient(x_np: np.ndarray) -> np.ndarray:
     x = wp.array(x_np, dtype=float, requires_grad=True, device=DEVICE)
-    out = wp.from_torch(OUT, grad=WEIGHTS)  # expect: WT310
+    out = wp.from_torch(OUT, grad=WEIGHTS)  # expect: WT311
     tape = wp.Tape()
     with tape:
         wp.launch(cube, dim=N, inputs=[x], outputs=[out], device=DEVICE)

@@ -28,6 +28,6 @@ class Model:
         tape = wp.Tape()
         with tape:
             wp.launch(predict, dim=self.x.shape[0], inputs=[k, self.x], outputs=[out], device=DEVICE)
-        out.grad = self.seed  # expect: WT310
+        out.grad = self.seed  # expect: WT311
         tape.backward()
         return float(k.grad.numpy()[0])

@@ -1,10 +1,8 @@
-"""WT310: a module-level torch seed installed zero-copy as ``y.grad``, zeroed by the first backward.
+"""Fixed twin of wt311_torch_module_seed: the seed is handed to the backward as a copy.
 
-Each evaluation records the forward on a tape, installs the module's ``SEED`` tensor as the
-output's gradient with ``y.grad = wp.from_torch(SEED)`` and backpropagates. The adjoint of
-the plain store ``y[i] = ...`` consumes the output gradient: it zeroes ``y.grad[i]`` after
-reading it, and ``y.grad`` is ``SEED``'s memory. The first evaluation is right; every later
-one starts from zeros and returns a zero gradient, so the descent loop stops moving.
+``tape.backward(grads={y: wp.from_torch(SEED)})`` with ``y`` allocated with
+``requires_grad=True`` copies the seed into ``y.grad``: the store adjoint consumes that copy,
+and ``SEED`` keeps its ones for the next evaluation.
 """
 # requires-module: torch
 
@@ -31,8 +29,7 @@ def gradient(x_np: np.ndarray) -> np.ndarray:
     tape = wp.Tape()
     with tape:
         wp.launch(energy, dim=N, inputs=[x], outputs=[y], device=DEVICE)
-    y.grad = wp.from_torch(SEED)  # expect: WT310
-    tape.backward()
+    tape.backward(grads={y: wp.from_torch(SEED)})
     return x.grad.numpy().astype(np.float64)
 
 

@@ -1,4 +1,4 @@
-"""Fixed twin of wt310_torch_grad_arg: the weights are handed to the backward as a copy.
+"""Fixed twin of wt311_torch_grad_arg: the weights are handed to the backward as a copy.
 
 ``out`` gets a gradient buffer of its own (``requires_grad=True``) and
 ``tape.backward(grads={out: wp.from_torch(WEIGHTS)})`` copies the weights into it: the store

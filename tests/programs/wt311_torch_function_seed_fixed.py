@@ -1,4 +1,4 @@
-"""Fixed twin of wt310_torch_function_seed: the Function hands ``grad_output`` over as a copy.
+"""Fixed twin of wt311_torch_function_seed: the Function hands ``grad_output`` over as a copy.
 
 ``ctx.tape.backward(grads={ctx.y: wp.from_torch(adj_y)})`` copies the incoming gradient into
 ``ctx.y.grad`` (``ctx.y`` has its own gradient): the store adjoint consumes the copy, and the

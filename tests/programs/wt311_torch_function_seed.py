@@ -1,4 +1,4 @@
-"""WT310: a Function installs torch's ``grad_output`` as ``y.grad``; the caller reuses its tensor.
+"""WT311: a Function installs torch's ``grad_output`` as ``y.grad``; the caller reuses its tensor.
 
 The objective weights are handed to torch as the backward's gradient,
 ``out.backward(WEIGHTS)``, with one ``WEIGHTS`` tensor for the whole run. Torch passes that
@@ -42,7 +42,7 @@ class Bump(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, adj_y):
-        ctx.y.grad = wp.from_torch(adj_y)  # expect: WT310
+        ctx.y.grad = wp.from_torch(adj_y)  # expect: WT311
         ctx.tape.backward()
         return wp.to_torch(ctx.x.grad).clone()
 
