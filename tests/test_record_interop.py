@@ -193,3 +193,56 @@ def test_results_are_unchanged_by_the_bridge_wrappers(trace_path):
     traced = program()
     warptrace.stop()
     assert all(np.array_equal(a, b) for a, b in zip(plain, traced))
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
+def test_torch_imports_name_the_tensor_object_and_its_version(trace_path):
+    import torch
+
+    wp.init()
+    seed = torch.ones(3)
+    other = torch.ones(3)
+    warptrace.start(trace_path)
+    first = wp.from_torch(seed)
+    again = wp.from_torch(seed)  # the same tensor, unchanged
+    seed.fill_(2.0)  # torch bumps its version counter
+    changed = wp.from_torch(seed)
+    fresh = wp.from_torch(other)
+    with_grad = wp.from_torch(other, grad=seed)  # the grad lives in seed
+    warptrace.stop()
+    assert first.shape == again.shape == changed.shape == fresh.shape == with_grad.shape == (3,)
+    facts = [_facts(e) for e in Trace(trace_path).of_kind("bridge")]
+    assert [f["direction"] for f in facts] == ["import"] * 5
+    assert facts[0]["tensor"] == facts[1]["tensor"] == facts[2]["tensor"] != facts[3]["tensor"]
+    assert facts[0]["version"] == facts[1]["version"] < facts[2]["version"]
+    assert facts[4]["tensor"] == facts[3]["tensor"] and facts[4]["grad_tensor"] == facts[0]["tensor"]
+    assert facts[4]["grad_version"] == facts[2]["version"] and "leaf" not in facts[4]
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
+def test_a_torch_leaf_shared_with_warp_is_watched_for_torch_accumulations(trace_path):
+    import torch
+
+    wp.init()
+    leaf = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    detached = leaf.detach()
+    warptrace.start(trace_path)
+    shared = wp.from_torch(leaf)  # site:leaf_import
+    wp.from_torch(detached, requires_grad=True)  # not the leaf: its .grad is nobody's
+    (leaf * leaf).sum().backward()  # site:accumulate
+    (leaf * 2.0).sum().backward()  # site:accumulate_again
+    warptrace.stop()
+    (leaf * 3.0).sum().backward()  # after stop: the hook is gone
+    assert shared.grad is not None and leaf.grad is not None
+    t = Trace(trace_path)
+    bridges = [(t.site_line(e), _facts(e)) for e in t.of_kind("bridge")]
+    (line, imported), (_, detached_import), *accumulated = bridges
+    assert line == _line("site:leaf_import") and imported["leaf"] is True
+    assert "leaf" not in detached_import
+    assert [(line, f["direction"]) for line, f in accumulated] == [
+        (_line("site:accumulate"), "accumulate"),
+        (_line("site:accumulate_again"), "accumulate"),
+    ]
+    for _, f in accumulated:
+        assert f["tensor"] == imported["tensor"] and f["grad_tensor"] == imported["grad_tensor"]
+    assert not leaf._post_accumulate_grad_hooks

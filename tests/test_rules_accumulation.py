@@ -1,6 +1,9 @@
-"""WT201-WT204 on synthetic traces: duplicates, retain_grad double counting, unzeroed grads, kept tapes."""
+"""WT201-WT205 on synthetic traces: duplicates, retain_grad double counting, unzeroed grads, kept tapes,
+a torch leaf's .grad written by Warp and torch."""
 
 from __future__ import annotations
+
+import json
 
 from tests.tracebuilder import TraceBuilder
 from warptrace.analysis.rules import RULE_INFO
@@ -594,3 +597,70 @@ def test_a_kept_tape_whose_replayed_launch_reads_no_gradient_is_silent(tmp_path)
         tb.backward(tape, loss, line=23)
         tb.zero(tape, line=24)
     assert [c for c in codes(tb.analyze(tmp_path / "run.wtrace")) if c[0] == "WT204"] == []
+
+
+# ---------------------------------------------------------------- WT205
+def torch_leaf_function(
+    tb: TraceBuilder, *, hand_back: bool = True, zero_after: bool = False, same_grad: bool = True,
+    accumulate: bool = True,
+):  # fmt: skip
+    """An autograd Function's Warp side on traces alone: ``ctx.x = wp.from_torch(x)`` of a leaf
+    (its grad is the leaf's .grad), a taped launch, a backward whose adjoint writes x's grad,
+    ``wp.to_torch(ctx.x.grad)`` handed back, then torch's autograd accumulating into the leaf."""
+    x = tb.array("ctx.x", requires_grad=True, kind=S.ARRAY_EXTERNAL, line=30)
+    y = tb.array("ctx.y", requires_grad=True, line=31)
+    square = tb.kernel("square", line=100, x="r", y="w")
+    facts = {"framework": "torch", "direction": S.BRIDGE_IMPORT, "tensor": 0, "version": 0}
+    imported = tb.event(
+        S.BRIDGE,
+        site=tb.site(30),
+        array_id=x,
+        detail=json.dumps({**facts, "grad_tensor": 1, "grad_version": 0, "leaf": True}),
+    )
+    tb.access(imported, x, S.ROLE_NONE)
+    tb.access(imported, tb.grad(x), S.ROLE_NONE)
+    tape = tb.tape()
+    with tb.recording(tape):
+        tb.launch(square, x=x, y=y, line=33)
+    tb.memset(tb.grad(y), 1.0, line=40)
+    tb.backward(tape, line=41)
+    if hand_back:
+        export = tb.event(
+            S.BRIDGE,
+            site=tb.site(42),
+            array_id=tb.grad(x),
+            detail=json.dumps({"framework": "torch", "direction": S.BRIDGE_EXPORT}),
+        )
+        tb.access(export, tb.grad(x), S.ROLE_READ)
+    if zero_after:
+        tb.memset(tb.grad(x), 0.0, line=43)
+    if accumulate:
+        detail = {
+            "framework": "torch",
+            "direction": S.BRIDGE_ACCUMULATE,
+            "tensor": 0,
+            "grad_tensor": 1 if same_grad else 7,
+        }
+        tb.event(S.BRIDGE, site=tb.site(50), detail=json.dumps(detail))
+
+
+def test_a_torch_leaf_grad_written_by_warp_and_accumulated_by_torch_is_an_error_at_the_import(tmp_path):
+    tb = TraceBuilder()
+    torch_leaf_function(tb)
+    report = tb.analyze(tmp_path / "run.wtrace")
+    assert codes(report) == [("WT205", 30, "error")]
+    finding = report.by_code("WT205")[0]
+    assert "`ctx.x`" in finding.message and "counted twice" in finding.message
+    assert [loc.line for loc in finding.related] == [41, 42, 50]
+
+
+def test_a_torch_leaf_grad_with_one_writer_is_fine(tmp_path):
+    for name, options in {
+        "not handed back": {"hand_back": False},  # the Function relies on Warp's write alone
+        "zeroed after handing back": {"zero_after": True},
+        "accumulated into a new .grad": {"same_grad": False},  # the .grad was reset in between
+        "no accumulation": {"accumulate": False},  # torch.autograd.grad, or no torch backward
+    }.items():
+        tb = TraceBuilder()
+        torch_leaf_function(tb, **options)
+        assert codes(tb.analyze(tmp_path / f"{name}.wtrace")) == [], name

@@ -1,4 +1,4 @@
-"""WT301-WT309 on synthetic traces: where the chain from parameters to the loss breaks."""
+"""WT301-WT311 on synthetic traces: where the chain from parameters to the loss breaks."""
 
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ def test_grads_dict_seed_is_reported_at_the_backward_call(tmp_path):
     [
         ("assert_np_equal(terms.numpy(), expected)", False),  # the values checked, no objective formed
         ("print(terms.numpy())", False),
-        (MEAN_READ, True),  # the mean taken only after the backward: not what was seeded against
+        ("print(terms.numpy())", True),
     ],
 )
 def test_seed_without_a_contradicting_objective_is_fine(tmp_path, read, after):
@@ -286,6 +286,84 @@ def test_seed_without_a_contradicting_objective_is_fine(tmp_path, read, after):
         tb = TraceBuilder()
         seeded(tb, grads=grads, read=read, read_after=after)
         assert codes(tb.analyze(tmp_path / f"run{grads}.wtrace")) == []
+
+
+def test_a_mean_taken_after_the_backward_contradicts_a_known_seed(tmp_path):
+    # the objective reported from the same values, after the backward: still not what was seeded
+    tb = TraceBuilder()
+    seeded(tb, read_after=True)
+    report = tb.analyze(tmp_path / "run.wtrace")
+    assert codes(report) == [("WT304", 22, "warning")]
+    finding = report.by_code("WT304")[0]
+    assert "weight 0.125 per element (their mean)" in finding.message and "8x" in finding.message
+    assert any(loc.role == "objective" and loc.line == 24 for loc in finding.related)
+
+
+REDUCERS = {
+    "mean": "    wp.atomic_add(loss, 0, terms[i] / float(terms.shape[0]))",
+    "sum": "    wp.atomic_add(loss, 0, terms[i])",
+    "scaled": "    wp.atomic_add(loss, 0, terms[i] * scale)",  # a scalar argument: weight unknown
+    "square": "    wp.atomic_add(loss, 0, terms[i] * terms[i])",  # not linear
+}
+
+
+def reported_after_update(
+    tb: TraceBuilder, *, value: float = 1.0, reducer: str = "mean", rebuilt: bool = False,
+    same_producer: bool = True, read_loss: bool = True,
+):  # fmt: skip
+    """A seeded backward; after it, the terms are computed again untaped (into the same array,
+    or a new one from the same allocation line) and reduced by a kernel into a printed loss."""
+    x = tb.array("x", shape=(8,), line=1)
+    w = tb.array("w", shape=(2,), requires_grad=True, line=2)
+    terms = tb.array("terms", shape=(8,), requires_grad=True, line=3)
+    loss = tb.array("loss", shape=(1,), line=4)
+    residual = tb.kernel("residual_terms", line=100, x="r", w="r", terms="w")
+    other = tb.kernel("other_terms", line=110, x="r", terms="w")
+    source = (
+        "def reduce_terms(terms: wp.array(dtype=float), loss: wp.array(dtype=float), scale: float):\n"
+        "    i = wp.tid()\n" + REDUCERS[reducer] + "\n"
+    )
+    reduce = tb.kernel("reduce_terms", line=120, source=source, terms="r", loss="a")
+    tape = tb.tape()
+    with tb.recording(tape):
+        tb.launch(residual, x=x, w=w, terms=terms, line=20)
+    tb.memset(tb.grad(terms), value, line=22)
+    tb.backward(tape, line=23)
+    again = tb.array("terms", shape=(8,), requires_grad=True, line=3) if rebuilt else terms
+    if same_producer:
+        tb.launch(residual, x=x, w=w, terms=again, line=24)
+    else:
+        tb.launch(other, x=x, terms=again, line=24)
+    tb.launch(reduce, terms=again, loss=loss, line=25)
+    if read_loss:
+        tb.value_read(loss, line=26, text="print(loss.numpy()[0])")
+
+
+@pytest.mark.parametrize("rebuilt", [False, True])
+def test_a_mean_kernel_after_the_update_contradicts_a_seed_of_ones(tmp_path, rebuilt):
+    tb = TraceBuilder()
+    reported_after_update(tb, rebuilt=rebuilt)
+    report = tb.analyze(tmp_path / "run.wtrace")
+    assert codes(report) == [("WT304", 22, "warning")]
+    finding = report.by_code("WT304")[0]
+    assert "`reduce_terms`, line 25" in finding.message and "8x the gradient" in finding.message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"value": 1.0 / 8},  # the seed is the mean's
+        {"reducer": "sum"},  # the program reports the sum the seed backpropagates
+        {"reducer": "scaled"},  # weights the trace cannot evaluate
+        {"reducer": "square"},  # no linear reduction
+        {"read_loss": False},  # a reduction nobody reads reports nothing
+        {"rebuilt": True, "same_producer": False},  # same allocation line, another quantity
+    ],
+)
+def test_reductions_that_do_not_contradict_the_seed(tmp_path, options):
+    tb = TraceBuilder()
+    reported_after_update(tb, **options)
+    assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
 
 
 def test_seed_with_the_mean_taken_as_sum_over_n_is_reported(tmp_path):
@@ -621,3 +699,50 @@ def test_an_untaped_launch_whose_parameters_gradient_nobody_reads_is_silent(tmp_
     tb = TraceBuilder()
     untaped_first_layer(tb, inside_scope=False, grad_read=False)
     assert codes(tb.analyze(tmp_path / "run.wtrace")) == []
+
+
+# ---------------------------------------------------------------- WT311
+def installed_torch_seed(tb: TraceBuilder, versions: tuple[int, ...], *, tokens: tuple[int, ...] = ()):
+    """Per call: ``y.grad = wp.from_torch(SEED)`` (an import naming torch tensor ``tokens[k]``,
+    default 0, at ``versions[k]``), then a backward whose store adjoint consumes ``y.grad``."""
+    x = tb.array("x", requires_grad=True, line=1)
+    square = tb.kernel("square", line=100, x="r", y="w")
+    for k, version in enumerate(versions):
+        y = tb.array("y", line=2)
+        seed = tb.array(kind=S.ARRAY_EXTERNAL, line=5)
+        facts = {"framework": "torch", "direction": S.BRIDGE_IMPORT, "version": version}
+        facts["tensor"] = tokens[k] if tokens else 0
+        imported = tb.event(S.BRIDGE, site=tb.site(5), array_id=seed, detail=json.dumps(facts))
+        tb.access(imported, seed, S.ROLE_NONE)
+        tape = tb.tape()
+        with tb.recording(tape):
+            tb.launch(square, x=x, y=y, line=4)
+        tb.event(S.SET_GRAD, array_id=y, ref_id=seed, site=tb.site(5))
+        tb.event(S.BACKWARD_BEGIN, tape=tape, phase=S.BACKWARD, site=tb.site(6))
+        adjoint = tb.event(
+            S.LAUNCH, tape=tape, phase=S.BACKWARD, adjoint=True, site=tb.site(6), kernel=square
+        )
+        tb.access(adjoint, x, S.ROLE_READ, 0, "x")
+        tb.access(adjoint, tb.grad(x), S.ROLE_WRITE, S.FLAG_ACCUMULATE, "adj_x")
+        tb.access(adjoint, y, S.ROLE_NONE, 0, "y")
+        tb.access(adjoint, seed, S.ROLE_READWRITE, S.FLAG_GRAD | S.FLAG_CONSUME, "adj_y")
+        tb.event(S.BACKWARD_END, tape=tape, phase=S.BACKWARD, site=tb.site(6))
+
+
+def test_a_torch_seed_installed_again_unchanged_is_an_error_at_the_assignment(tmp_path):
+    tb = TraceBuilder()
+    installed_torch_seed(tb, (0, 0, 0))
+    report = tb.analyze(tmp_path / "run.wtrace")
+    assert codes(report) == [("WT311", 5, "error")]
+    finding = report.by_code("WT311")[0]
+    assert finding.count == 2 and "version counter" in finding.message
+    assert any(loc.role == "backward that zeroed it" and loc.line == 6 for loc in finding.related)
+
+
+def test_a_torch_seed_changed_by_torch_or_a_new_tensor_is_fine(tmp_path):
+    tb = TraceBuilder()
+    installed_torch_seed(tb, (0, 1, 2))  # torch refilled it before each use
+    assert codes(tb.analyze(tmp_path / "refilled.wtrace")) == []
+    tb = TraceBuilder()
+    installed_torch_seed(tb, (0, 0), tokens=(0, 1))  # a fresh grad_output each call
+    assert codes(tb.analyze(tmp_path / "fresh.wtrace")) == []

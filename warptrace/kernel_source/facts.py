@@ -237,6 +237,9 @@ class FunctionFacts:
     # def-use of locals: each name assigned in the body with the names its values are computed
     # from (every assignment, flow-insensitive), to tell which parameters a value depends on
     deps: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # the integer module constants the body refers to (FunctionSource.constants): the values
+    # Warp compiled in (``N`` in ``/ float(N)``)
+    constants: tuple[tuple[str, int], ...] = ()
 
 
 _OPS = {
@@ -251,7 +254,14 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
     tree = parse_function(function.source)
     if tree is None:
         return FunctionFacts(
-            function.role, function.name, function.file, function.line, function.of, False, function.source
+            function.role,
+            function.name,
+            function.file,
+            function.line,
+            function.of,
+            False,
+            function.source,
+            constants=function.constants,
         )
     collector = _Collector(tree, function.line, dict(function.constants), function.max_unroll)
     if function.role != KERNEL:  # a function's parameters vary per call, a kernel's scalars do not
@@ -291,6 +301,7 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
         atomics=tuple(collector.atomics),
         lines=(first, first + n_lines - 1),
         deps=local_flow.local_deps(tree),
+        constants=function.constants,
     )
 
 

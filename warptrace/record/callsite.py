@@ -224,6 +224,25 @@ class Sites:
             frame = frame.f_back
         return self.site_of(None, library)
 
+    def caller_outside(self, prefixes: tuple[str, ...], depth: int = 1) -> int:
+        """:meth:`caller`, skipping also the frames of files under ``prefixes`` (another
+        framework's package: a hook PyTorch calls from inside ``loss.backward()`` belongs to
+        the user line that called it); the first user frame, else the first library frame."""
+        frame: FrameType | None = sys._getframe((depth + 1) * FRAMES)
+        library: FrameType | None = None
+        while frame is not None:
+            code = frame.f_code
+            kind = _skip_code.get(id(code))
+            if kind is None:
+                kind = _classify(code)
+            if kind != INTERNAL and not code.co_filename.startswith(prefixes):
+                if kind == USER:
+                    return self.site_of(frame)
+                if library is None:
+                    library = frame
+            frame = frame.f_back
+        return self.site_of(library) if library is not None else -1
+
     def alloc_caller(self, constructor: CodeType, depth: int, maker: bool = True) -> tuple[int, bool]:
         """Like :meth:`caller`, plus whether the line the array is named by made *this* array
         directly: the innermost library line when there is one (``self.M = wp.zeros(...)``

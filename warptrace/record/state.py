@@ -11,6 +11,7 @@ replaced, by :func:`bind`, so a wrapper may hold them in a closure.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from warptrace.record.session import Recorder
@@ -36,6 +37,15 @@ tape_zero_code: Any = None
 # by the wrapper (from ThreadState.bw_frame), has the wrapper's call site (ThreadState.bw_site).
 backward_code: Any = None
 
+# PyTorch tensors the bridge wrappers have seen (wrap/bridge.py): id(tensor) -> (weak reference,
+# token), the token a number that names one tensor object for the session (an id is reused once
+# the tensor is freed, a token never), the next token; the leaves they watch (id -> weak
+# reference) and the hooks they put on them, removed when the session ends.
+torch_tokens: dict[int, tuple[Any, int]] = {}
+torch_next: list[int] = [0]
+torch_watched: dict[int, Any] = {}
+torch_hooks: list[Any] = []
+
 
 def bind(session: Recorder | None) -> None:
     """Point every wrapper at ``session`` (None: all wrappers become pass-through)."""
@@ -46,6 +56,13 @@ def bind(session: Recorder | None) -> None:
     generic_plans.clear()
     generic_args.clear()
     dims.clear()
+    torch_tokens.clear()
+    torch_next[0] = 0
+    torch_watched.clear()
+    while torch_hooks:
+        handle = torch_hooks.pop()
+        with contextlib.suppress(Exception):  # the tensor may be gone
+            handle.remove()
     if session is None:
         return
     src_dest = (session.name_code("src"), session.name_code("dest"))

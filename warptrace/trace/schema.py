@@ -105,9 +105,18 @@ HOST_DETAIL_KEYS = ("host", "nbytes", "digest")
 # BRIDGE_EXPORT (a Warp array handed out: wp.to_torch, to_jax, to_dlpack / __dlpack__,
 # __array_interface__, __cuda_array_interface__; its accesses are reads) or BRIDGE_IMPORT
 # (a Warp array made over another framework's memory: from_torch, from_jax, from_dlpack;
-# accesses ROLE_NONE)}. The other framework may read or write that memory at any later time.
+# accesses ROLE_NONE), or BRIDGE_ACCUMULATE (PyTorch's autograd accumulated a gradient into the
+# .grad of a torch leaf whose grad memory an earlier import shares with Warp; no access rows)}.
+# The other framework may read or write that memory at any later time.
+# A torch import adds (within v4/v5: new keys, old traces lack them) "tensor" and "version" (a
+# token naming the torch tensor object for the session, and its version counter, which torch
+# bumps on each in-place change it makes), "grad_tensor" and "grad_version" (the same of the
+# tensor holding the grad memory), "leaf": true (that tensor is the .grad of a torch leaf that
+# requires grad); an accumulate event has "tensor" (the leaf) and "grad_tensor" (its .grad after
+# the accumulation, -1 for none).
 BRIDGE_EXPORT = "export"
 BRIDGE_IMPORT = "import"
+BRIDGE_ACCUMULATE = "accumulate"
 BRIDGE_FRAMEWORKS = ("torch", "jax", "dlpack", "array_interface", "cuda_array_interface")
 
 # ---------------------------------------------------------------- access roles

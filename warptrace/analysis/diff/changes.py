@@ -19,6 +19,8 @@ KIND_RANK: dict[str, int] = {
     "moved_off_tape": 10,
     "moved_between_tapes": 10,
     "backward_loss": 12,
+    "fill_value": 12,
+    "grad_shared": 10,
     "kernel_changed": 13,
     "tape_zero_added": 14,
     "tape_zero_removed": 14,

@@ -19,13 +19,14 @@ Vocabulary:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warptrace.analysis.bridges import bridges_of
 from warptrace.analysis.dataflow import combine_codes, dataflow_of
 from warptrace.analysis.diff.align import Item, Site, fold
 from warptrace.analysis.diff.numbers import NumericSummary, numeric_summary
@@ -110,6 +111,10 @@ class Profile:
     kernels_at: dict[int, frozenset[str]]  # site -> kernel keys launched there
     grad_paths: set[tuple[GroupKey, GroupKey]]  # (parameter group, loss group)
     numbers: NumericSummary | None = None
+    # call site -> the values its fills wrote (``x.grad.fill_(v)``: a hand seed's weight), sorted
+    fills_at: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    # call site -> how many of its torch imports made the Warp grad a torch leaf's own .grad
+    leaf_imports_at: dict[int, int] = field(default_factory=dict)
 
 
 def build_profile(trace: Trace) -> Profile:
@@ -163,7 +168,25 @@ class _Builder:
             kernels_at={site: frozenset(keys) for site, keys in kernels_at.items()},
             grad_paths=self._grad_paths(ev_token),
             numbers=numeric_summary(m.trace),
+            fills_at=self._fills_at(),
+            leaf_imports_at=self._leaf_imports_at(),
         )
+
+    def _fills_at(self) -> dict[int, tuple[float, ...]]:
+        """The distinct values each call site's fills wrote (forward phase, a few per site)."""
+        m = self.m
+        evs = np.nonzero((m.kind == K[S.MEMSET]) & (m.phase == S.FORWARD) & ~np.isnan(m.value))[0]
+        found: dict[int, set[float]] = defaultdict(set)
+        for site, value in zip(m.site[evs].tolist(), m.value[evs].tolist()):
+            if len(found[site]) < 4:
+                found[site].add(float(value))
+        return {site: tuple(sorted(values)) for site, values in found.items()}
+
+    def _leaf_imports_at(self) -> dict[int, int]:
+        counts: dict[int, int] = defaultdict(int)
+        for found in bridges_of(self.m).imports:
+            counts[int(self.m.site[found.ev])] += int(found.leaf)
+        return dict(counts)
 
     # ------------------------------------------------------------ arrays
     def _array_groups(self) -> np.ndarray:

@@ -35,6 +35,7 @@ class StructureDiff(Comparison):
         steps.run()
         self._slots()
         self._groups()
+        self._site_facts()
         self._tapes()
         self._kernels()
         self._paths()
@@ -155,6 +156,34 @@ class StructureDiff(Comparison):
             if group_a.arrays != group_b.arrays:
                 self.add(
                     "allocations", f"{name}: {group_a.arrays} → {group_b.arrays} arrays allocated", *where
+                )
+
+    def _site_facts(self) -> None:
+        """Lines both runs run whose fills write other values (a hand seed's weight: ``fill_(1.0)``
+        → ``fill_(1.0 / N)``), or whose torch imports stopped (or started) sharing a torch leaf's
+        ``.grad`` with Warp (``wp.from_torch(x)`` → ``wp.from_torch(x.detach(), ...)``)."""
+        fills_b = {self.b.site(site): (site, values) for site, values in self.b.profile.fills_at.items()}
+        for site_a, values_a in self.a.profile.fills_at.items():
+            site_b, values_b = fills_b.get(self.a.site(site_a), (-1, values_a))
+            if values_a != values_b:
+                text = _code(self.loc(self.b, site_b).text or self.loc(self.a, site_a).text)
+                self.add(
+                    "fill_value",
+                    f"`{text}` fills {_values(values_b)} (was {_values(values_a)})",
+                    [self.loc(self.a, site_a)],
+                    [self.loc(self.b, site_b)],
+                )
+        leaves_b = {self.b.site(site): (site, n) for site, n in self.b.profile.leaf_imports_at.items()}
+        for site_a, n_a in self.a.profile.leaf_imports_at.items():
+            site_b, n_b = leaves_b.get(self.a.site(site_a), (-1, n_a))
+            if bool(n_a) != bool(n_b):
+                text = _code(self.loc(self.b, site_b).text or self.loc(self.a, site_a).text)
+                now = "no longer" if n_a else "now"
+                self.add(
+                    "grad_shared",
+                    f"`{text}`: the Warp gradient is {now} the torch leaf's own .grad",
+                    [self.loc(self.a, site_a)],
+                    [self.loc(self.b, site_b)],
                 )
 
     def _tapes(self) -> None:
@@ -313,3 +342,12 @@ def _flag(count: int, total: int) -> str:
 
 def _list(values: tuple[str, ...]) -> str:
     return "(" + ", ".join(values) + ")" if values else "none"
+
+
+def _values(values: tuple[float, ...]) -> str:
+    return ", ".join(f"{v:g}" for v in values)
+
+
+def _code(text: str) -> str:
+    """A source line without its trailing comment."""
+    return text.split("  #")[0].strip()

@@ -19,6 +19,7 @@ from warptrace.analysis.rules import (
     backward_disabled,
     backward_side_effect,
     component_reassign,
+    consumed_seed,
     custom_adjoint,
     dead_gradient,
     divergence,
@@ -37,6 +38,7 @@ from warptrace.analysis.rules import (
     retain_grad_multiwrite,
     select_overflow,
     severed_chain,
+    shared_leaf_grad,
     stale_grad_read,
     tape_not_reset,
     truncated_horizon,
@@ -58,6 +60,7 @@ ALL_RULES: tuple[Rule, ...] = (
     retain_grad_multiwrite.RULE,  # WT202
     grad_not_zeroed.RULE,  # WT203
     tape_not_reset.RULE,  # WT204
+    shared_leaf_grad.RULE,  # WT205
     severed_chain.RULE,  # WT301
     truncated_horizon.RULE,  # WT302
     unchained_boundary.RULE,  # WT303
@@ -68,6 +71,7 @@ ALL_RULES: tuple[Rule, ...] = (
     backward_side_effect.RULE,  # WT308
     untaped_producer.RULE,  # WT309
     unreached_parameter.RULE,  # WT310
+    consumed_seed.RULE,  # WT311
     inplace_mul_div.RULE,  # WT401
     component_reassign.RULE,  # WT402
     dynamic_loop_carry.RULE,  # WT403

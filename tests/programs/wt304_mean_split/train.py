@@ -1,0 +1,30 @@
+"""WT304 across modules: a trainer class seeds the per-sample losses with ones, and reports their average.
+
+``Trainer.gradient`` (trainer module) seeds ``losses.grad.fill_(1.0)``; ``Trainer.evaluate``
+reports the average loss with a kernel (kernels module) dividing by ``losses.shape[0]``. The
+seed backpropagates the sum of the 7 losses: every gradient is 7 times the gradient of the
+reported average.
+"""
+
+import numpy as np
+import warp as wp
+from wt304_mean_split_trainer import Trainer
+
+wp.config.quiet = True
+
+
+def run() -> dict:
+    x_np = np.linspace(-1.0, 1.0, 7)
+    y_np = 1.5 * x_np * x_np - 0.25
+    trainer = Trainer(x_np, y_np, (0.5, 0.5))
+    for _ in range(2):
+        p_now = trainer.p.numpy()[0].astype(np.float64).copy()
+        grad = trainer.gradient()
+        trainer.evaluate()
+    r = p_now[0] * x_np * x_np + p_now[1] - y_np
+    expected = np.array([np.mean(r * x_np * x_np), np.mean(r)])
+    return {"grad": grad, "expected": expected}
+
+
+if __name__ == "__main__":
+    run()
