@@ -113,10 +113,8 @@ WT104 struct-field-overwrite
 How it works: only reads by forward launches count (a copy's adjoint does not need its source
 values), and reads of gradient buffers are ignored. The first plain overwrite settles the read
 it clobbered: later writes of that memory before the next read (a memset and then an atomic
-scatter into the same buffer) are the same root cause and are not reported again. A write that
-only accumulates is a warning, and only when the reading kernel's source shows that its adjoint
-needs the old values (a product with another array value, a division, ``sin``/``tanh``/..., a
-branch or an index). Findings are grouped by root cause: one finding per (code, writing call,
+scatter into the same buffer) are the same root cause and are not reported again. Findings
+are grouped by root cause: one finding per (code, writing call,
 reading launch, buffer role) with the number of occurrences, so a bug inside a 500-step loop is
 one finding with ``count == 500``. The analysis is linear in the number of accesses: per
 allocation, in sequence order, it keeps only the latest pending read per (tape, reading call,
