@@ -38,6 +38,7 @@ from warptrace.kernel_source.facts import (
     FunctionSource,
     Loop,
     Select,
+    StaleRead,
     Statement,
     function_facts,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "KernelSource",
     "Loop",
     "Select",
+    "StaleRead",
     "Statement",
     "build",
     "function_facts",

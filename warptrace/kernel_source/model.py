@@ -35,7 +35,10 @@ __all__ = ["MODEL_VERSION", "KernelSource", "build", "inputs_json"]
 #      parameters include ``wp.array2d[float]``-style annotations. A version-2 model is
 #      upgraded from the stored source of each function (``_upgrade_v2``).
 #      A version-1 model is rebuilt from the stored kernel source.
-MODEL_VERSION = 3
+#   4  ``stale_reads``: statements after a dynamic loop whose adjoint needs a local the loop
+#      changed (the replay skips the loop). Versions 2 and 3 are upgraded from the stored
+#      source and loops of each function (``_upgrade_stale``).
+MODEL_VERSION = 4
 
 _NESTED: dict[str, type] = {
     "statements": F.Statement,
@@ -48,6 +51,7 @@ _NESTED: dict[str, type] = {
     "comparisons": F.Comparison,
     "adjoint_assigns": F.AdjointAssign,
     "atomics": F.AtomicCall,
+    "stale_reads": F.StaleRead,
 }
 
 
@@ -125,9 +129,9 @@ class KernelSource:
                 except Exception:  # a source the builder cannot take: the kernel's alone is rebuilt
                     return None
             version = data.get("version")
-            if version not in (2, MODEL_VERSION):
+            if version not in (2, 3, MODEL_VERSION):
                 return None
-            read = _function if version == MODEL_VERSION else _upgrade_v2
+            read = {2: _upgrade_v2, 3: _upgrade_v3}.get(version, _function)
             return KernelSource(read(data["kernel"]), tuple(read(f) for f in data["functions"]))
         except (ValueError, KeyError, TypeError):
             return None
@@ -404,10 +408,27 @@ def _function(data: dict[str, Any]) -> FunctionFacts:
     return FunctionFacts(**values)
 
 
+def _upgrade_v3(data: dict[str, Any]) -> FunctionFacts:
+    """A version-3 function model with the stale reads of version 4."""
+    return _upgrade_stale(_function(data))
+
+
+def _upgrade_stale(function: FunctionFacts) -> FunctionFacts:
+    """``function`` with its stale reads computed from its source and stored loops."""
+    tree = parse_function(function.source) if function.parsed else None
+    if tree is None:
+        return function
+    offset = function.line - tree.lineno if function.line >= 0 else 0
+    arrays = {a.arg for a in tree.args.args if local_flow.array_annotation_ndim(a.annotation) is not None}
+    arrays |= local_flow.array_locals(tree)
+    return replace(function, stale_reads=F.stale_reads(tree, function.loops, offset, arrays))
+
+
 def _upgrade_v2(data: dict[str, Any]) -> FunctionFacts:
-    """A version-2 function model with the array aliases of version 3 applied: subscript
-    stores into a local bound to an array view are array stores, not components."""
-    function = _function(data)
+    """A version-2 function model with the array aliases of version 3 and the stale reads of
+    version 4 applied: subscript stores into a local bound to an array view are array stores,
+    not components."""
+    function = _upgrade_stale(_function(data))
     tree = parse_function(function.source) if function.parsed else None
     if tree is None:
         return function

@@ -17,16 +17,34 @@ goes to the wrong iteration (verified on 1.19: the argmin of ``x**2`` over ``[2,
 sends the gradient to ``x[2]``). Whether it matters depends on the values, so that case
 is a ``warning``.
 
+After the loop, the same skip bites again: the replay that recomputes the forward values
+before the adjoint statements does not run the loop at all, so every local the loop changes
+holds its value from *before* the loop (zero for a local the loop defines) in the adjoint of
+every statement after it, in the kernel or in the ``@wp.func`` that holds the loop (verified
+on Warp 1.19: ``s = 1; for j in range(n): s += a[j]`` then ``out[0] = s * c[0]`` gives
+``c.grad = 1`` instead of the sum, ``s * s`` gives ``a.grad = 2`` instead of ``2 * sum``,
+``total / norm`` gives NaN). Reported where the adjoint needs that value: a product with
+something that carries a gradient, a division, a nonlinear function (``sqrt(s)``,
+``length(v)``), an index, and (as a warning) a branch condition or the bounds of a later
+dynamic loop. Warp replays *calls*: a ``@wp.func`` that holds the loop and returns the raw
+accumulators gives its caller exact values, so the nonlinear use belongs in the caller
+(Warp's documented workaround, silent); the same use inside the function, after its loop,
+is reported.
+
 Fine, and silent: ``+=``/``-=`` accumulation (``s += x[k] * w[k]``), values computed
-fresh in each iteration (also when read after the loop), unrolled static loops, nested
-dynamic loops that only accumulate.
+fresh in each iteration, uses after the loop that do not need the value (``out[i] = s``,
+``return s``, ``s * 2.0``, a product with something that carries no gradient), unrolled
+static loops, nested dynamic loops that only accumulate, a loop under ``if arr:`` when
+``arr`` is null at the launch.
 
 Severity: ``error`` (``warning`` for the branch case) when the carried local depends on a
 kernel argument that carries a gradient on a backpropagated tape; ``info`` when the kernel is taped but no gradient
 flows through it; silent outside tapes.
 Fix: make the trip count a compile-time constant within ``max_unroll`` (or raise the
 module option ``max_unroll``), accumulate in log space (``s += wp.log(x[k])``), or store
-each iteration's value in an array indexed by the iteration.
+each iteration's value in an array indexed by the iteration; for a use after the loop, move
+the loop into a ``@wp.func`` that returns the raw accumulators and do the computation in
+the caller.
 
 Warp documentation: "Differentiability" ("Limitations and Workarounds": dynamic loops).
 """
@@ -35,16 +53,24 @@ from __future__ import annotations
 
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import Model
-from warptrace.analysis.rules.common import DOC_LIMITS, Rule
-from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
-from warptrace.kernel_source import Loop
+from warptrace.analysis.rules.common import DOC_LIMITS, Rule, access_rows
+from warptrace.analysis.rules.kernel_uses import (
+    KernelUse,
+    evidence_phrase,
+    kernel_uses,
+    source_finding,
+    strongest,
+)
+from warptrace.kernel_source import FunctionFacts, Loop, StaleRead
 
 WT403 = RuleInfo(
     code="WT403",
     name="dynamic-loop-carry",
     family="kernel",
     fix="give the loop a compile-time trip count within max_unroll (or raise the module option "
-    "max_unroll), accumulate additively (e.g. in log space), or keep each iteration's value in an array",
+    "max_unroll), accumulate additively (e.g. in log space), or keep each iteration's value in an array; "
+    "for a use after the loop, put the loop in a @wp.func that returns the raw accumulators and do the "
+    "nonlinear computation in its caller (Warp replays calls, not loops)",
     doc=DOC_LIMITS,
 )
 
@@ -86,7 +112,63 @@ def check(model: Model) -> list[Finding]:
                             model, WT403, severity, use, function, line, message, "loop-carried use"
                         )
                     )
+            loops = {loop.line: loop for loop in function.loops}
+            for read in function.stale_reads:
+                if _never_runs(model, use, function, read):
+                    continue
+                findings.append(_after_loop(model, use, function, read, loops.get(read.loop)))
     return strongest(findings)
+
+
+def _after_loop(
+    model: Model, use: KernelUse, function: FunctionFacts, read: StaleRead, loop: Loop | None
+) -> Finding:
+    args = use.carries(function, read.needs)
+    if not args:
+        severity = Severity.INFO
+    else:
+        severity = Severity.ERROR if read.kind == "value" else Severity.WARNING
+    names = ", ".join(f"`{name}`" for name in read.names)
+    verb = "is" if len(read.names) == 1 else "are"
+    why = f" ({_why_dynamic(loop)})" if loop is not None else ""
+    where = "kernel" if function is use.source.kernel else "function"
+    if read.kind == "value":
+        how = "and the adjoint of this statement needs that value"
+    else:
+        how = "and this condition (or loop bound) decides which adjoint statements run"
+    evidence = evidence_phrase(model, use, args)
+    partners = use.source.kernel_args(function, read.needs)
+    if use.call is not None and use.grad_args and not args:
+        # the kernel's gradient flows, but not through what this adjoint computes from the value
+        carry = "carries" if len(partners) == 1 else "carry"
+        evidence = (
+            f"the adjoint that needs it computes the gradient of {_names(partners) or 'locals'}, which "
+            f"{carry} no gradient at the launch on line {model.event_location(use.launch).line}"
+        )
+    message = (
+        f"{names} {verb} changed by the loop on line {read.loop}, which Warp does not unroll{why}: "
+        f"when the adjoint recomputes the {where}'s forward values it skips that loop, so here "
+        f"{names} {verb} still at {'its' if len(read.names) == 1 else 'their'} value from before the loop, "
+        f"{how}; {evidence}"
+    )
+    return source_finding(model, WT403, severity, use, function, read.line, message, "use after the loop")
+
+
+def _names(names: frozenset[str]) -> str:
+    return ", ".join(f"`{name}`" for name in sorted(names))
+
+
+def _never_runs(model: Model, use: KernelUse, function: FunctionFacts, read: StaleRead) -> bool:
+    """Whether the loop runs only under ``if arr:`` for arrays that are null at the launch (a
+    null array argument has no access row)."""
+    if not read.guards:
+        return False
+    args = use.source.kernel_args(function, read.guards)
+    arrays = {arg.name for arg in use.kernel.args if arg.is_array and not arg.field}
+    if not args or not args <= arrays:
+        return False
+    present = {str(model.acc_arg[row]) for row in access_rows(model, use.launch)}
+    return not (args & present)
 
 
 def _why_dynamic(loop: Loop) -> str:
