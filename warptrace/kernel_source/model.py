@@ -353,12 +353,27 @@ class KernelSource:
 
     def differentiated_functions(self) -> Iterator[FunctionFacts]:
         """The functions whose own statements Warp differentiates with its built-in adjoints:
-        not the bodies of ``@wp.func_grad``/``@wp.func_replay``, and not a function that has a
-        ``@wp.func_grad`` (its calls are differentiated by that body only). The kernel-source
-        rules look for adjoint hazards here and nowhere else."""
-        for function in self.all_functions:
-            if function.role not in (F.FUNC_GRAD, F.FUNC_REPLAY) and not self.has_custom_adjoint(function):
-                yield function
+        the kernel and the functions its differentiated bodies call, not the bodies of
+        ``@wp.func_grad``/``@wp.func_replay``, not a function that has a ``@wp.func_grad`` (its
+        calls are differentiated by that body only), and not what only those call (Newton's
+        ``dense_subs``, reached through ``dense_solve`` and its custom adjoint). The
+        kernel-source rules look for adjoint hazards here and nowhere else."""
+        yield from self._differentiated
+
+    @cached_property
+    def _differentiated(self) -> tuple[FunctionFacts, ...]:
+        found = [self.kernel]
+        for function in found:  # grows while it is walked: breadth first over the call tree
+            for call in function.calls:
+                for callee in self.functions:
+                    if (
+                        callee.role == F.FUNC
+                        and _calls_function(call, callee)
+                        and not self.has_custom_adjoint(callee)
+                        and all(callee is not f for f in found)
+                    ):
+                        found.append(callee)
+        return tuple(found)
 
     def has_custom_adjoint(self, function: FunctionFacts) -> bool:
         """Whether a ``@wp.func_grad`` belongs to ``function``: Warp differentiates its calls
