@@ -191,10 +191,40 @@ class KernelSource:
         return stores.stores_twice(self.kernel.source, self.kernel.line, target)
 
     def passes_to_function(self, target: str, custom_replay: tuple[str, ...]) -> int:
-        """How the adjoint replays ``target``: stores.NOT_REPLAYED / RESULT_DISCARDED / RESULT_USED."""
+        """How the adjoint replays ``target``: stores.NOT_REPLAYED / RESULT_DISCARDED / RESULT_USED.
+        NOT_REPLAYED too when every user function the kernel hands ``target`` to (with its
+        source known) provably never writes it, directly or through its own callees: the
+        replay of a call that only reads an array writes nothing."""
         if not self.kernel.source:
             return stores.RESULT_USED
-        return stores.passes_to_function(self.kernel.source, target, custom_replay)
+        found = stores.passes_to_function(self.kernel.source, target, custom_replay)
+        if (
+            found != stores.NOT_REPLAYED
+            and "." not in target
+            and not self._calls_may_write(self.kernel, target, 0)
+        ):
+            return stores.NOT_REPLAYED
+        return found
+
+    def _calls_may_write(self, function: FunctionFacts, name: str, depth: int) -> bool:
+        """Whether a user function that ``function`` hands array ``name`` to may write it."""
+        if depth > 8:
+            return True
+        _, passed = stores.writes_array(function.source, name)
+        for called, last, position in passed:
+            if called.startswith(("wp.", "warp.")):
+                continue
+            callees = [f for f in self.functions if f.role == F.FUNC and _names_function(called, last, f)]
+            if not callees:
+                return True  # a native function or a source warptrace does not have
+            for callee in callees:
+                if position >= len(callee.params):
+                    return True
+                param = callee.params[position]
+                writes, _ = stores.writes_array(callee.source, param)
+                if writes or self._calls_may_write(callee, param, depth + 1):
+                    return True
+        return False
 
     def stores_after(self, line: int, target: str) -> bool:
         """Whether the kernel body stores into ``target`` (or hands it to a call) at or after
