@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
+from warptrace.kernel_source import elements, linearity, local_flow, stores
 from warptrace.kernel_source import facts as F
-from warptrace.kernel_source import linearity, local_flow, stores
 from warptrace.kernel_source.facts import FunctionFacts, FunctionSource, function_facts
 from warptrace.kernel_source.syntax import parse_function
 
@@ -262,6 +262,24 @@ class KernelSource:
         if not self.kernel.source:
             return True
         return linearity.adjoint_needs_value(self.kernel.source, target, array_params, active)
+
+    def overwrite(self, path: str, active: frozenset[str]) -> elements.Overwrite | None:
+        """Whether one thread of the kernel reads an element of ``path`` whose value an adjoint
+        needs and then writes that element (PROVEN), maybe writes it (POSSIBLE) or not (NONE),
+        when the argument paths ``active`` carry a gradient (see :mod:`.elements`); None when
+        the source does not parse."""
+        cache = self._overwrites
+        if active not in cache:
+            custom = frozenset(f.name for f in self.functions if self.has_custom_adjoint(f))
+            cache[active] = elements.overwrites(self.kernel, self.functions, custom, active)
+        answers = cache[active]
+        if answers is None:
+            return None
+        return answers.get(path, elements.Overwrite())
+
+    @cached_property
+    def _overwrites(self) -> dict[frozenset[str], dict[str, elements.Overwrite] | None]:
+        return {}
 
     # ---------------------------------------------------------------- values and kernel arguments
 
