@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from warptrace.kernel_source import facts as F
 from warptrace.kernel_source.facts import FunctionFacts
 from warptrace.kernel_source.local_flow import array_locals
-from warptrace.kernel_source.syntax import call_name, dotted, parse_function, root_name, walk
+from warptrace.kernel_source.syntax import (
+    call_name,
+    constructs_value,
+    dotted,
+    parse_function,
+    root_name,
+    walk,
+)
 
 __all__ = ["NONE", "POSSIBLE", "PROVEN", "Overwrite", "overwrites"]
 
@@ -53,7 +60,6 @@ _LINEAR_CALLS = frozenset(
         "tile_view", "tile_fft", "tile_ifft",
     )
 )  # fmt: skip
-_CONSTRUCTORS = ("vec", "mat", "quat", "transform", "spatial_vector", "spatial_matrix")
 _BILINEAR_CALLS = frozenset(("mul", "dot", "cross", "outer", "cw_mul", "ddot"))
 _CONSTANT_CALLS = frozenset(
     ("int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "len", "bool")
@@ -588,7 +594,7 @@ class _Walker:
         number = (
             ("call", name, *(v.number for v in values)) if all(v.number is not None for v in values) else None
         )
-        if name in _LINEAR_CALLS or name.startswith(_CONSTRUCTORS):
+        if name in _LINEAR_CALLS or constructs_value(name):
             return _union(values, number)
         if name in _BILINEAR_CALLS:
             for index, value in enumerate(values):

@@ -410,18 +410,31 @@ class KernelSource:
 
     @cached_property
     def _differentiated(self) -> tuple[FunctionFacts, ...]:
-        found = [self.kernel]
-        for function in found:  # grows while it is walked: breadth first over the call tree
-            for call in function.calls:
-                for callee in self.functions:
-                    if (
-                        callee.role == F.FUNC
-                        and _calls_function(call, callee)
-                        and not self.has_custom_adjoint(callee)
-                        and all(callee is not f for f in found)
-                    ):
-                        found.append(callee)
-        return tuple(found)
+        """The kernel and every function Warp differentiates. A function whose callers are all
+        known and none of them differentiated is left out; one with no caller found by name
+        (warp.fem calls shape functions and integrands indirectly) stays in."""
+        kept = [
+            f
+            for f in self.all_functions
+            if f.role not in (F.FUNC_GRAD, F.FUNC_REPLAY) and not self.has_custom_adjoint(f)
+        ]
+        callers: dict[int, list[FunctionFacts]] = {}
+        for function in self.functions:
+            if function.role == F.FUNC:
+                callers[id(function)] = [
+                    caller
+                    for caller in self.all_functions
+                    if caller is not function and any(_calls_function(c, function) for c in caller.calls)
+                ]
+        changed = True
+        while changed:
+            changed = False
+            for function in kept[1:]:
+                found = callers.get(id(function), [])
+                if found and not any(caller in kept for caller in found):
+                    kept.remove(function)
+                    changed = True
+        return tuple(kept)
 
     def has_custom_adjoint(self, function: FunctionFacts) -> bool:
         """Whether a ``@wp.func_grad`` belongs to ``function``: Warp differentiates its calls

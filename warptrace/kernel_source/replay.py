@@ -23,7 +23,7 @@ import ast
 from dataclasses import dataclass, field
 
 from warptrace.kernel_source.local_flow import value_names
-from warptrace.kernel_source.syntax import call_name, names_in, root_name, walk
+from warptrace.kernel_source.syntax import call_name, constructs_value, names_in, root_name, walk
 
 __all__ = ["StaleRead", "stale_uses"]
 
@@ -36,7 +36,6 @@ _LINEAR_CALLS = frozenset(
         "tile_reshape", "tile_squeeze", "tile_view", "tile_store", "tile_atomic_add",
     )
 )  # fmt: skip
-_CONSTRUCTOR_PREFIXES = ("vec", "mat", "quat", "transform", "spatial_vector", "spatial_matrix")
 _BILINEAR_CALLS = frozenset(("mul", "dot", "cross", "outer", "cw_mul", "ddot"))
 # calls whose result carries no gradient: integer casts, thread ids, sizes, step functions
 _CONSTANT_CALLS = frozenset(
@@ -351,7 +350,7 @@ class _Replay:
                 out |= _names(last) | {root_name(head[0]) or ""}
             self._needs(last, stale, out, branch)
             return
-        if name in _LINEAR_CALLS or name.startswith(_CONSTRUCTOR_PREFIXES):
+        if name in _LINEAR_CALLS or constructs_value(name):
             for arg in args:
                 self._needs(arg, stale, out, branch)
             return
