@@ -1,9 +1,10 @@
-"""WT102 in a tree walk: one thread per articulation walks its links from the root, composes
-each link's world transform from its parent's (parent's entry read, child's entry written:
-fine), and converts the link's external force to the world frame *in place*
-(`force[child]` read, then stored again). That conversion is what the adjoint re-reads:
-the gradient with respect to the joint angles sees the converted force (the same bug as
-Newton 1.8's `eval_rigid_tau`, which overwrites `body_f_ext[child]`).
+"""WT102 next to a tree walk: one thread per articulation walks its links from the root and
+composes each link's pose from its parent's (`walk`: parent's entry read, child's entry
+written, exact, info at most); a second kernel walks the same links and converts each link's
+external force to the world frame *in place* (`force[i]` read, then stored again). That
+conversion is what the adjoint re-reads: the gradient with respect to the joint angles sees
+the converted force (the same bug as Newton 1.8's `eval_rigid_tau`, which overwrites
+`body_f_ext[child]`).
 """
 
 import numpy as np
@@ -21,8 +22,6 @@ def walk(
     angle: wp.array[float],
     offset: wp.array[wp.vec2],
     pose: wp.array[wp.vec3],
-    force: wp.array[wp.vec2],
-    work: wp.array[float],
 ):
     tree = wp.tid()
     for i in range(start[tree], end[tree]):
@@ -35,10 +34,25 @@ def walk(
         s = wp.sin(theta)
         d = offset[i]
         pose[i] = wp.vec3(base[0] + c * d[0] - s * d[1], base[1] + s * d[0] + c * d[1], theta)
+
+
+@wp.kernel
+def external_work(
+    start: wp.array[int],
+    end: wp.array[int],
+    pose: wp.array[wp.vec3],
+    force: wp.array[wp.vec2],
+    work: wp.array[float],
+):
+    tree = wp.tid()
+    for i in range(start[tree], end[tree]):
+        x = pose[i]
+        c = wp.cos(x[2])
+        s = wp.sin(x[2])
         f = force[i]
         world = wp.vec2(c * f[0] - s * f[1], s * f[0] + c * f[1])
         force[i] = world
-        wp.atomic_add(work, 0, world[0] * pose[i][0] + world[1] * pose[i][1])
+        wp.atomic_add(work, 0, world[0] * x[0] + world[1] * x[1])
 
 
 def total_work(angles, offsets, forces, parents):
@@ -83,8 +97,8 @@ def run() -> dict:
     work = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
     tape = wp.Tape()
     with tape:
-        inputs = [start, end, parent, angle, offset, pose, force, work]
-        wp.launch(walk, 2, inputs, device=DEVICE)  # expect: WT102
+        wp.launch(walk, 2, [start, end, parent, angle, offset, pose], device=DEVICE)
+        wp.launch(external_work, 2, [start, end, pose, force, work], device=DEVICE)  # expect: WT102
     tape.backward(work)
     expected = central_differences(lambda a: total_work(a, offsets_np, forces_np, PARENTS), angles_np)
     return {"grad": angle.grad.numpy().copy(), "expected": expected}

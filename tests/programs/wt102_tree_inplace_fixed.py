@@ -16,9 +16,6 @@ def walk(
     angle: wp.array[float],
     offset: wp.array[wp.vec2],
     pose: wp.array[wp.vec3],
-    force: wp.array[wp.vec2],
-    world_force: wp.array[wp.vec2],
-    work: wp.array[float],
 ):
     tree = wp.tid()
     for i in range(start[tree], end[tree]):
@@ -31,10 +28,26 @@ def walk(
         s = wp.sin(theta)
         d = offset[i]
         pose[i] = wp.vec3(base[0] + c * d[0] - s * d[1], base[1] + s * d[0] + c * d[1], theta)
+
+
+@wp.kernel
+def external_work(
+    start: wp.array[int],
+    end: wp.array[int],
+    pose: wp.array[wp.vec3],
+    force: wp.array[wp.vec2],
+    world_force: wp.array[wp.vec2],
+    work: wp.array[float],
+):
+    tree = wp.tid()
+    for i in range(start[tree], end[tree]):
+        x = pose[i]
+        c = wp.cos(x[2])
+        s = wp.sin(x[2])
         f = force[i]
         world = wp.vec2(c * f[0] - s * f[1], s * f[0] + c * f[1])
         world_force[i] = world
-        wp.atomic_add(work, 0, world[0] * pose[i][0] + world[1] * pose[i][1])
+        wp.atomic_add(work, 0, world[0] * x[0] + world[1] * x[1])
 
 
 def total_work(angles, offsets, forces, parents):
@@ -80,7 +93,8 @@ def run() -> dict:
     work = wp.zeros(1, dtype=float, requires_grad=True, device=DEVICE)
     tape = wp.Tape()
     with tape:
-        wp.launch(walk, 2, [start, end, parent, angle, offset, pose, force, world_force, work], device=DEVICE)
+        wp.launch(walk, 2, [start, end, parent, angle, offset, pose], device=DEVICE)
+        wp.launch(external_work, 2, [start, end, pose, force, world_force, work], device=DEVICE)
     tape.backward(work)
     expected = central_differences(lambda a: total_work(a, offsets_np, forces_np, PARENTS), angles_np)
     return {"grad": angle.grad.numpy().copy(), "expected": expected}

@@ -113,7 +113,10 @@ def check(model: Model) -> list[Finding]:
                         )
                     )
             loops = {loop.line: loop for loop in function.loops}
+            arrays = {arg.name for arg in use.kernel.args if arg.is_array or arg.field}
             for read in function.stale_reads:
+                if not use.source.kernel_args(function, read.needs) & arrays:
+                    continue  # only scalars or constants: no gradient can depend on the stale value
                 if _never_runs(model, use, function, read):
                     continue
                 findings.append(_after_loop(model, use, function, read, loops.get(read.loop)))
