@@ -212,3 +212,55 @@ def k_vector_sum(rays: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3), n:
         ray = rays[k]
         color = wp.vec3(color[0] + ray[0], color[1] + ray[1], color[2] + ray[2])
     out[0] = color
+
+
+@wp.func
+def f_square_after_loop(x: wp.array(dtype=float), n: int):
+    s = float(0.0)  # noqa: UP018
+    for k in range(n):
+        s += x[k]
+    return s * s  # @func_after_loop
+
+
+@wp.func
+def f_raw_sum(x: wp.array(dtype=float), n: int):
+    s = float(0.0)  # noqa: UP018
+    for k in range(n):
+        s += x[k]
+    return s
+
+
+@wp.kernel
+def k_after_loop(
+    x: wp.array(dtype=float),
+    c: wp.array(dtype=float),
+    opt: wp.array(dtype=float),
+    out: wp.array(dtype=float),
+    n: int,
+):
+    s = float(1.0)  # noqa: UP018
+    norm = float(0.0)  # noqa: UP018
+    for k in range(n):  # @after_dynamic
+        s += x[k]
+        norm += x[k] * x[k]
+    out[0] = s
+    out[1] = s * 2.0
+    out[2] = s * c[0]  # @stale_product
+    out[3] = s / norm  # @stale_divide
+    m = s * 0.5
+    out[4] = wp.sqrt(m)  # @stale_sqrt
+    if norm > 1.0:  # @stale_branch
+        out[5] = x[0]
+    t = f_raw_sum(x, n)
+    out[6] = t * t + f_square_after_loop(x, n)
+    u = x[0]
+    if opt:
+        for k in range(n):
+            u += opt[k]
+    out[7] = u * u  # @guarded_use
+    v = x[1]
+    for k in range(COUNT):
+        v += x[k]
+    out[8] = v * v
+    s = x[2]
+    out[9] = s * s

@@ -360,3 +360,23 @@ def test_built_facts_are_shared_between_kernels_and_equal_to_fresh_ones():
     twice = build(kernel, (kernel, *functions))
     assert twice.functions[0] == twice.kernel and twice.functions[0] is not twice.kernel
     assert [twice.index_of(f) for f in twice.all_functions] == list(range(len(twice.all_functions)))
+
+
+def test_calls_that_only_read_an_array_do_not_replay_a_write() -> None:
+    from warptrace.kernel_source import RESULT_DISCARDED, build
+    from warptrace.kernel_source.facts import FUNC, KERNEL, FunctionSource
+
+    reader = "@wp.func\ndef get(x: wp.array(dtype=float), i: int):\n    return x[i] * x[i]\n"
+    writer = "@wp.func\ndef bump(x: wp.array(dtype=float), i: int):\n    wp.atomic_add(x, i, 1.0)\n"
+    body = (
+        "@wp.kernel\ndef k(x: wp.array(dtype=float), out: wp.array(dtype=float)):\n"
+        "    i = wp.tid()\n    out[i] = get(x, i)\n    wp.atomic_add(x, i, 0.1)\n"
+    )
+    functions = (
+        FunctionSource(FUNC, "get", "f.py", 1, reader),
+        FunctionSource(FUNC, "bump", "f.py", 1, writer),
+    )
+    source = build(FunctionSource(KERNEL, "k", "f.py", 1, body), functions)
+    assert source.passes_to_function("x", ()) == 0  # get only reads x; the atomic is not replayed
+    calls_writer = build(FunctionSource(KERNEL, "k", "f.py", 1, body + "    bump(x, i)\n"), functions)
+    assert calls_writer.passes_to_function("x", ()) >= RESULT_DISCARDED

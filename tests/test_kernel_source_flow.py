@@ -4,8 +4,10 @@ value depends on (through @wp.func call sites). Real Warp kernels, recorded fact
 
 from __future__ import annotations
 
+import warp as wp
+
 from tests import kernels_for_source as K
-from tests.kernels_for_source import line_of
+from tests.kernels_for_source import N, line_of
 from warptrace.kernel_source import KernelSource
 from warptrace.record.kernels import kernel_facts
 
@@ -80,3 +82,44 @@ def test_componentwise_vector_sum_is_additive():
     # Warp's example_diffray accumulates a color component by component through the constructor
     loops = {loop.line: loop for loop in model(K.k_vector_sum).kernel.loops}
     assert loops[line_of("vector_sum_loop")].carried == ()
+
+
+def test_stale_reads_after_a_dynamic_loop():
+    source = model(K.k_after_loop)
+    reads = {(r.line, r.kind): r for r in source.kernel.stale_reads}
+    loop = line_of("after_dynamic")
+    product = reads[(line_of("stale_product"), "value")]
+    assert (product.loop, product.names, product.needs) == (loop, ("s",), ("c",))
+    assert reads[(line_of("stale_divide"), "value")].needs == ("norm", "s")
+    assert reads[(line_of("stale_sqrt"), "value")].names == ("m",)  # computed after the loop from s
+    assert reads[(line_of("stale_branch"), "branch")].needs == ("out", "x")
+    assert reads[(line_of("guarded_use"), "value")].guards == ("opt",)
+    # stores, constant scalings, replayed calls, unrolled loops and recomputed locals: nothing
+    assert set(reads) == {
+        (line_of(tag), kind)
+        for tag, kind in (
+            ("stale_product", "value"),
+            ("stale_divide", "value"),
+            ("stale_sqrt", "value"),
+            ("stale_branch", "branch"),
+            ("guarded_use", "value"),
+        )
+    }
+    assert source.kernel_args(source.kernel, product.needs) == frozenset({"c"})
+    func = next(f for f in source.functions if f.name == "f_square_after_loop")
+    assert [(r.line, r.needs) for r in func.stale_reads] == [(line_of("func_after_loop"), ("s",))]
+    raw = next(f for f in source.functions if f.name == "f_raw_sum")
+    assert raw.stale_reads == ()
+
+
+def test_static_bounds_are_unrolled():
+    @wp.kernel
+    def k_static_bounds(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+        u = float(0.0)  # noqa: UP018
+        for k in range(wp.static(2 * N)):
+            u += x[k % N]
+        out[0] = u * u
+
+    loops = model(k_static_bounds).kernel.loops
+    assert [loop.unrolled for loop in loops] == [True]
+    assert model(k_static_bounds).kernel.stale_reads == ()

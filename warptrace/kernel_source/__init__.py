@@ -18,6 +18,10 @@ kernel source of an older trace). Neither side parses source: they ask the model
 - :mod:`.local_flow` - def-use of locals, the state a loop carries from one iteration to
   the next, the history of local vector components (what the facts record about them).
 - :mod:`.guards` - what "possibly zero" and "possibly non-finite" mean, from syntax.
+- :mod:`.replay` - what the adjoint's replay sees after a loop Warp does not unroll (the
+  facts' ``stale_reads``, WT403).
+- :mod:`.elements` - which elements one thread reads and then overwrites, and whether an
+  adjoint needs what it read (:meth:`KernelSource.overwrite`, WT102).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from warptrace.kernel_source.facts import (
     FunctionSource,
     Loop,
     Select,
+    StaleRead,
     Statement,
     function_facts,
 )
@@ -66,6 +71,7 @@ __all__ = [
     "KernelSource",
     "Loop",
     "Select",
+    "StaleRead",
     "Statement",
     "build",
     "function_facts",

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-from warptrace.kernel_source import guards, local_flow
+from warptrace.kernel_source import guards, local_flow, replay
+from warptrace.kernel_source.replay import StaleRead
 from warptrace.kernel_source.syntax import call_name, names_in, parse_function, root_name, text_of, walk
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "FunctionSource",
     "Loop",
     "Select",
+    "StaleRead",
     "Statement",
     "function_facts",
 ]
@@ -240,6 +242,9 @@ class FunctionFacts:
     # the integer module constants the body refers to (FunctionSource.constants): the values
     # Warp compiled in (``N`` in ``/ float(N)``)
     constants: tuple[tuple[str, int], ...] = ()
+    # statements after a dynamic loop whose adjoint needs a local the loop changed: the replay
+    # skips the loop, so they see its value from before the loop (see :mod:`.replay`)
+    stale_reads: tuple[StaleRead, ...] = ()
 
 
 _OPS = {
@@ -302,6 +307,26 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
         lines=(first, first + n_lines - 1),
         deps=local_flow.local_deps(tree),
         constants=function.constants,
+        stale_reads=stale_reads(
+            tree, collector.loops, offset, collector.array_params | collector.array_locals
+        ),
+    )
+
+
+def stale_reads(
+    tree: ast.FunctionDef,
+    loops: list[Loop] | tuple[Loop, ...],
+    offset: int,
+    arrays: set[str] | frozenset[str],
+) -> tuple[StaleRead, ...]:
+    """:func:`replay.stale_uses` of ``tree`` (whose absolute lines are its own plus ``offset``),
+    the dynamic loops taken from ``loops``, with absolute lines."""
+    dynamic = {loop.line - offset for loop in loops if not loop.unrolled}
+    if not dynamic:
+        return ()
+    return tuple(
+        replace(read, line=read.line + offset, loop=read.loop + offset)
+        for read in replay.stale_uses(tree, dynamic, set(arrays))
     )
 
 
@@ -324,6 +349,10 @@ def _range_bounds(node: ast.expr, constants: dict[str, int]) -> tuple[tuple[str,
         return bounds, None
 
 
+def _static_call(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and call_name(node.func) == "static"
+
+
 def _integer(node: ast.expr, constants: dict[str, int]) -> int | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         value = _integer(node.operand, constants)
@@ -335,12 +364,23 @@ def _integer(node: ast.expr, constants: dict[str, int]) -> int | None:
     return None
 
 
-def _unrolled(node: ast.For, trips: int | None, max_unroll: int) -> bool:
+def _unrolled(node: ast.For, trips: int | None, max_unroll: int, constants: dict[str, int]) -> bool:
     """Warp's decision (``Adjoint.get_unroll_range``): the builtin name ``range`` with constant
-    bounds, no ``break``, and a trip count up to ``max_unroll`` unless the body holds
-    ``wp.static`` (then always unrolled)."""
-    if trips is None or not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, ast.Name):
+    bounds, no ``break``, and a trip count up to ``max_unroll`` unless the loop holds
+    ``wp.static`` (then always unrolled). A bound written ``wp.static(...)`` is a constant
+    Warp evaluates at compile time (``range(wp.static(2 * N))``), whose count is not known here."""
+    if not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, ast.Name):
         return False
+    if trips is None:
+        args = node.iter.args
+        static_bounds = (
+            call_name(node.iter.func) == "range"
+            and 1 <= len(args) <= 3
+            and not node.iter.keywords
+            and all(_integer(a, constants) is not None or _static_call(a) for a in args)
+            and any(_static_call(a) for a in args)
+        )
+        return static_bounds
     if any(isinstance(n, ast.Call) and call_name(n.func) == "static" for n in walk(node)):
         return True
     if any(isinstance(n, ast.Break) for s in node.body for n in walk(s)):
@@ -462,7 +502,7 @@ class _Collector:
                     trips,
                     tuple(assigned),
                     parent,
-                    _unrolled(node, trips, self.max_unroll),
+                    _unrolled(node, trips, self.max_unroll, self.constants),
                     carried,
                     carried_at,
                     carried_kinds,

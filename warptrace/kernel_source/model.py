@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
+from warptrace.kernel_source import elements, linearity, local_flow, stores
 from warptrace.kernel_source import facts as F
-from warptrace.kernel_source import linearity, local_flow, stores
 from warptrace.kernel_source.facts import FunctionFacts, FunctionSource, function_facts
 from warptrace.kernel_source.syntax import parse_function
 
@@ -35,7 +35,10 @@ __all__ = ["MODEL_VERSION", "KernelSource", "build", "inputs_json"]
 #      parameters include ``wp.array2d[float]``-style annotations. A version-2 model is
 #      upgraded from the stored source of each function (``_upgrade_v2``).
 #      A version-1 model is rebuilt from the stored kernel source.
-MODEL_VERSION = 3
+#   4  ``stale_reads``: statements after a dynamic loop whose adjoint needs a local the loop
+#      changed (the replay skips the loop). Versions 2 and 3 are upgraded from the stored
+#      source and loops of each function (``_upgrade_stale``).
+MODEL_VERSION = 4
 
 _NESTED: dict[str, type] = {
     "statements": F.Statement,
@@ -48,6 +51,7 @@ _NESTED: dict[str, type] = {
     "comparisons": F.Comparison,
     "adjoint_assigns": F.AdjointAssign,
     "atomics": F.AtomicCall,
+    "stale_reads": F.StaleRead,
 }
 
 
@@ -125,9 +129,9 @@ class KernelSource:
                 except Exception:  # a source the builder cannot take: the kernel's alone is rebuilt
                     return None
             version = data.get("version")
-            if version not in (2, MODEL_VERSION):
+            if version not in (2, 3, MODEL_VERSION):
                 return None
-            read = _function if version == MODEL_VERSION else _upgrade_v2
+            read = {2: _upgrade_v2, 3: _upgrade_v3}.get(version, _function)
             return KernelSource(read(data["kernel"]), tuple(read(f) for f in data["functions"]))
         except (ValueError, KeyError, TypeError):
             return None
@@ -187,10 +191,40 @@ class KernelSource:
         return stores.stores_twice(self.kernel.source, self.kernel.line, target)
 
     def passes_to_function(self, target: str, custom_replay: tuple[str, ...]) -> int:
-        """How the adjoint replays ``target``: stores.NOT_REPLAYED / RESULT_DISCARDED / RESULT_USED."""
+        """How the adjoint replays ``target``: stores.NOT_REPLAYED / RESULT_DISCARDED / RESULT_USED.
+        NOT_REPLAYED too when every user function the kernel hands ``target`` to (with its
+        source known) provably never writes it, directly or through its own callees: the
+        replay of a call that only reads an array writes nothing."""
         if not self.kernel.source:
             return stores.RESULT_USED
-        return stores.passes_to_function(self.kernel.source, target, custom_replay)
+        found = stores.passes_to_function(self.kernel.source, target, custom_replay)
+        if (
+            found != stores.NOT_REPLAYED
+            and "." not in target
+            and not self._calls_may_write(self.kernel, target, 0)
+        ):
+            return stores.NOT_REPLAYED
+        return found
+
+    def _calls_may_write(self, function: FunctionFacts, name: str, depth: int) -> bool:
+        """Whether a user function that ``function`` hands array ``name`` to may write it."""
+        if depth > 8:
+            return True
+        _, passed = stores.writes_array(function.source, name)
+        for called, last, position in passed:
+            if called.startswith(("wp.", "warp.")):
+                continue
+            callees = [f for f in self.functions if f.role == F.FUNC and _names_function(called, last, f)]
+            if not callees:
+                return True  # a native function or a source warptrace does not have
+            for callee in callees:
+                if position >= len(callee.params):
+                    return True
+                param = callee.params[position]
+                writes, _ = stores.writes_array(callee.source, param)
+                if writes or self._calls_may_write(callee, param, depth + 1):
+                    return True
+        return False
 
     def stores_after(self, line: int, target: str) -> bool:
         """Whether the kernel body stores into ``target`` (or hands it to a call) at or after
@@ -228,6 +262,24 @@ class KernelSource:
         if not self.kernel.source:
             return True
         return linearity.adjoint_needs_value(self.kernel.source, target, array_params, active)
+
+    def overwrite(self, path: str, active: frozenset[str]) -> elements.Overwrite | None:
+        """Whether one thread of the kernel reads an element of ``path`` whose value an adjoint
+        needs and then writes that element (PROVEN), maybe writes it (POSSIBLE) or not (NONE),
+        when the argument paths ``active`` carry a gradient (see :mod:`.elements`); None when
+        the source does not parse."""
+        cache = self._overwrites
+        if active not in cache:
+            custom = frozenset(f.name for f in self.functions if self.has_custom_adjoint(f))
+            cache[active] = elements.overwrites(self.kernel, self.functions, custom, active)
+        answers = cache[active]
+        if answers is None:
+            return None
+        return answers.get(path, elements.Overwrite())
+
+    @cached_property
+    def _overwrites(self) -> dict[frozenset[str], dict[str, elements.Overwrite] | None]:
+        return {}
 
     # ---------------------------------------------------------------- values and kernel arguments
 
@@ -349,12 +401,40 @@ class KernelSource:
 
     def differentiated_functions(self) -> Iterator[FunctionFacts]:
         """The functions whose own statements Warp differentiates with its built-in adjoints:
-        not the bodies of ``@wp.func_grad``/``@wp.func_replay``, and not a function that has a
-        ``@wp.func_grad`` (its calls are differentiated by that body only). The kernel-source
-        rules look for adjoint hazards here and nowhere else."""
-        for function in self.all_functions:
-            if function.role not in (F.FUNC_GRAD, F.FUNC_REPLAY) and not self.has_custom_adjoint(function):
-                yield function
+        the kernel and the functions its differentiated bodies call, not the bodies of
+        ``@wp.func_grad``/``@wp.func_replay``, not a function that has a ``@wp.func_grad`` (its
+        calls are differentiated by that body only), and not what only those call (Newton's
+        ``dense_subs``, reached through ``dense_solve`` and its custom adjoint). The
+        kernel-source rules look for adjoint hazards here and nowhere else."""
+        yield from self._differentiated
+
+    @cached_property
+    def _differentiated(self) -> tuple[FunctionFacts, ...]:
+        """The kernel and every function Warp differentiates. A function whose callers are all
+        known and none of them differentiated is left out; one with no caller found by name
+        (warp.fem calls shape functions and integrands indirectly) stays in."""
+        kept = [
+            f
+            for f in self.all_functions
+            if f.role not in (F.FUNC_GRAD, F.FUNC_REPLAY) and not self.has_custom_adjoint(f)
+        ]
+        callers: dict[int, list[FunctionFacts]] = {}
+        for function in self.functions:
+            if function.role == F.FUNC:
+                callers[id(function)] = [
+                    caller
+                    for caller in self.all_functions
+                    if caller is not function and any(_calls_function(c, function) for c in caller.calls)
+                ]
+        changed = True
+        while changed:
+            changed = False
+            for function in kept[1:]:
+                found = callers.get(id(function), [])
+                if found and not any(caller in kept for caller in found):
+                    kept.remove(function)
+                    changed = True
+        return tuple(kept)
 
     def has_custom_adjoint(self, function: FunctionFacts) -> bool:
         """Whether a ``@wp.func_grad`` belongs to ``function``: Warp differentiates its calls
@@ -404,10 +484,27 @@ def _function(data: dict[str, Any]) -> FunctionFacts:
     return FunctionFacts(**values)
 
 
+def _upgrade_v3(data: dict[str, Any]) -> FunctionFacts:
+    """A version-3 function model with the stale reads of version 4."""
+    return _upgrade_stale(_function(data))
+
+
+def _upgrade_stale(function: FunctionFacts) -> FunctionFacts:
+    """``function`` with its stale reads computed from its source and stored loops."""
+    tree = parse_function(function.source) if function.parsed else None
+    if tree is None:
+        return function
+    offset = function.line - tree.lineno if function.line >= 0 else 0
+    arrays = {a.arg for a in tree.args.args if local_flow.array_annotation_ndim(a.annotation) is not None}
+    arrays |= local_flow.array_locals(tree)
+    return replace(function, stale_reads=F.stale_reads(tree, function.loops, offset, arrays))
+
+
 def _upgrade_v2(data: dict[str, Any]) -> FunctionFacts:
-    """A version-2 function model with the array aliases of version 3 applied: subscript
-    stores into a local bound to an array view are array stores, not components."""
-    function = _function(data)
+    """A version-2 function model with the array aliases of version 3 and the stale reads of
+    version 4 applied: subscript stores into a local bound to an array view are array stores,
+    not components."""
+    function = _upgrade_stale(_function(data))
     tree = parse_function(function.source) if function.parsed else None
     if tree is None:
         return function

@@ -20,6 +20,7 @@ __all__ = [
     "stores_before_reads",
     "stores_twice",
     "whole_array_calls",
+    "writes_array",
 ]
 
 # How the adjoint replays a write to forward memory (see passes_to_function)
@@ -187,3 +188,42 @@ def whole_array_calls(source: str, name: str) -> tuple[tuple[str, str, int], ...
         called = text_of(call.func)
         found.append((called, called.rsplit(".", 1)[-1], call.args.index(node)))
     return tuple(found)
+
+
+_ARRAY_WRITERS = ("tile_store", "tile_atomic_add")
+
+
+@lru_cache(maxsize=1024)
+def writes_array(source: str, name: str) -> tuple[bool, tuple[tuple[str, str, int], ...]]:
+    """Whether the function in ``source`` writes array parameter ``name`` itself (a store into an
+    element, an augmented assignment, an atomic, a tile store), and the (called text, last name
+    part, argument position) of each call that receives ``name`` whole (the caller decides about
+    those). Unparseable source: (True, ())."""
+    func = parse_function(source)
+    if func is None:
+        return True, ()
+    writes = False
+    passed = []
+    for node in (n for statement in func.body for n in walk(statement)):
+        if isinstance(node, ast.Call):
+            called = text_of(node.func)
+            last = called.rsplit(".", 1)[-1]
+            first = node.args[0] if node.args else None
+            if (last.startswith("atomic_") or last in _ARRAY_WRITERS) and _rooted(first, name):
+                writes = True
+            for position, arg in enumerate(node.args):
+                if isinstance(arg, ast.Name) and arg.id == name:
+                    passed.append((called, last, position))
+        elif isinstance(node, ast.AugAssign) and _rooted(node.target, name):
+            writes = True
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, (ast.Subscript, ast.Attribute)) and _rooted(t, name) for t in targets):
+                writes = True
+    return writes, tuple(passed)
+
+
+def _rooted(node: ast.AST | None, name: str) -> bool:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == name

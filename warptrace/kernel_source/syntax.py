@@ -11,7 +11,16 @@ import ast
 import textwrap
 from functools import lru_cache
 
-__all__ = ["call_name", "dotted", "names_in", "parse_function", "root_name", "text_of", "walk"]
+__all__ = [
+    "call_name",
+    "constructs_value",
+    "dotted",
+    "names_in",
+    "parse_function",
+    "root_name",
+    "text_of",
+    "walk",
+]
 
 # The attribute under which walk() keeps a node's walk on the node itself.
 _WALK = "_warptrace_walk"
@@ -43,6 +52,22 @@ def call_name(func: ast.expr) -> str:
     if isinstance(func, ast.Name):
         return func.id
     return ""
+
+
+_CONSTRUCTORS = ("vec", "mat", "quat", "transform", "spatial_vector", "spatial_matrix")
+
+
+def constructs_value(name: str) -> bool:
+    """Whether a call of ``name`` (its last name part) builds a value of a type, linearly in each
+    argument: ``wp.vec3(...)``, ``wp.mat33(...)``, ``wp.transform(...)``, a cast through an
+    array's element type (``x.dtype(v)``), a type alias (``scalar(3.0)``, ``coords_type(0.0)``,
+    a CamelCase type name)."""
+    return (
+        name.startswith(_CONSTRUCTORS)
+        or name == "scalar"
+        or name.endswith(("dtype", "_type"))
+        or name[:1].isupper()
+    )
 
 
 def root_name(node: ast.expr) -> str | None:

@@ -1,42 +1,52 @@
-"""One launch that reads an argument and stores into it in place (WT102, and WT104 for struct fields).
+"""One launch that reads an element and stores into it in place (WT102, and WT104 for struct fields).
+
+Per element: the same element means the same index value in the same thread (the same index
+expression over the same values, or the same local); the walk is
+:mod:`warptrace.kernel_source.element_walk`, the answers :mod:`warptrace.kernel_source.elements`.
 
 WT102 in-kernel-overwrite
-    Summary: a taped launch overwrites in place values its own adjoint needs (`x[i] = f(x[i])`)
-    Severity: error (info for an argument native code may overwrite: not checkable)
+    Summary: a taped launch overwrites in place an element an adjoint of the same kernel needs
+    Severity: error (info when not proven: other elements of the array, native code)
     Proves:
-        One recorded launch reads an argument and stores plain values into it
-        (``x[i] = f(x[i])``), directly or inside a ``@wp.func`` it calls, and its adjoint needs
-        the values it read: the adjoint re-reads the overwritten values, so branches, products
-        and functions of the old value see the new one.
+        One recorded launch reads an element of an argument and later, in the same thread,
+        writes that same element, directly or inside a ``@wp.func`` it calls, while an adjoint
+        of the kernel needs the value read. Two shapes: a plain store (``x[i] = f(x[i])``, a
+        clamp, a normalization in place); and an additive update (``x[i] += c``,
+        ``wp.atomic_add(x, i, c)``) after another statement read ``x[i]``: exact by itself, but
+        the other statement's adjoint sees the updated value (verified on Warp 1.19:
+        ``loss[0] = y[1] * b[0]; b[0] += 100.0`` gives ``y.grad[1] = 110`` instead of ``10``).
+        The question is asked per kernel, not per statement.
     Mechanism:
-        Warp's adjoint kernel re-runs the forward statements to rebuild the values it needs,
-        reading the arrays as they are at backward time. After ``x[i] = wp.sin(x[i])`` the
-        replay computes ``cos`` of the new value. A linear update needs no old value: Warp's
-        store adjoint takes ``adj_x[i]`` and zeroes it, the load adjoint adds the propagated
-        value back, so ``x[i] = x[i] + c`` is exact whatever the replay sees. An additive
-        update is exact only by itself: the adjoint of any other statement of the kernel that
-        read ``x[i]`` before the update also sees the new value, so the question is asked per
-        kernel.
+        Warp's adjoint re-reads array elements from memory after every thread finished (loads
+        are replayed, stores are not), so the statement that read the element sees the new
+        value in the adjoint. It matters only where an adjoint needs the value read: a product
+        with something that carries a gradient, a division, a function of it, a branch or an
+        index.
     Evidence:
-        The launch's access rows show the same argument read and written by a plain store; the
-        kernel-source model (stored in the trace) says which statements read and store it, and
-        whether any adjoint in the kernel or its callees needs the value the store replaced
-        (``kernel_source.linearity``).
+        The launch's access rows show the same argument read and written; the kernel-source
+        model (stored in the trace) says, per load, which element each statement reads and
+        stores (index expressions numbered over their values, ``@wp.func`` callees inlined) and
+        whether any adjoint in the kernel needs the value a later store replaced.
     Example: wt102_sin_inplace
     Fix:
-        Write the result to a separate output array (``y[i] = wp.sin(x[i])``).
+        Write the result to a separate output array (``y[i] = wp.sin(x[i])``); for an additive
+        update another statement reads first, update after the last use or into another array.
     Silent on:
-        ``+=``, ``-=`` and atomics; a kernel that stores first and reads its own result back
-        (``y[i] = f(x); h = y[i]``, also inside ``@wp.func`` callees); linear updates
-        (``x[i] = x[i] + c``, ``x[i] = 2.0 * x[i]``, a local vector read from ``x[i]``, updated
-        through components and ``+=``, and stored back); an in-place clean-up by a kernel that
-        carries no gradient. Products with arrays that carry a gradient, divisions by,
-        functions of or branches on the values are not linear and stay errors. An array that
-        native code (``@wp.func_native`` through a ``wp.ref`` parameter, or handed over whole)
-        may read and overwrite is reported as ``info`` naming what could not be checked. An
-        in-place ``a[i] *= s`` is WT401.
+        ``x[i] = x[i] + c``, ``x[i] = 2.0 * x[i]``, ``q[i] += dt * v[i]`` and a value read only
+        linearly before an update; a kernel that stores first and reads its own result back
+        (``y[i] = f(x); h = y[i]``, also inside ``@wp.func`` callees); an update before the read;
+        a read and a write of different constant elements (``b[0]``, ``b[1]``); an in-place
+        clean-up by a kernel that carries no gradient. A read and a write of *other* elements of
+        one array (a tree walk reading the parent's entry and writing the child's, as Newton's
+        Featherstone kernels do; a gather; a scatter; a write in a later iteration of the loop
+        that read) is not proven: ``info`` at most. A function with a ``@wp.func_grad`` is not
+        differentiated by Warp: its custom adjoint reads the arrays as the call leaves them, by
+        design. An array that native code (``@wp.func_native`` through a ``wp.ref`` parameter,
+        or handed over whole) may read and overwrite is ``info`` naming what could not be
+        checked. An in-place ``a[i] *= s`` is WT401.
     Look-alikes: ok_mem_inplace_linear, ok_mem_inplace_slice, ok_mem_write_then_read,
-        ok_mem_write_then_read_func, ok_mem_inplace_no_grad, ok_mem_native_ref_store
+        ok_mem_write_then_read_func, ok_mem_inplace_no_grad, ok_mem_native_ref_store,
+        ok_mem_tree_gather_scatter, ok_mem_update_order, ok_mem_custom_adjoint_inplace
     Warp documentation:
         "Differentiability", sections "Array Overwrites" and "Array Overwrite Tracking".
 
@@ -52,7 +62,7 @@ import numpy as np
 
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
-from warptrace.analysis.model import Model
+from warptrace.analysis.model import KernelInfo, Model
 from warptrace.analysis.rules.common import DOC_OVERWRITES, Rule, arg_path, quote
 from warptrace.analysis.rules.overwrite_after_read import WT104
 from warptrace.analysis.rules.overwrite_evidence import (
@@ -62,11 +72,13 @@ from warptrace.analysis.rules.overwrite_evidence import (
     buffer_name,
     grad_args_many,
     grouped_finding,
-    in_place_rows,
+    kernel_arg_fact,
     read_store_rows,
     site_line,
+    store_after_read,
 )
 from warptrace.analysis.rules.post_loss import post_loss_launches
+from warptrace.kernel_source.elements import NONE, PROVEN, Overwrite
 from warptrace.trace import schema as S
 
 WT102 = RuleInfo(
@@ -90,10 +102,62 @@ _WT102_NATIVE = RuleInfo(
 
 _INFOS = {info.code: info for info in (WT102, WT104)}
 
+# The same rules, for writes warptrace cannot prove to hit the elements read.
+_POSSIBLE = {
+    info.code: RuleInfo(
+        code=info.code,
+        name=info.name,
+        family=info.family,
+        fix="nothing to change when each element is written before any thread reads it, or never after "
+        "(a tree walk from the root, disjoint gathers and scatters); otherwise write to a separate array",
+        doc=info.doc,
+    )
+    for info in (WT102, WT104)
+}
+
+
+def _candidate_rows(model: Model, ev_rows: np.ndarray) -> np.ndarray:
+    """Access rows of recorded forward launches that read an array and store into it or update
+    it additively (``+=``, atomics), which the kernel facts do not rule out."""
+    rows = read_store_rows(model, ev_rows, uncertain=False, writes=S.FLAG_STORE | S.FLAG_ACCUMULATE)
+    keep = []
+    for row in rows.tolist():
+        kernel_id = int(model.kernel[ev_rows[row]])
+        arg, field_path = model.acc_arg[row], model.acc_field[row]
+        if kernel_arg_fact(model, kernel_id, arg, field_path, "read") is False:
+            continue
+        keep.append(row)
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _verdict(
+    kernel: KernelInfo | None, arg: str, field_path: str, grad_args: frozenset[str] | None, store: bool
+) -> Overwrite | None:
+    """What the kernel source proves about the elements of ``arg[.field]`` one thread reads and
+    then writes (:meth:`~warptrace.kernel_source.KernelSource.overwrite`); None when nothing is
+    to report. Without the source, a plain store after a read whose values the adjoint may need
+    is reported as before (a proven overwrite); an additive update is not."""
+    if grad_args is not None and not grad_args:
+        return None  # no argument carries a gradient: the adjoint propagates nothing
+    path = arg_path(arg, field_path)
+    if kernel is not None and kernel.source:
+        array_params = frozenset(a.name for a in kernel.args if a.is_array or a.field)
+        active = array_params if grad_args is None else grad_args
+        found = kernel.source_model.overwrite(path, active)
+        if found is not None:
+            return found if found.kind != NONE else None
+    if (
+        store
+        and store_after_read(kernel, arg, field_path)
+        and adjoint_needs_value(kernel, arg, field_path, grad_args)
+    ):
+        return Overwrite(PROVEN)
+    return None
+
 
 def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int]]) -> list[Finding]:
     ev_rows = model.acc_ev
-    rows = in_place_rows(model, ev_rows)
+    rows = _candidate_rows(model, ev_rows)
     if not len(rows):
         return []
     evs = ev_rows[rows]
@@ -112,61 +176,98 @@ def _in_kernel_overwrites(model: Model, post_loss: dict[int, tuple[int, int, int
         return []
     grads_of = grad_args_many(model, dataflow_of(model), np.asarray([ev for _, ev, _ in candidates]))
     groups: dict[tuple, Group] = {}
-    needs: dict[tuple[int, str, str, frozenset[str] | None], bool] = {}
+    verdicts: dict[tuple, Overwrite | None] = {}
+    found_by_group: dict[tuple, Overwrite] = {}
     for row, ev, backward in candidates:
         arg, field_path = model.acc_arg[row], model.acc_field[row]
         kernel_id = int(model.kernel[ev])
-        need_key = (kernel_id, arg, field_path, grads_of[ev])
-        if need_key not in needs:
-            needs[need_key] = adjoint_needs_value(model.kernels.get(kernel_id), arg, field_path, grads_of[ev])
-        if not needs[need_key]:
-            continue  # the old values are used only linearly: the adjoint never looks at them
+        store = bool(model.acc_flags[row] & S.FLAG_STORE)
+        verdict_key = (kernel_id, arg, field_path, grads_of[ev], store)
+        if verdict_key not in verdicts:
+            verdicts[verdict_key] = _verdict(
+                model.kernels.get(kernel_id), arg, field_path, grads_of[ev], store
+            )
+        verdict = verdicts[verdict_key]
+        if verdict is None:
+            continue  # the values read are used only linearly, or never written after the read
+        severity = Severity.ERROR if verdict.kind == PROVEN else Severity.INFO
         code = "WT104" if field_path or (model.acc_flags[row] & S.FLAG_FIELD) else "WT102"
-        key = (int(model.site[ev]), int(model.kernel[ev]), arg, field_path)
-        group = groups.get((code, *key))
+        key = (code, int(model.site[ev]), kernel_id, arg, field_path)
+        group = groups.get(key)
         if group is None:
-            group = groups[(code, *key)] = Group(code, Severity.ERROR, (row, ev, backward))
+            group = groups[key] = Group(code, severity, (row, ev, backward))
+        if verdict.kind >= found_by_group.get(key, Overwrite()).kind:
+            if verdict.kind > found_by_group.get(key, Overwrite()).kind:
+                group.first = (row, ev, backward)
+            found_by_group[key] = verdict
         seq = int(model.seq[ev])
-        group.add(Severity.ERROR, seq, seq, (int(model.acc_array[row]),), int(model.acc_alloc[row]))
+        group.add(severity, seq, seq, (int(model.acc_array[row]),), int(model.acc_alloc[row]))
 
     findings = []
     for (code, *key_parts), group in groups.items():
-        group_key = tuple(key_parts)
-        row, ev, backward = group.first
-        arg, field_path = model.acc_arg[row], model.acc_field[row]
-        kernel_id = int(model.kernel[ev])
-        array_id = int(model.acc_array[row])
-        kernel = model.kernel_name(ev)
-        buffer = buffer_name(model, array_id, arg)
-        backward_ev = model.ev_of_seq(backward)
-        path = quote(arg_path(arg, field_path))
-        if code == "WT104":
-            subject = f"struct field {path}" + ("" if buffer == path else f" ({buffer})")
-        else:
-            subject = buffer if buffer == path else f"{buffer} (argument {path})"
+        verdict = found_by_group[(code, *key_parts)]
+        findings.append(_finding(model, code, group, verdict, tuple(key_parts)))
+    return findings
+
+
+def _finding(model: Model, code: str, group: Group, verdict: Overwrite, group_key: tuple) -> Finding:
+    row, ev, backward = group.first
+    arg, field_path = model.acc_arg[row], model.acc_field[row]
+    kernel_id = int(model.kernel[ev])
+    kernel = model.kernel_name(ev)
+    buffer = buffer_name(model, int(model.acc_array[row]), arg)
+    backward_ev = model.ev_of_seq(backward)
+    backward_at = site_line(model, int(model.site[backward_ev]))
+    path = quote(arg_path(arg, field_path))
+    if code == "WT104":
+        subject = f"struct field {path}" + ("" if buffer == path else f" ({buffer})")
+    else:
+        subject = buffer if buffer == path else f"{buffer} (argument {path})"
+    read_at = f" at line {verdict.read_line}" if verdict.read_line > 0 else ""
+    write_at = f" at line {verdict.write_line}" if verdict.write_line > 0 else ""
+    if verdict.kind == PROVEN and verdict.additive:
         message = (
-            f"kernel {quote(kernel)} reads {subject} and stores into it in the same launch, so the adjoint "
-            f"run by tape.backward() at {site_line(model, int(model.site[backward_ev]))} re-reads the "
-            "overwritten values instead of the ones the forward pass used"
+            f"kernel {quote(kernel)} reads an element of {subject}{read_at} and later adds to the same "
+            f"element{write_at}: the update is exact by itself, but the adjoint run by tape.backward() at "
+            f"{backward_at} re-reads the updated value where the statement that read it needs the one the "
+            "forward pass used"
         )
-        related: list[Location] = []
+    elif verdict.kind == PROVEN:
+        message = (
+            f"kernel {quote(kernel)} reads an element of {subject}{read_at} and stores into the same "
+            f"element{write_at} in the same launch, so the adjoint run by tape.backward() at {backward_at} "
+            "re-reads the overwritten value instead of the one the forward pass used"
+        )
+    else:
+        message = (
+            f"kernel {quote(kernel)} reads {subject}{read_at} and writes it{write_at} in the same launch, "
+            "at elements warptrace cannot prove to be the same or different (a tree walk reading the "
+            "parent's entry and writing the child's, a gather, a scatter, a later loop iteration); if "
+            "a write can reach an element read before it, the adjoint run by tape.backward() at "
+            f"{backward_at} re-reads the new value. Not checked"
+        )
+    related: list[Location] = []
+    if verdict.write_line > 0:
+        append_loc(
+            related, Location(verdict.write_file, verdict.write_line, "write", "", verdict.write_function)
+        )
+        append_loc(related, Location(verdict.read_file, verdict.read_line, "read", "", verdict.read_function))
+    else:
         fact = model.kernels[kernel_id].arg(arg, field_path) if kernel_id in model.kernels else None
         if fact is not None:
             append_loc(related, model.kernel_line(kernel_id, fact.write_line, "store"))
             append_loc(related, model.kernel_line(kernel_id, fact.read_line, "read"))
-        append_loc(related, model.event_location(backward_ev, "backward"))
-        findings.append(
-            grouped_finding(
-                _INFOS[code],
-                group,
-                message,
-                model.event_location(ev, "in-place launch"),
-                related,
-                group_key,
-                field=arg_path(arg, field_path) if code == "WT104" else "",
-            )
-        )
-    return findings
+    append_loc(related, model.event_location(backward_ev, "backward"))
+    info = _INFOS[code] if verdict.kind == PROVEN else _POSSIBLE[code]
+    return grouped_finding(
+        info,
+        group,
+        message,
+        model.event_location(ev, "in-place launch"),
+        related,
+        group_key,
+        field=arg_path(arg, field_path) if code == "WT104" else "",
+    )
 
 
 def _reported_by_wt401(

@@ -141,6 +141,7 @@ def _has_patterns(source: KernelSource) -> bool:
     for function in source.all_functions:
         if (
             any(loop.carried and not loop.unrolled for loop in function.loops)
+            or function.stale_reads
             or function.adjoint_assigns
             or any(any(select.hazards) for select in function.selects)
             or any(a.target_kind == "array" for a in function.aug_assigns)

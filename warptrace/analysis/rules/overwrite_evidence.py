@@ -58,13 +58,16 @@ def kernel_arg_fact(model: Model, kernel_id: int, arg: str, field_path: str, att
     return bool(getattr(fact, attr))
 
 
-def read_store_rows(model: Model, ev_rows: np.ndarray, uncertain: bool) -> np.ndarray:
+def read_store_rows(
+    model: Model, ev_rows: np.ndarray, uncertain: bool, writes: int = S.FLAG_STORE
+) -> np.ndarray:
     """Access rows of recorded forward launches that read and store the same array (not a
     gradient buffer): proven accesses, or with ``uncertain`` the recorder's guesses
-    (FLAG_UNCERTAIN: what native code may do)."""
+    (FLAG_UNCERTAIN: what native code may do). ``writes``: the write flags that count
+    (FLAG_STORE | FLAG_ACCUMULATE: additive updates too)."""
     decided = model.decided_rows  # a row's own columns decide: the copies of a replay take its template's
     flags = model.acc_flags[decided]
-    mask = (model.acc_role[decided] == S.ROLE_READWRITE) & ((flags & S.FLAG_STORE) != 0)
+    mask = (model.acc_role[decided] == S.ROLE_READWRITE) & ((flags & writes) != 0)
     mask &= ((flags & S.FLAG_UNCERTAIN) != 0) == uncertain
     mask &= ev_rows[decided] >= 0
     if isinstance(decided, slice) or not mask.any():

@@ -1,0 +1,9 @@
+"""Particle helpers of the wt102_additive_split program."""
+
+import warp as wp
+
+
+class Particles:
+    @wp.func
+    def kinetic(mass: wp.array[float], v: wp.array[float], i: int):
+        return 0.5 * mass[i] * v[i] * v[i]
