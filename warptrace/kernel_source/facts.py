@@ -307,26 +307,12 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
         lines=(first, first + n_lines - 1),
         deps=local_flow.local_deps(tree),
         constants=function.constants,
-        stale_reads=stale_reads(
-            tree, collector.loops, offset, collector.array_params | collector.array_locals
+        stale_reads=replay.stale_reads(
+            tree,
+            [loop.line for loop in collector.loops if not loop.unrolled],
+            offset,
+            collector.array_params | collector.array_locals,
         ),
-    )
-
-
-def stale_reads(
-    tree: ast.FunctionDef,
-    loops: list[Loop] | tuple[Loop, ...],
-    offset: int,
-    arrays: set[str] | frozenset[str],
-) -> tuple[StaleRead, ...]:
-    """:func:`replay.stale_uses` of ``tree`` (whose absolute lines are its own plus ``offset``),
-    the dynamic loops taken from ``loops``, with absolute lines."""
-    dynamic = {loop.line - offset for loop in loops if not loop.unrolled}
-    if not dynamic:
-        return ()
-    return tuple(
-        replace(read, line=read.line + offset, loop=read.loop + offset)
-        for read in replay.stale_uses(tree, dynamic, set(arrays))
     )
 
 

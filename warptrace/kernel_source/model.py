@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
-from warptrace.kernel_source import elements, linearity, local_flow, stores
+from warptrace.kernel_source import elements, linearity, local_flow, replay, stores
 from warptrace.kernel_source import facts as F
 from warptrace.kernel_source.facts import FunctionFacts, FunctionSource, function_facts
 from warptrace.kernel_source.syntax import parse_function
@@ -497,7 +497,12 @@ def _upgrade_stale(function: FunctionFacts) -> FunctionFacts:
     offset = function.line - tree.lineno if function.line >= 0 else 0
     arrays = {a.arg for a in tree.args.args if local_flow.array_annotation_ndim(a.annotation) is not None}
     arrays |= local_flow.array_locals(tree)
-    return replace(function, stale_reads=F.stale_reads(tree, function.loops, offset, arrays))
+    return replace(
+        function,
+        stale_reads=replay.stale_reads(
+            tree, [loop.line for loop in function.loops if not loop.unrolled], offset, arrays
+        ),
+    )
 
 
 def _upgrade_v2(data: dict[str, Any]) -> FunctionFacts:

@@ -20,12 +20,12 @@ constant, stores and returns of the stale value are exact and are not reported.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from warptrace.kernel_source.local_flow import value_names
 from warptrace.kernel_source.syntax import call_name, constructs_value, names_in, root_name, walk
 
-__all__ = ["StaleRead", "stale_uses"]
+__all__ = ["StaleRead", "stale_reads", "stale_uses"]
 
 # calls linear in each argument (their adjoint never needs an argument's value)
 _LINEAR_CALLS = frozenset(
@@ -95,6 +95,20 @@ def stale_uses(tree: ast.FunctionDef, dynamic: set[int], arrays: set[str]) -> tu
 
 
 State = dict[str, _Origin]
+
+
+def stale_reads(
+    tree: ast.FunctionDef, dynamic_lines: list[int], offset: int, arrays: set[str] | frozenset[str]
+) -> tuple[StaleRead, ...]:
+    """:func:`stale_uses` of ``tree`` (whose absolute lines are its own plus ``offset``), with
+    the dynamic loops at the absolute lines ``dynamic_lines``; the reads with absolute lines."""
+    dynamic = {line - offset for line in dynamic_lines}
+    if not dynamic:
+        return ()
+    return tuple(
+        replace(read, line=read.line + offset, loop=read.loop + offset)
+        for read in stale_uses(tree, dynamic, set(arrays))
+    )
 
 
 def _merge(left: State, right: State) -> State:
