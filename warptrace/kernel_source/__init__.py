@@ -18,6 +18,8 @@ kernel source of an older trace). Neither side parses source: they ask the model
 - :mod:`.local_flow` - def-use of locals, the state a loop carries from one iteration to
   the next, the history of local vector components (what the facts record about them).
 - :mod:`.guards` - what "possibly zero" and "possibly non-finite" mean, from syntax.
+- :mod:`.result_uses` - how a function uses the value an atomic (or a user function) returns:
+  as an index, in a branch, as a factor, or as data.
 """
 
 from __future__ import annotations

@@ -1,20 +1,27 @@
 """WT405 replay-side-effect (error).
 
-A kernel hands out slots or indices with an atomic whose returned old value it uses
-(``slot = wp.atomic_add(count, 0, 1)``; ``out[slot] = ...``) and has no
-``@wp.func_replay`` for it. The adjoint kernel re-runs the forward statements to rebuild
-the values it needs, but not the atomic in the kernel body (a side effect): the slot is
-not the one the forward used (verified on Warp 1.19: every thread reads the adjoint of
-slot 0). Inside a ``@wp.func`` the replay runs the atomic again and the counter keeps
-counting: WT308 proves that case from the trace (the adjoint writes forward memory), so
-WT405 reports a function's atomic only when the trace holds no adjoint launch of the
-kernel to prove it.
+A kernel uses the old value a ``wp.atomic_*`` returns as an index, in a branch or as a
+factor of a differentiable value (``slot = wp.atomic_add(count, 0, 1)``; ``out[slot] =
+...``), and has no ``@wp.func_replay`` for it. The adjoint kernel re-runs the forward
+statements to rebuild the values it needs, but not an atomic of the kernel body (a side
+effect): Warp 1.19 leaves the variable unassigned there, so the adjoint reads an undefined
+value (measured: every thread read the adjoint of slot 0; a branch on it took the other
+side; ``float(k) * x[i]`` gave ``d/dx = 0`` or NaN). Inside a ``@wp.func`` the replay runs
+the atomic again and the counter keeps counting: WT308 proves that case from the trace (the
+adjoint writes forward memory), so WT405 reports a function's atomic only when the trace
+holds no adjoint launch of the kernel to prove it; a value the function returns is judged by
+how its callers use it.
 
-Fine: atomics used only to accumulate (``wp.atomic_add(loss, 0, v)``), a function with
-a ``@wp.func_replay`` that returns the slot recorded in the forward pass.
+Fine (measured exact): the old value stored as data (``ids[i] = wp.atomic_add(count, 0,
+1)``, ``out[i] = wp.atomic_min(slot, i, v[i])``), added (``x[i] + float(k)``), cast or
+returned: the adjoints of those uses never read it. Atomics used only to accumulate
+(``wp.atomic_add(loss, 0, v)``), a function with a ``@wp.func_replay`` that returns the slot
+recorded in the forward pass. The old value itself carries no gradient (Warp drops it): where
+both the atomic's array and the array it is stored into carry one, an ``info`` says so.
 
-Severity: ``error`` on a backpropagated tape with a gradient through the kernel;
-``info`` when the kernel is taped but not backpropagated; silent outside tapes.
+Severity: ``error`` on a backpropagated tape where the trace shows a gradient through the
+use (the array indexed, the other operand of the product; any branch); ``info`` otherwise
+on a tape; silent outside tapes.
 Fix: compute the slots in a separate, untaped launch and pass them in as an array, or
 move the atomic into a ``@wp.func`` with a ``@wp.func_replay`` that returns the stored slot.
 
@@ -23,13 +30,22 @@ Warp documentation: "Differentiability" ("Custom Replay Functions").
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import DOC_CUSTOM_REPLAY, Rule, shared
-from warptrace.analysis.rules.kernel_uses import evidence_phrase, kernel_uses, source_finding, strongest
-from warptrace.kernel_source import FUNC, KERNEL
+from warptrace.analysis.rules.kernel_uses import (
+    KernelUse,
+    evidence_phrase,
+    kernel_uses,
+    source_finding,
+    strongest,
+)
+from warptrace.kernel_source import FUNC, KERNEL, AtomicCall, FunctionFacts
+from warptrace.kernel_source.result_uses import BRANCH, FACTOR, INDEX, VALUE
 from warptrace.trace import schema as S
 
 WT405 = RuleInfo(
@@ -40,6 +56,17 @@ WT405 = RuleInfo(
     "@wp.func with a @wp.func_replay that returns the slot recorded in the forward pass",
     doc=DOC_CUSTOM_REPLAY,
 )
+
+_BROKEN = (INDEX, BRANCH, FACTOR)
+_HOW = {
+    INDEX: "uses as an index",
+    BRANCH: "tests in a branch",
+    FACTOR: "multiplies a differentiable value by",
+}
+_ROOT = re.compile(r"[A-Za-z_]\w*")
+
+# (function, kind, partner names): one use of an atomic's value, in the function holding it
+Site = tuple[FunctionFacts, str, tuple[str, ...]]
 
 
 def check(model: Model) -> list[Finding]:
@@ -55,21 +82,86 @@ def check(model: Model) -> list[Finding]:
             elif function.role != KERNEL:
                 continue
             for atomic in function.atomics:
-                if not atomic.result_used:
-                    continue
-                severity = Severity.ERROR if use.backpropagated else Severity.INFO
-                args = use.grad_args if use.backpropagated else frozenset()
-                message = (
-                    f"`{atomic.name}` on `{atomic.array}` hands out values the kernel uses (a counter or "
-                    "slot): the adjoint does not see the value the forward pass got"
-                    + (" (the replay runs the function again)" if function.role == FUNC else "")
-                    + f", so adjoints are read from and written to the wrong elements; "
-                    f"{evidence_phrase(model, use, args)}"
-                )
-                findings.append(
-                    source_finding(model, WT405, severity, use, function, atomic.line, message, "atomic")
-                )
+                if atomic.result_used:
+                    found = _finding(model, use, function, atomic)
+                    if found is not None:
+                        findings.append(found)
     return strongest(findings)
+
+
+def _finding(model: Model, use: KernelUse, function: FunctionFacts, atomic: AtomicCall) -> Finding | None:
+    sites = _sites(use, function, atomic)
+    broken = [site for site in sites if site[1] in _BROKEN]
+    if broken:
+        proven = [site for site in broken if site[1] == BRANCH or _carried(use, site[0], site[2])]
+        severity = Severity.ERROR if use.backpropagated and proven else Severity.INFO
+        kind = (proven or broken)[0][1]
+        args = use.grad_args if severity == Severity.ERROR else frozenset()
+        replays = function.role == FUNC
+        message = (
+            f"the kernel {_HOW[kind]} the value `{atomic.name}` on `{atomic.array}` returns (a counter "
+            "or slot): "
+            + (
+                "the replay runs the function again, so the atomic hands out another value"
+                if replays
+                else "the adjoint does not replay the atomic, so that value is undefined there"
+            )
+            + (
+                ", and adjoints are read from and written to the wrong elements; "
+                if kind == INDEX
+                else ", and the adjoint takes a branch the forward pass did not; "
+                if kind == BRANCH
+                else ", and the other operand's adjoint is computed with it; "
+            )
+            + evidence_phrase(model, use, args)
+        )
+        return source_finding(model, WT405, severity, use, function, atomic.line, message, "atomic")
+    # stored as data: exact, but the old value carries no gradient into the atomic's array
+    root = _ROOT.match(atomic.array)
+    if root is None or not _carried(use, function, (root.group(),)):
+        return None
+    into = sorted(
+        {name for f, kind, partners in sites if kind == VALUE for name in _carried(use, f, partners)}
+    )
+    if not into:
+        return None
+    message = (
+        f"the old value `{atomic.name}` returns is stored into `{'`, `'.join(into)}`: it carries no "
+        f"gradient (Warp drops its adjoint), so no gradient flows back through it to the earlier "
+        f"values of `{atomic.array}`; other gradients are exact"
+    )
+    return source_finding(model, WT405, Severity.INFO, use, function, atomic.line, message, "atomic")
+
+
+def _carried(use: KernelUse, function: FunctionFacts, names: tuple[str, ...]) -> frozenset[str]:
+    """The gradient-carrying kernel arguments among ``names`` of ``function``: a kernel
+    parameter is its own argument (an array indexed or stored into: what was stored into it
+    is not what its adjoint reads), any other name what its value depends on."""
+    if not use.backpropagated:
+        return frozenset()
+    if function.role == KERNEL:
+        own = frozenset(name for name in names if name in function.params)
+        rest = tuple(name for name in names if name not in own)
+        return (own & use.grad_args) | use.carries(function, rest)
+    return use.carries(function, names)
+
+
+def _sites(use: KernelUse, function: FunctionFacts, atomic: AtomicCall) -> list[Site]:
+    """Every use of the atomic's value: in its function, and where a ``@wp.func`` returns it,
+    at its callers (transitively)."""
+    sites: list[Site] = [(function, kind, partners) for kind, partners in atomic.uses]
+    todo = [function] if atomic.returned and function.role == FUNC else []
+    seen: set[int] = set()
+    while todo:
+        callee = todo.pop()
+        if id(callee) in seen:
+            continue
+        seen.add(id(callee))
+        for caller, found in use.source.returned_value_uses(callee):
+            sites += [(caller, kind, partners) for kind, partners in found.uses]
+            if found.returned and caller.role == FUNC:
+                todo.append(caller)
+    return sites
 
 
 def _adjoint_kernels(model: Model) -> set[int]:
