@@ -175,10 +175,19 @@ def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> int:
     """Whether the adjoint of ``kernel`` really rewrites ``arg``: it is passed to a user function
     (replayed in full by the adjoint) that has no custom replay. Atomics written directly in the
     kernel body are not replayed. When the kernel uses the function's result (``slot = f(count)``)
-    the replay hands out different values than the forward did: the counter pattern. Unknown
-    source: trust the recorder."""
+    the replay hands out different values than the forward did: the counter pattern, when the
+    kernel uses them as an index, in a branch or as a factor; stored as data they are never
+    read, which counts as discarded. Unknown source: trust the recorder."""
     target = arg + ("." + field_path if field_path else "")
-    return kernel.source_model.passes_to_function(target, tuple(kernel.custom_replay))
+    mode = kernel.source_model.passes_to_function(target, tuple(kernel.custom_replay))
+    if mode == RESULT_USED and not kernel.source_model.replayed_results_steer(
+        target, tuple(kernel.custom_replay)
+    ):
+        # the result only stored, added or cast: the adjoint never reads the replay's value,
+        # so only a later adjoint read of the changed memory matters (measured on Warp 1.19,
+        # tests/test_warp_mechanisms_atomics.py)
+        return RESULT_DISCARDED
+    return mode
 
 
 def _read_by_later_adjoint_many(
