@@ -97,3 +97,4 @@ def test_a_float_old_value_stored_into_a_differentiable_array_is_info(tmp_path):
     (found,) = [f for f in warptrace.analyze(trace).findings if f.code == "WT405"]
     assert found.severity == Severity.INFO
     assert "is stored into `previous`: it carries no gradient" in found.message
+    assert found.fix.startswith("nothing to change unless the loss depends on the stored old value")

@@ -31,6 +31,7 @@ Warp documentation: "Differentiability" ("Custom Replay Functions").
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -64,6 +65,11 @@ _HOW = {
     FACTOR: "multiplies a differentiable value by",
 }
 _ROOT = re.compile(r"[A-Za-z_]\w*")
+_FIX_STORED = (
+    "nothing to change unless the loss depends on the stored old value through the atomic's array: "
+    "then read the old values in a launch of their own (or from a copy of the array taken before) "
+    "instead of using what the atomic returns"
+)
 
 # (function, kind, partner names): one use of an atomic's value, in the function holding it
 Site = tuple[FunctionFacts, str, tuple[str, ...]]
@@ -130,7 +136,8 @@ def _finding(model: Model, use: KernelUse, function: FunctionFacts, atomic: Atom
         f"gradient (Warp drops its adjoint), so no gradient flows back through it to the earlier "
         f"values of `{atomic.array}`; other gradients are exact"
     )
-    return source_finding(model, WT405, Severity.INFO, use, function, atomic.line, message, "atomic")
+    found = source_finding(model, WT405, Severity.INFO, use, function, atomic.line, message, "atomic")
+    return replace(found, fix=_FIX_STORED)
 
 
 def _carried(use: KernelUse, function: FunctionFacts, names: tuple[str, ...]) -> frozenset[str]:
