@@ -9,7 +9,27 @@ finding without an entry is reported "unjudged".
 
 from __future__ import annotations
 
-SKIPPED: dict[str, str] = {}
+# Modules every test of which skips on a machine without CUDA (Warp 1.19: "No suitable devices to
+# run the test.", "Requires at least two CUDA devices", ...), with the count. No module needs a
+# display (test_render_opengl's 10 tests run headless) or a network.
+SKIPPED: dict[str, str] = {
+    "cuda.test_array_fill_capture": "needs a GPU: its 4 tests skip without CUDA",
+    "cuda.test_capture_mode": "needs a GPU: its 3 tests skip without CUDA",
+    "cuda.test_capture_release": "needs a GPU: its 6 tests skip without CUDA",
+    "cuda.test_clang_cuda": "needs a GPU: its 9 tests skip without CUDA",
+    "cuda.test_cuda_arch_suffix": "needs a GPU: its 10 tests skip without CUDA",
+    "cuda.test_ipc": "needs a GPU: its 4 tests skip without CUDA",
+    "cuda.test_multigpu": "needs a GPU: its 5 tests skip without CUDA",
+    "cuda.test_peer": "needs a GPU: its 4 tests skip without CUDA",
+    "cuda.test_pinned": "needs a GPU: its 1 test skip without CUDA",
+    "cuda.test_sync_errors": "needs a GPU: its 8 tests skip without CUDA",
+    "cuda.test_texture_compiler": "needs a GPU: its 28 tests skip without CUDA",
+    "deterministic.test_deterministic_graph_capture": "needs a GPU: its 12 tests skip without CUDA",
+    "fem.test_fem_examples": "needs a GPU: its 24 tests skip without CUDA",
+    "test_block_dim_dispatch": "needs a GPU: its 6 tests skip without CUDA",
+    "tile.test_tile_large_offsets": "needs a GPU: its 1 test skip without CUDA",
+    "tile.test_tile_low_precision_stack": "needs a GPU: its 1 test skip without CUDA",
+}
 
 _RETAIN = (
     "true: the test pins Warp's documented double counting of a retain_grad=True array written "
