@@ -347,7 +347,8 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
         f"{sum(e['traced']['tests'] for e in results.values())} tests; "
         f"same outcome plain and traced in {sum(bool(e['same']) for e in results.values())} of {len(results)}; "
         f"wall time {meta.get('wall_s', 0.0) / 60:.0f} min ({meta.get('jobs', 1)} at a time, "
-        f"{meta.get('cpus', '?')} CPUs shared with other work).",
+        f"{meta.get('cpus', '?')} CPUs shared with other work)"
+        + (f"; {meta['note']}." if meta.get("note") else "."),
         "",
         *rows,
         "",
@@ -472,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": earlier.get("jobs", args.jobs),
         "cpus": earlier.get("cpus", os.cpu_count()),
         "skipped": skipped or earlier.get("skipped", {}),
+        "note": earlier.get("note", ""),  # how the outcomes came about, when not one run
     }
     if args.json:
         args.json.write_text(json.dumps({**meta, "modules": results}, indent=2))
