@@ -23,8 +23,9 @@ def recorder_missing() -> str | None:
     return None
 
 
-def record(name: str, folder: Path) -> tuple[Any, str]:
-    """Run zoo program ``name`` under the recorder (cwd = repository root) and analyze it."""
+def record(name: str, folder: Path, numerics: bool = False) -> tuple[Any, str]:
+    """Run zoo program ``name`` under the recorder (cwd = repository root, value summaries
+    with ``numerics``) and analyze it."""
     missing = recorder_missing()
     if missing:
         pytest.skip(missing)
@@ -36,7 +37,7 @@ def record(name: str, folder: Path) -> tuple[Any, str]:
     os.chdir(ROOT)
     try:
         module = load(program, module_name="zoo_report_" + name)
-        warptrace.start(trace_path)
+        warptrace.start(trace_path, numerics=numerics)
         try:
             module.run()
         finally:

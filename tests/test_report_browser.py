@@ -118,3 +118,28 @@ def test_clean_twin_draws_without_errors(browser, tmp_path):
     assert page.locator("article.finding").count() == 0
     assert "does not prove the gradient right" in page.locator("#summary").inner_text()
     page.close()
+
+
+def test_health_chart_marks_where_a_divergence_began(browser, tmp_path):
+    from warptrace.report import render
+
+    report, _ = record("wt505_stiff_spring", tmp_path, numerics=True)
+    path = tmp_path / "health.html"
+    path.write_text(render(report, "html"), encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready]", state="attached", timeout=15000)
+    assert errors == []
+    chart = page.locator("#health svg.health-svg")
+    assert chart.count() == 1 and chart.is_visible()
+    assert page.locator("#health .hl-loss").count() == 1
+    assert page.locator("#health [data-role=growth]").count() == 1
+    assert page.locator("#health [data-role=nonfinite]").count() == 1
+    assert "grew from 0.205 at step 5" in page.locator("#health .caption").inner_text()
+    page.close()
+
+
+def test_no_health_section_without_value_summaries(page):
+    assert page.locator("#health").is_hidden()

@@ -51,6 +51,7 @@ def test_finding_source_marks_every_role(buggy):
     data = _data(html.render(buggy[0]))
     (finding,) = data["findings"]
     assert finding["code"] == "WT101"
+    assert finding["help_url"].endswith("/rules/WT101/")  # a link to the rule's page, not a fetch
     marks = {int(line): roles for window in finding["source"] for line, roles in window["marks"].items()}
     overwrite = _line("# expect: WT101")
     assert marks == {

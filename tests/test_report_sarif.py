@@ -89,12 +89,16 @@ def test_clean_report_is_valid_and_empty(tmp_path):
     assert document["runs"][0]["results"] == []
 
 
-def test_rule_metadata_comes_from_the_rule_documentation():
+def test_rule_metadata_comes_from_the_rule_documentation(tmp_path):
+    from warptrace.analysis.ruledocs import rule_docs
     from warptrace.analysis.rules import RULE_INFO
     from warptrace.report import sarif
 
-    docs = sarif.rule_docs()
-    assert set(docs) == set(RULE_INFO)  # every code documented in its rule module
-    assert docs["WT101"][1].startswith("A launch recorded on tape T read buffer B")
-    assert docs["WT304"][0] == "warning" and docs["WT201"][0] == "error"
-    assert "Fix:" in docs["WT304"][1]
+    assert set(rule_docs()) == set(RULE_INFO)  # every code documented in its rule module
+    report, _ = record("wt101_force_reuse", tmp_path)
+    rules = {rule["id"]: rule for rule in sarif.to_dict(report)["runs"][0]["tool"]["driver"]["rules"]}
+    assert rules["WT101"]["fullDescription"]["text"].startswith("A launch recorded on tape T read buffer B")
+    assert rules["WT304"]["defaultConfiguration"]["level"] == "warning"
+    assert rules["WT408"]["defaultConfiguration"]["level"] == "note"
+    assert rules["WT201"]["defaultConfiguration"]["level"] == "error"
+    assert rules["WT403"]["helpUri"].endswith("/rules/WT403/")

@@ -15,7 +15,7 @@ loading and the final ``stop()`` are not in the figure): wall time, and CPU time
 program's thread (``main``). Reported per iteration and as traced/plain ratios, with the
 garbage collector's collections per generation during the loop (``gc`` young/middle/full):
 a count this VM's speed does not move, where a full collection walks the whole heap (the
-sixteenth round found the recorder doubling them in (e); see the CHANGELOG).
+sixteenth round found the recorder doubling them in (e); see docs/dev/history.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Generates a synthetic training-run trace (``tools/synth_trace.py``), analyzes it
 the HTML report and measures, in headless Chromium driven by Playwright, the time from
 navigation until the page has drawn itself (``body[data-ready]``) and the number of DOM
 elements; then times the Perfetto export and the SARIF report. A benchmark, not a test:
-figures go to the README/CHANGELOG, nothing asserts a wall time.
+figures go to docs/performance.md, nothing asserts a wall time.
 """
 
 from __future__ import annotations

@@ -5,11 +5,12 @@
     python tools/check_real_programs.py diffray ball    # by name (see --list)
     python tools/check_real_programs.py --list
     python tools/check_real_programs.py --json report.json --workdir /tmp/real
+    python tools/check_real_programs.py --check-numerics   # traced runs record value summaries
 
 For each program (a venv python, a module run with ``-m``, its arguments) this runs
 
 1. ``PY -m MODULE ARGS``                                     (plain; timed)
-2. ``PY -m warptrace -q --no-analyze -o W/NAME.wtrace -m MODULE ARGS``   (traced; timed)
+2. ``PY -m warptrace -q --no-analyze -o W/NAME.wtrace [--check-numerics] -m MODULE ARGS``   (traced; timed)
 3. ``PY -m warptrace analyze W/NAME.wtrace --format json``   (findings; timed)
 
 each in its own process group with a timeout, with bytecode caching on (warptrace's
@@ -219,7 +220,12 @@ def _diff(a: list[str], b: list[str], limit: int = 40) -> list[str]:
 
 
 def check(
-    program: Program, workdir: Path, trace_dir: Path, timeout_scale: float, traced_only: bool
+    program: Program,
+    workdir: Path,
+    trace_dir: Path,
+    timeout_scale: float,
+    traced_only: bool,
+    numerics: bool = False,
 ) -> Result:
     result = Result(program)
     env = dict(os.environ)
@@ -237,7 +243,7 @@ def check(
 
     plain_argv = [program.python, "-m", program.module, *program.args]
     traced_argv = [program.python, "-m", "warptrace", "-q", "--no-analyze", "-o", str(trace),
-                   "-m", program.module, *program.args]  # fmt: skip
+                   *(["--check-numerics"] if numerics else []), "-m", program.module, *program.args]  # fmt: skip
     analyze_argv = [program.python, "-m", "warptrace", "analyze", str(trace), "--format", "json"]
 
     if not traced_only:
@@ -452,6 +458,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every timeout")
     parser.add_argument("--traced-only", action="store_true", help="skip the plain run (no comparison)")
     parser.add_argument("--json", default=None, help="also write the results as JSON to this file")
+    parser.add_argument(
+        "--check-numerics",
+        action="store_true",
+        help="record the traced run with --check-numerics (value summaries: the WT5xx rules)",
+    )
     args = parser.parse_args(argv)
 
     by_name = {p.name: p for p in PROGRAMS}
@@ -479,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         if program.python not in compiled:  # what `pip install` does for an installed package
             compiled.add(program.python)
             subprocess.run([program.python, "-m", "compileall", "-q", str(REPO / "warptrace")], check=False)
-        results.append(check(program, workdir, trace_dir, args.timeout_scale, args.traced_only))
+        results.append(
+            check(program, workdir, trace_dir, args.timeout_scale, args.traced_only, args.check_numerics)
+        )
     print_report(results)
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(results), indent=2, default=str) + "\n")

@@ -4,6 +4,7 @@
     python tools/check_warp_suite.py test_tape test_copy --timeout 600
     python tools/check_warp_suite.py --analyze --json out.json
     python tools/check_warp_suite.py --extended --traced-only --analyze   # 48 more modules
+    python tools/check_warp_suite.py --check-numerics --analyze   # traced with value summaries
     python tools/check_warp_suite.py --all --analyze --jobs 2 --timeout 3600 \\
         --out /tmp/suite.wtraces --json /tmp/suite.json --markdown docs/validation-warp-suite.md
 
@@ -64,8 +65,9 @@ DEFAULT_MODULES = (
     "test_codegen", "test_math",
 )  # fmt: skip
 
-# More CPU-runnable modules with gradients, tried after the default list (README: "48 more
-# modules"); a few minutes each at most, most much less once Warp's kernel cache is warm.
+# More CPU-runnable modules with gradients, tried after the default list (docs/validation.md,
+# docs/dev/performance-history.md: "48 more modules"); a few minutes each at most, most much
+# less once Warp's kernel cache is warm.
 EXTENDED_MODULES = (
     "deterministic.test_deterministic_backward", "test_apic", "test_arithmetic", "test_array_subclass",
     "test_codegen_continue", "test_cpu_block_dim", "test_fast_math", "test_fp16", "test_implicit_init",
@@ -262,6 +264,7 @@ def check_module(
         if not args.traced_only:
             plain = run([sys.executable, "-m", "unittest", "-v", target], out, args.timeout, env)
         command = [sys.executable, "-m", "warptrace", "-q", "--no-analyze", "-o", str(trace)]
+        command += ["--check-numerics"] if args.check_numerics else []
         traced = run([*command, "-m", "unittest", "-v", target], out, args.timeout, env)
         (out / f"{module}.plain.log").write_text(plain.tail)
         (out / f"{module}.traced.log").write_text(traced.tail)
@@ -400,6 +403,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="modules run at a time (default 1)")
     parser.add_argument(
         "--reanalyze", type=Path, help="take the outcomes from this --json file and only analyze again"
+    )
+    parser.add_argument(
+        "--check-numerics",
+        action="store_true",
+        help="record the traced runs with --check-numerics (value summaries: the WT5xx rules)",
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument(

@@ -14,7 +14,7 @@ import numpy as np
 
 from warptrace.analysis.model import Model
 
-__all__ = ["NumericsTable", "Summary", "adjoint_checks", "numerics_of"]
+__all__ = ["NumericsTable", "Summary", "adjoint_checks", "numerics_of", "total_norm"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,10 @@ class NumericsTable:
     def of_kind(self, what: str) -> list[Summary]:
         return [row for row in self.rows if row.what == what]
 
+    def nonfinite_seqs(self, kinds: tuple[str, ...]) -> np.ndarray:
+        """The seqs (sorted, with repeats) of the summaries of these kinds holding NaN/inf."""
+        return np.array([row.seq for row in self.rows if row.nonfinite and row.what in kinds], dtype=np.int64)
+
 
 def numerics_of(model: Model) -> NumericsTable | None:
     """The summaries of the model's trace; None when the trace has no ``numerics`` table (built
@@ -93,3 +97,11 @@ def adjoint_checks(model: Model) -> list[dict[str, Any]]:
     numerics = model.meta.get("numerics")
     checks = numerics.get("adjoint_checks") if isinstance(numerics, dict) else None
     return [c for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
+
+
+def total_norm(norms: dict[str, dict[str, Any]]) -> float | None:
+    """The L2 norm over several leaves from their ``{"l2", "nonfinite"}`` entries (a step of the
+    health timeline); None when there is none or one of them is non-finite."""
+    if not norms or any(entry["nonfinite"] for entry in norms.values()):
+        return None
+    return float(np.sqrt(sum(float(entry["l2"]) ** 2 for entry in norms.values())))

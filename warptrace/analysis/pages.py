@@ -6,7 +6,7 @@ NumPy asks the kernel to back every array of 4 MiB or more with transparent huge
 many distributions), such an allocation can stall in the kernel while it compacts memory
 into 2 MiB pages. The analysis allocates and frees gigabytes of short-lived per-row arrays
 (the drone trace: 6.7M access rows), and on the development machine that advice cost 4-5
-CPU s of system time, against under 2 s with ordinary pages (`CHANGELOG.md`).
+CPU s of system time, against under 2 s with ordinary pages (`docs/dev/history.md`).
 :func:`small_pages` turns the advice off while an analysis runs and then restores it: the
 setting is NumPy's, process-wide, and the rest of the program keeps its own.
 """
@@ -66,7 +66,7 @@ def reuse_freed_memory() -> bool:
     frees is reused by NumPy's temporaries and the other way round.
 
     Process-wide and not undoable, so the library API never calls it. The drone trace:
-    system time 1.8 -> 0.8 s, peak RSS +4 % (CHANGELOG); Arrow's pool: peak -30 MiB.
+    system time 1.8 -> 0.8 s, peak RSS +4 % (docs/dev/history.md); Arrow's pool: peak -30 MiB.
     False where there is no glibc ``mallopt`` (musl, macOS, Windows): nothing changes."""
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -87,6 +87,9 @@ def _run_rules(model: Model, progress: Progress | None) -> Report:
         if progress is not None:
             progress.update(f"rule {', '.join(rule.codes)}")
         findings.extend(rule.check(model))
+    for rule in ALL_RULES:
+        if rule.review is not None:
+            findings = rule.review(findings)
     families = []
     for info in RULE_INFO.values():
         if info.family == NUMERIC and "numerics" not in trace.tables:

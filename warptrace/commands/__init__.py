@@ -10,6 +10,7 @@ from warptrace.commands.analyze import AnalyzeCommand
 from warptrace.commands.base import Command
 from warptrace.commands.bisect import BisectCommand
 from warptrace.commands.diff import DiffCommand
+from warptrace.commands.explain import ExplainCommand
 from warptrace.commands.export import ExportCommand
 from warptrace.commands.gradcheck import GradcheckCommand
 from warptrace.commands.run import RunCommand
@@ -23,6 +24,7 @@ COMMANDS: tuple[type[Command], ...] = (
     GradcheckCommand,
     BisectCommand,
     DiffCommand,
+    ExplainCommand,
 )
 
 __all__ = ["COMMANDS", "DEFAULT_COMMAND", "Command"]

@@ -12,8 +12,11 @@ table, keyed by the event's ``seq`` and the array's ``array_id`` (see
 :mod:`warptrace.trace.schema`). Arrays a launch only read are summarized too when the
 launch wrote a non-finite value (WT501 needs to know its inputs were finite) or when the
 kernel reaches a custom adjoint (WT502 draws its test inputs from their ranges). After
-each ``Tape.backward``: the loss and the gradient buffer of every candidate leaf (an array
-with a gradient that a launch or copy read inside the tape's scope).
+each ``Tape.backward``: the loss, and the values and gradient buffer of every candidate leaf
+(an array with a gradient that a launch or copy read inside the tape's scope); for a leaf of
+at most ``LEAF_CHANGE_MAX`` elements, also the change of both since the previous backward (one
+float64 copy of each is kept): the divergence check estimates the curvature along the
+optimizer's path from them.
 
 How the event's ``seq`` is known: the outer wrapper holds the session lock (re-entrant)
 around the inner call, so the events appended meanwhile are exactly this call's. Values
@@ -46,7 +49,12 @@ from warptrace.record.wrap.common import ORIGINAL_ATTR, WARP_ARRAY, array_state,
 from warptrace.record.wrap.plans import plan_for
 from warptrace.trace import schema
 from warptrace.trace.schema import (
+    LEAF_CHANGE_BUDGET,
+    LEAF_CHANGE_MAX,
+    NUM_GRAD_CHANGE,
     NUM_INPUT,
+    NUM_LEAF,
+    NUM_LEAF_CHANGE,
     NUM_LEAF_GRAD,
     NUM_LOSS,
     NUM_STEP,
@@ -114,7 +122,13 @@ def _change(after: Any, before: Any) -> Summary | None:
     a, b = _values(after), _values(before)
     if a.dtype.kind != "f" or a.shape != b.shape:
         return None
-    diff = (a.astype(np.float64) - b.astype(np.float64)).reshape(-1)
+    return _difference(a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1))
+
+
+def _difference(after: np.ndarray, before: np.ndarray) -> Summary:
+    """The summary of ``after - before`` (flat float64 arrays of one size), without a hash."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: counted, not warned
+        diff = after - before
     ok = np.isfinite(diff)
     nonfinite = int(diff.size - np.count_nonzero(ok))
     finite = diff[ok]
@@ -145,6 +159,12 @@ class Numerics:
         self.custom: dict[int, tuple[Any, list[tuple[float, float]]]] = {}
         # kernel_id -> {id(array): (array, arg)} written by the kernel's last forward launch
         self.last_writes: dict[int, dict[int, tuple[Any, str]]] = {}
+        # leaf array_id -> (the leaf, weakly; values; gradient) at the last backward that
+        # summarized it (float64, flat; leaves of at most LEAF_CHANGE_MAX elements, at most
+        # LEAF_CHANGE_BUDGET elements in all; entries of leaves that died are dropped)
+        self.previous: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        self.previous_size = 0
+        self.purge_at = 256  # entries: drop the dead ones when there are this many
 
     # ---------------------------------------------------------------- rows
     def add(
@@ -284,7 +304,49 @@ class Numerics:
             grad = leaf.grad
             if grad is None or leaf.ptr in produced:
                 continue
-            self.add(seq, grad, NUM_LEAF_GRAD, owner=array_state(self.rec, leaf)[1])
+            leaf_id = array_state(self.rec, leaf)[1]
+            self.add(seq, grad, NUM_LEAF_GRAD, owner=leaf_id)
+            if self.add(seq, leaf, NUM_LEAF) is not None:
+                self._leaf_change(seq, leaf, leaf_id, grad)
+
+    def _leaf_change(self, seq: int, leaf: Any, leaf_id: int, grad: Any) -> None:
+        """The change of a small leaf and of its gradient since the previous backward that
+        summarized it (one copy of each kept): the secant curvature along the optimizer's path."""
+        before = self.previous.pop(leaf_id, None)
+        if before is not None:
+            self.previous_size -= before[1].size
+        size = int(getattr(leaf, "size", 0))
+        if size > LEAF_CHANGE_MAX or getattr(grad, "shape", None) != leaf.shape:
+            return
+        if self.previous_size + size > LEAF_CHANGE_BUDGET or len(self.previous) >= self.purge_at:
+            self._drop_dead()
+            self.purge_at = max(256, 2 * len(self.previous))
+            if self.previous_size + size > LEAF_CHANGE_BUDGET:
+                return
+        value, gradient = _values(leaf), _values(grad)
+        if value.dtype.kind != "f" or gradient.dtype.kind != "f":
+            return
+        now = (value.astype(np.float64).reshape(-1), gradient.astype(np.float64).reshape(-1))
+        self.previous[leaf_id] = (weakref.ref(leaf), *now)
+        self.previous_size += now[0].size
+        if before is None or before[1].shape != now[0].shape:
+            return
+        grad_id = array_state(self.rec, grad)[1]
+        rows = (
+            (leaf_id, -1, NUM_LEAF_CHANGE, _difference(now[0], before[1])),
+            (grad_id, leaf_id, NUM_GRAD_CHANGE, _difference(now[1], before[2])),
+        )
+        with self.lock:
+            for array_id, owner, what, summary in rows:
+                self.rows.extend((seq, array_id, owner, what, "", "", *summary))
+
+    def _drop_dead(self) -> None:
+        """Forget the copies of leaves that no longer exist (a loop that makes new parameters
+        every step would otherwise fill the budget with them)."""
+        for leaf_id, entry in list(self.previous.items()):
+            if entry[0]() is None:
+                del self.previous[leaf_id]
+                self.previous_size -= entry[1].size
 
     # ---------------------------------------------------------------- end of run
     def finish(self) -> dict[str, Any]:
@@ -345,15 +407,6 @@ def _guarded(rec: Recorder, function: Callable[[], None]) -> None:
         ts.guard -= 1
 
 
-def _call(rec: Recorder, inner: Callable[..., Any], args: Any, kwargs: Any) -> tuple[Any, int, int]:
-    """The inner wrapper under the session lock: the seqs it took are exactly [first, stop)."""
-    with rec.lock:
-        first = rec.seq
-        result = inner(*args, **kwargs)
-        stop = rec.seq
-    return result, first, stop
-
-
 def _launch(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[..., Any]:
     names = tuple(inspect.signature(original).parameters)
 
@@ -361,7 +414,14 @@ def _launch(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or not _enter(rec):
             return inner(*args, **kwargs)
-        result, first, stop = _call(rec, inner, args, kwargs)
+        # The inner wrapper under the session lock: the seqs it took are exactly [first, stop).
+        # Written out in each wrapper, not in a helper: Warp names "the user's line" by walking
+        # past frames that look like its own (see wrap.common.in_place_of), and a helper's frame
+        # in this file would stop the walk here (the overwrite warning of wp.copy named it).
+        with rec.lock:
+            first = rec.seq
+            result = inner(*args, **kwargs)
+            stop = rec.seq
         if stop == first + 1:
 
             def after() -> None:
@@ -381,7 +441,10 @@ def _copy(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable[.
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or rec.captures:
             return inner(*args, **kwargs)
-        result, first, stop = _call(rec, inner, args, kwargs)
+        with rec.lock:  # as in launch
+            first = rec.seq
+            result = inner(*args, **kwargs)
+            stop = rec.seq
         if stop > first:
             dest = args[0] if args else kwargs.get("dest")
             src = args[1] if len(args) > 1 else kwargs.get("src")
@@ -396,7 +459,10 @@ def _memset(original: Callable[..., Any], inner: Callable[..., Any]) -> Callable
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or not _enter(rec):
             return inner(self, *args, **kwargs)
-        result, first, stop = _call(rec, inner, (self, *args), kwargs)
+        with rec.lock:  # as in launch
+            first = rec.seq
+            result = inner(self, *args, **kwargs)
+            stop = rec.seq
         if stop == first + 1:
             _guarded(rec, lambda: numerics.write(first, self))
         return result
@@ -409,7 +475,10 @@ def _backward(original: Callable[..., Any], inner: Callable[..., Any]) -> Callab
         rec, numerics = state.rec, current.numerics
         if rec is None or numerics is None or not _enter(rec):
             return inner(self, *args, **kwargs)
-        result, first, stop = _call(rec, inner, (self, *args), kwargs)
+        with rec.lock:  # as in launch
+            first = rec.seq
+            result = inner(self, *args, **kwargs)
+            stop = rec.seq
         if stop > first:
             loss = args[0] if args else kwargs.get("loss")
             _guarded(rec, lambda: numerics.after_backward(stop - 1, self, loss))

@@ -13,7 +13,9 @@ Text, for a person checking a fix::
       and 2 more: 1 × kernel source, 1 × allocations (all in --format json)
 
 The resolved and introduced findings come first, then the changes that explain them,
-then a few more, then everything else folded into counts. JSON carries everything::
+then a few more, then everything else folded into counts; with value summaries on both
+sides, the numbers that changed (loss and first non-finite value first, at most three; the
+header counts the others). JSON carries everything::
 
     {"warptrace_version": "0.1.0", "schema": 1, "before": "...", "after": "...",
      "summary": {"resolved": 1, "introduced": 0, "unchanged": 0, "changes": 3, "new_errors": 0},
@@ -39,11 +41,13 @@ from warptrace.report.text import INDENT, display_path, file_line
 
 if TYPE_CHECKING:
     from warptrace.analysis.diff import Change, TraceDiff
+    from warptrace.analysis.diff.numbers import NumberChange
 
 DIFF_SCHEMA = 1
 FORMATS = ("text", "json")
 # changes shown one per line after the explaining ones (the rest are counted)
 MORE_CHANGES = 4
+MAX_NUMBERS = 3  # numbers listed in the text report (all of them are in --format json)
 
 
 def render(diff: TraceDiff, format: str = "text") -> str:
@@ -117,8 +121,7 @@ def render_text(diff: TraceDiff) -> str:
     lines.extend(_structure_lines(diff))
     if diff.numbers:
         lines.append("")
-        lines.append("numbers:")
-        lines.extend(INDENT + number.message for number in diff.numbers)
+        lines.extend(_number_lines(diff.numbers))
     new_errors = diff.new_errors()
     if new_errors:
         lines.append("")
@@ -157,3 +160,16 @@ def _structure_lines(diff: TraceDiff) -> list[str]:
             f"{INDENT}{lead}{len(rest)} {'more ' if shown else ''}changes: {listed} (all in --format json)"
         )
     return lines
+
+
+def _number_lines(numbers: list[NumberChange]) -> list[str]:
+    """The numbers that changed, the loss and the first non-finite value first, at most
+    :data:`MAX_NUMBERS` (a run with many parameters would fill the screen); the header counts
+    what is left out."""
+    changed = [n for n in numbers if n.before != n.after]
+    first = [n for n in changed if n.name in ("loss", "first non-finite")]
+    shown = (first + [n for n in changed if n not in first])[:MAX_NUMBERS]
+    unchanged, more = len(numbers) - len(changed), len(changed) - len(shown)
+    left = [f"{unchanged} unchanged"] * bool(unchanged) + [f"{more} more changed"] * bool(more)
+    header = "numbers:" + (f" ({', '.join(left)}: --format json)" if left else "")
+    return [header, *(INDENT + number.message for number in shown)]

@@ -1,10 +1,13 @@
 """Text of the gradient health timeline (``show --numerics``; the data comes from
 :func:`warptrace.analysis.health.health_timeline`).
 
-One table per ``tape.backward`` call site: a row per backward call with the loss and the
-L2 norm of each leaf's gradient, then one trend line per leaf (first and last norm, and
-their ratio), so vanishing or exploding gradients over the run stand out. Long series
-are folded to their first and last rows unless ``show_all``.
+One table per ``tape.backward`` call site: a row per backward call with the loss, the L2
+norm of each leaf's gradient and of its values, then one trend line per leaf (first and
+last gradient norm, and their ratio), so vanishing or exploding gradients over the run
+stand out. A series that diverged (WT505) marks the step where growth began, where the
+step size went above 2/L, and the first non-finite value, and ends with one line saying so.
+Long series are folded to their first and last rows (and the marked ones) unless
+``show_all``.
 """
 
 from __future__ import annotations
@@ -28,27 +31,28 @@ def render_health(series: Sequence[dict[str, Any]], *, has_numerics: bool, show_
         where = entry["backward"]
         steps = entry["steps"]
         tapes = len(entry["tapes"])
+        diverged = entry.get("divergence")
         lines.append(
             f"gradient health: backward at {os.path.basename(where['file'])}:{where['line']} "
             f"({len(steps)} step{'s' if len(steps) != 1 else ''}, {tapes} tape{'s' if tapes != 1 else ''})"
         )
         leaves = entry["leaves"]
-        header = ["step", "loss", *(f"|grad {leaf}|" for leaf in leaves)]
+        params = [leaf for leaf in leaves if any(leaf in s.get("params", {}) for s in steps)]
+        header = ["step", "loss", *(f"|grad {leaf}|" for leaf in leaves), *(f"|{leaf}|" for leaf in params)]
+        marks = _marks(diverged)
+        if marks:
+            header.append("")
         rows = [header]
-        shown = list(range(len(steps)))
-        folded = 0
-        if not show_all and len(steps) > 2 * FOLD:
-            folded = len(steps) - 2 * FOLD
-            shown = [*shown[:FOLD], -1, *shown[-FOLD:]]
-        for index in shown:
+        for index in _shown(len(steps), show_all, marks):
             if index < 0:
-                rows.append([f"... {folded} more", "", *("" for _ in leaves)])
+                rows.append([f"... {-index} more", "", *("" for _ in header[2:])])
                 continue
             step = steps[index]
-            cells = [str(step["step"]), _number(step["loss"])]
-            for leaf in leaves:
-                grad = step["grads"].get(leaf)
-                cells.append(_grad(grad))
+            cells = [str(step["step"]), _loss(step)]
+            cells += [_grad(step["grads"].get(leaf)) for leaf in leaves]
+            cells += [_param(step.get("params", {}).get(leaf)) for leaf in params]
+            if marks:
+                cells.append(marks.get(index, ""))
             rows.append(cells)
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
@@ -57,8 +61,68 @@ def render_health(series: Sequence[dict[str, Any]], *, has_numerics: bool, show_
             norms = [s["grads"][leaf]["l2"] for s in steps if leaf in s["grads"]]
             if len(norms) >= 2:
                 lines.append(f"  trend {leaf}: {_trend(norms[0], norms[-1])} over {len(norms)} steps")
+        if diverged:
+            lines.append("  " + _divergence(diverged))
         lines.append("")
     return "\n".join(lines)
+
+
+def _marks(diverged: dict[str, Any] | None) -> dict[int, str]:
+    """step -> what the divergence verdict says of it (growth start, curvature, non-finite)."""
+    if not diverged:
+        return {}
+    marks = {int(diverged["start_step"]): "<- growth begins (divergence, WT505)"}
+    curvature = diverged.get("curvature")
+    if curvature and int(curvature["from_step"]) not in marks:
+        marks[int(curvature["from_step"])] = "<- step size above 2/L from here"
+    marks[int(diverged["nonfinite_step"])] = "<- first non-finite value"
+    return marks
+
+
+def _shown(count: int, show_all: bool, marks: dict[int, str]) -> list[int]:
+    """Step indexes to print (a negative entry: that many folded), the marked ones always kept."""
+    if show_all or count <= 2 * FOLD:
+        return list(range(count))
+    keep = set(range(FOLD)) | set(range(count - FOLD, count))
+    for step in marks:
+        keep |= {s for s in range(step - 2, step + 3) if 0 <= s < count}
+    shown: list[int] = []
+    previous = -1
+    for index in sorted(keep):
+        if index > previous + 1:
+            shown.append(-(index - previous - 1))
+        shown.append(index)
+        previous = index
+    return shown
+
+
+def _divergence(diverged: dict[str, Any]) -> str:
+    text = (
+        f"divergence: the {diverged['quantity']} grew from {diverged['from']:.3g} at step {diverged['start_step']} "
+        f"to {diverged['to']:.3g} at step {diverged['last_finite_step']}; the first non-finite value comes "
+        f"at step {diverged['nonfinite_step']}"
+    )
+    curvature = diverged.get("curvature")
+    if curvature:
+        text += (
+            f"; step size {curvature['step_size']:.3g} above 2/L = {curvature['limit']:.3g} from step "
+            f"{curvature['from_step']}"
+        )
+    return text + " (see WT505)"
+
+
+def _loss(step: dict[str, Any]) -> str:
+    if step["loss"] is None:
+        return "nan/inf" if step.get("loss_nonfinite", True) else "-"
+    return _number(step["loss"])
+
+
+def _param(param: dict[str, Any] | None) -> str:
+    if param is None:
+        return "-"
+    if param["nonfinite"]:
+        return f"{param['nonfinite']} nan/inf"
+    return f"{param['l2']:.4g}"
 
 
 def _number(value: float | None) -> str:

@@ -7,7 +7,8 @@ by severity and rule). A Content-Security-Policy forbids every fetch, so the fil
 offline and leaks nothing when opened.
 
 Size is bounded by :mod:`warptrace.report.views`, which folds repeated steps and bins the
-timeline: the report of a 1M-launch run is about as large as that of a small one.
+timeline: the report of a 1M-launch run is about as large as that of a small one. Each
+finding links to its rule's page on the documentation site (a link, never a fetch).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.model import Model
 from warptrace.analysis.report import build_model
+from warptrace.analysis.ruledocs import rule_url
+from warptrace.analysis.rules import RULE_INFO
 from warptrace.errors import WarptraceError
 from warptrace.report import views
 from warptrace.report.text import summary
@@ -62,6 +65,7 @@ def report_data(report: Report, model: Model | None) -> dict[str, Any]:
             "count": finding.count,
             "fix": finding.fix,
             "doc": finding.doc,
+            "help_url": rule_url(finding.code) if finding.code in RULE_INFO else "",
             "location": views.location_dict(finding.location, cwd),
             "related": [views.location_dict(loc, cwd) for loc in finding.related],
             "source": views.source_windows(finding, cwd),
@@ -85,6 +89,7 @@ def report_data(report: Report, model: Model | None) -> dict[str, Any]:
         "findings": findings,
         "timeline": views.timeline_view(model, report.findings) if model is not None else None,
         "arrays": views.arrays_view(model, cwd) if model is not None else None,
+        "health": views.health_view(list(report.health), cwd) if report.health else None,
     }
 
 

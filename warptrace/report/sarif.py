@@ -1,7 +1,8 @@
 """SARIF 2.1.0: the findings as code-scanning results (GitHub code scanning, VS Code SARIF viewer).
 
 One ``result`` per finding, rule metadata (name, family, fix, Warp documentation section)
-from the rule registry, the line to change as the location and the read, write,
+from the rule registry, the default level, description and documentation page (``helpUri``)
+from the rule reference (:mod:`warptrace.analysis.ruledocs`), the line to change as the location and the read, write,
 allocation and backward lines as related locations. Paths inside the run's working
 directory are relative to the ``SRCROOT`` base (the repository, for a run started at its
 root), so results line up with the checked-out source.
@@ -15,16 +16,13 @@ the offending line makes a new one.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
-import re
-import textwrap
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
-from warptrace.analysis.rules import ALL_RULES, RULE_INFO
+from warptrace.analysis.ruledocs import rule_docs, rule_url
+from warptrace.analysis.rules import RULE_INFO
 from warptrace.report.text import display_path
 
 if TYPE_CHECKING:
@@ -35,37 +33,6 @@ FINGERPRINT = "warptraceFinding/v1"
 SRCROOT = "SRCROOT"
 _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 _LEVEL_OF_WORD = {"error": "error", "warning": "warning", "info": "note"}
-
-
-@lru_cache(maxsize=1)
-def rule_docs() -> dict[str, tuple[str, str]]:
-    """Per code, (default SARIF level, description) from the rule modules' docstrings, which
-    are the rules' user documentation: an indented ``WT101 name (error)`` section of a module
-    covering several codes, or the first paragraphs of a module headed by its one code."""
-    sections: dict[str, tuple[str, str]] = {}
-    headed: dict[str, tuple[str, str]] = {}
-    for rule in ALL_RULES:
-        doc = inspect.getdoc(inspect.getmodule(rule.check)) or ""
-        for code in rule.codes:
-            section = re.search(rf"^{code} [\w-]+ \(([^)]*)\)\n((?:[ \t]+\S.*\n?)+)", doc, re.M)
-            if section:
-                sections[code] = (_level(section.group(1)), _flow(textwrap.dedent(section.group(2))))
-                continue
-            head = re.match(rf"{code} [\w-]+ \(([^)]*)\)\.?\n\n(.*?)(?:\n\n|$)", doc, re.S)
-            if head:
-                headed[code] = (_level(head.group(1)), _flow(head.group(2)))
-    return {**headed, **sections}
-
-
-def _level(words: str) -> str:
-    return _LEVEL_OF_WORD.get(words.split(",")[0].split()[0].lower(), "error") if words.strip() else "error"
-
-
-def _flow(text: str) -> str:
-    """Docstring lines joined into sentences (a ``Fix:`` starts its own line); rst quotes dropped."""
-    lines = [line.strip() for line in text.strip().splitlines()]
-    joined = " ".join(lines).replace("``", "`")
-    return re.sub(r"\s+(Fix|Not reported):", r"\n\1:", joined)
 
 
 def to_dict(report: Report) -> dict[str, Any]:
@@ -126,12 +93,15 @@ def _rule(code: str, info: RuleInfo | None, report: Report) -> dict[str, Any]:
     if info is None:
         name = next((f.name for f in report.findings if f.code == code), code)
         return {"id": code, "name": name, "shortDescription": {"text": name}}
-    level, description = rule_docs().get(code, ("error", ""))
+    doc = rule_docs().get(code)
+    level = _LEVEL_OF_WORD[doc.level] if doc else "error"
+    description = " ".join(doc.sections["Proves"].split()) if doc else ""
     rule: dict[str, Any] = {
         "id": code,
         "name": info.name,
         "shortDescription": {"text": f"{info.name} ({info.family})"},
         "help": {"text": f"Fix: {info.fix}" + (f"\nWarp documentation: {info.doc}" if info.doc else "")},
+        "helpUri": rule_url(code),
         "defaultConfiguration": {"level": level},
         "properties": {"family": info.family, "tags": ["gradient", info.family]},
     }

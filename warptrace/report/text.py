@@ -13,6 +13,7 @@ Example::
       occurred 4 times
       fix: write each step's result to a new array ...
       doc: Warp documentation, Differentiability > Array Overwrites
+      more: python -m warptrace explain WT101
 
 A clean trace is one line that does not claim the gradient is right (rules name known
 patterns; only a measurement proves a gradient): ``no known gradient bug pattern found
@@ -22,9 +23,9 @@ gradcheck train.py``.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
+from warptrace.analysis.command import display_path, gradcheck_command
 from warptrace.analysis.findings import Finding, Location, Severity
 
 if TYPE_CHECKING:
@@ -37,20 +38,7 @@ NOTHING_FOUND = "no known gradient bug pattern found"
 def gradcheck_hint(meta: dict) -> str:
     """Where to go when the rules find nothing: the measurement, on the recorded command
     (known only for runs of ``python -m warptrace SCRIPT.py``, which store ``script``)."""
-    argv = [str(arg) for arg in meta.get("argv") or []] if meta.get("script") else []
-    command = " ".join(display_path(arg, meta.get("cwd")) if i == 0 else arg for i, arg in enumerate(argv))
-    return f"measure the gradient itself: python -m warptrace gradcheck {command or 'SCRIPT.py'}"
-
-
-def display_path(path: str, cwd: str | None) -> str:
-    """``path`` relative to ``cwd`` when it lies inside it, else unchanged."""
-    if not path or not cwd or not os.path.isabs(path):
-        return path
-    base = os.path.normpath(cwd)
-    full = os.path.normpath(path)
-    if not full.startswith(base.rstrip(os.sep) + os.sep):
-        return path
-    return os.path.relpath(full, base)
+    return f"measure the gradient itself: {gradcheck_command(meta)}"
 
 
 def file_line(file: str, line: int, cwd: str | None, *, blank_unknown: bool = False) -> str:
@@ -110,6 +98,7 @@ def _finding_lines(finding: Finding, cwd: str | None) -> list[str]:
         lines.append(f"{INDENT}fix: {finding.fix}")
     if finding.doc:
         lines.append(f"{INDENT}doc: Warp documentation, {finding.doc}")
+    lines.append(f"{INDENT}more: python -m warptrace explain {finding.code}")
     return lines
 
 

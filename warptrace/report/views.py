@@ -13,6 +13,9 @@ nodes. The browser side (``static/report.js``) only lays these values out.
 - :func:`timeline_view`: the whole run binned by event order, one row per tape and one
   for untaped work, with backward calls, ``tape.zero()``/``reset()`` and findings marked.
 - :func:`arrays_view`: the array table (labels, kinds, shapes, allocation lines).
+- :func:`health_view`: the gradient health timeline of a ``--check-numerics`` run, per
+  backward call site the loss, gradient and parameter norms per step (sampled to at most
+  :data:`HEALTH_POINTS` steps, the marked ones kept), with where a divergence began.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from warptrace.analysis.findings import Finding, Location
 from warptrace.analysis.model import K, Model
+from warptrace.analysis.numerics import total_norm
 from warptrace.report.text import display_path, file_line
 from warptrace.trace import schema as S
 
@@ -36,6 +40,8 @@ MAX_LANES = 10  # hazard picture: buffers drawn
 TIMELINE_BINS = 400
 TIMELINE_TAPE_ROWS = 12  # up to this many tapes get a row each; more share one row
 MAX_ARRAY_ROWS = 500
+HEALTH_POINTS = 400  # health chart: steps drawn per series
+HEALTH_SERIES = 8  # health chart: series drawn
 
 MEMORY_KINDS = (S.LAUNCH, S.CMD_LAUNCH, S.COPY, S.MEMSET, S.NATIVE)
 
@@ -435,3 +441,40 @@ def arrays_view(model: Model, cwd: str | None) -> dict[str, Any]:
             ]
         )
     return {"rows": rows, "total": len(infos)}
+
+
+# ------------------------------------------------------------------ health
+def health_view(series: list[dict[str, Any]], cwd: str | None) -> list[dict[str, Any]]:
+    """Per backward call site: the steps drawn and, per step, the loss and the total gradient
+    and parameter norms (null where non-finite or absent), with the divergence marks."""
+    views = []
+    for entry in series[:HEALTH_SERIES]:
+        steps = entry["steps"]
+        diverged = entry.get("divergence")
+        marked = set()
+        if diverged:
+            marked = {
+                int(diverged["start_step"]),
+                int(diverged["last_finite_step"]),
+                int(diverged["nonfinite_step"]),
+            }
+        stride = max(1, -(-len(steps) // HEALTH_POINTS))
+        drawn = sorted({i for i in range(0, len(steps), stride)} | {len(steps) - 1} | marked)
+        where = entry["backward"]
+        views.append(
+            {
+                "backward": file_line(where["file"], where["line"], cwd),
+                "steps": len(steps),
+                "x": [steps[i]["step"] for i in drawn],
+                "loss": [_positive(steps[i]["loss"]) for i in drawn],
+                "grad": [total_norm(steps[i]["grads"]) for i in drawn],
+                "param": [total_norm(steps[i].get("params", {})) for i in drawn],
+                "nonfinite": [bool(steps[i]["nonfinite"]) for i in drawn],
+                "divergence": diverged,
+            }
+        )
+    return views
+
+
+def _positive(value: float | None) -> float | None:
+    return float(abs(value)) if value is not None and np.isfinite(value) else None

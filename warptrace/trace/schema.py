@@ -8,7 +8,7 @@ Small integer codes (kinds, roles, flags) are documented here and nowhere else; 
 analyzer and the recorder import these constants. Strings are dictionary-encoded by
 Parquet, so repeated labels cost almost nothing on disk.
 
-Design choice (recorded in the CHANGELOG): an access row names the *array object*
+Design choice (docs/architecture.md): an access row names the *array object*
 (``array_id``) and its allocation (``alloc_id``); the view geometry of that object
 (byte offset in the allocation, shape, strides, itemsize) lives once in the ``arrays``
 table, because a Warp array's pointer, shape and strides never change after
@@ -144,7 +144,21 @@ NUM_STEP = "step"  # a forward launch continuing a chain of launches of its kern
 #                    under some argument, the array the previous launch of that kernel wrote
 #                    under argument `arg`): the summary of (its output under `arg`) - (that
 #                    input); array_id = the output, owner = the input, hash "". WT504 reads it.
-NUMERICS_WHAT = (NUM_WRITE, NUM_INPUT, NUM_LEAF_GRAD, NUM_LOSS, NUM_STEP)
+NUM_LEAF = "leaf"  # after a backward: the values of a leaf of the tape (array_id = the leaf); the
+#                    parameter norms of the health timeline, and whether an update changed them
+NUM_LEAF_CHANGE = "leaf_change"  # after a backward: (leaf values) - (its values at the previous
+#                    backward that summarized it), array_id = the leaf, hash ""; kept only for
+#                    leaves of at most LEAF_CHANGE_MAX elements (the recorder keeps one copy,
+#                    LEAF_CHANGE_BUDGET elements in all)
+NUM_GRAD_CHANGE = "grad_change"  # the same for the leaf's gradient buffer (array_id = the
+#                    buffer, owner = the leaf): |g_k - g_k-1| / |p_k - p_k-1| is the curvature
+#                    along the optimizer's path (analysis.divergence)
+LEAF_CHANGE_MAX = 1 << 16  # elements
+LEAF_CHANGE_BUDGET = 1 << 22  # elements of all the leaves the recorder keeps a copy of
+# leaf, leaf_change and grad_change were added within version 5 (an older reader refuses them)
+NUMERICS_WHAT = (
+    NUM_WRITE, NUM_INPUT, NUM_LEAF_GRAD, NUM_LOSS, NUM_STEP, NUM_LEAF, NUM_LEAF_CHANGE, NUM_GRAD_CHANGE,
+)  # fmt: skip
 
 
 def _build_schemas() -> dict[str, pa.Schema]:
@@ -262,7 +276,7 @@ def _build_schemas() -> dict[str, pa.Schema]:
         "numerics": pa.schema([
             ("seq", _i64),  # events.seq the summary follows (BACKWARD_END for leaf_grad / loss)
             ("array_id", _i64),  # arrays.array_id summarized (for leaf_grad: the gradient buffer)
-            ("owner", _i64),  # leaf_grad: the leaf whose .grad it is; step: the input; -1 otherwise
+            ("owner", _i64),  # leaf_grad/grad_change: the leaf whose .grad it is; step: the input; -1 otherwise
             ("what", _str),  # NUMERICS_WHAT
             ("arg", _str),  # kernel argument ("src"/"dest" for copies, "" for memsets / backward)
             ("field", _str),  # struct field path below the argument, "" if none

@@ -5,7 +5,7 @@ Every Arrow or Parquet call the thread makes gives the lock back and takes it ag
 and each time the program's thread is made to wait and woken (a futex wake and a
 context switch). On the 2-core development VM that cost the program ~250 µs of its own
 CPU time per training step of ``tools/bench_record.py`` (b), more than writing the same
-rows synchronously (~80 µs), against ~45 µs with this process (CHANGELOG). The writer
+rows synchronously (~80 µs), against ~45 µs with this process (docs/dev/history.md). The writer
 thread now only pickles each batch of the recorder's int lists into a pipe (one C pass
 under the lock, ~9 ns per int); this process turns them into int64 matrices, builds the
 columns and writes the parts, with its own interpreter lock.

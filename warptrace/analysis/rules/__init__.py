@@ -21,6 +21,7 @@ from warptrace.analysis.rules import (
     component_reassign,
     custom_adjoint,
     dead_gradient,
+    divergence,
     duplicate_launch,
     dynamic_loop_carry,
     grad_not_zeroed,
@@ -77,6 +78,7 @@ ALL_RULES: tuple[Rule, ...] = (
     custom_adjoint.RULE,  # WT502 (--check-numerics traces only)
     dead_gradient.RULE,  # WT503 (--check-numerics traces only)
     unconverged_iteration.RULE,  # WT504 (--check-numerics traces only)
+    divergence.RULE,  # WT505 (--check-numerics traces only; names the error findings before it)
 )
 
 _BY_CODE = {info.code: info for rule in ALL_RULES for info in rule.infos}

@@ -1,17 +1,31 @@
-"""WT404 adjoint-assign (error).
+"""A custom adjoint that assigns instead of accumulating (WT404).
 
-A custom ``@wp.func_grad`` that assigns ``wp.adjoint[x] = ...`` instead of accumulating
-``wp.adjoint[x] += ...``. The adjoint of ``x`` already holds the contributions of the
-other uses of ``x`` (the reverse pass visits later uses first); ``=`` discards them
-(verified on Warp 1.19: ``sq(v) + 3 * v`` with ``wp.adjoint[x] = 2 * x * adj_ret`` gives
-``2x`` instead of ``2x + 3``). It goes unnoticed while the argument has no other use.
-
-Severity: ``error`` when the function is reached from a kernel argument that carries a
-gradient on a backpropagated tape; ``info`` when the kernel is taped but no gradient
-flows through the function; silent outside tapes.
-Fix: ``wp.adjoint[x] += ...``.
-
-Warp documentation: "Differentiability" ("Custom Gradient Functions").
+WT404 adjoint-assign
+    Summary: a `@wp.func_grad` assigning `wp.adjoint[x] = ...` instead of `+=`
+    Severity: error when the function is reached from a kernel argument that carries a gradient
+    on a backpropagated tape; info when the kernel is taped but no gradient flows through the
+    function; silent outside tapes
+    Proves:
+        A custom ``@wp.func_grad`` assigns ``wp.adjoint[x] = ...`` instead of accumulating
+        ``wp.adjoint[x] += ...``: the contributions of the other uses of ``x`` are discarded.
+    Mechanism:
+        The adjoint of ``x`` already holds the contributions of the other uses of ``x`` (the
+        reverse pass visits later uses first); ``=`` overwrites them (verified on Warp 1.19:
+        ``sq(v) + 3 * v`` with ``wp.adjoint[x] = 2 * x * adj_ret`` gives ``2x`` instead of
+        ``2x + 3``). It goes unnoticed while the argument has no other use, which is why a
+        numeric check alone (WT502) may miss it.
+    Evidence:
+        The kernel-source model of the custom adjoints a recorded kernel reaches (stored in the
+        trace with the kernel), their ``wp.adjoint[...]`` assignments, and the launch on a
+        backpropagated tape.
+    Example: wt502_assign_adjoint
+    Fix:
+        ``wp.adjoint[x] += ...``.
+    Silent on:
+        A custom adjoint that accumulates with ``+=`` (also of a function with a kink).
+    Look-alikes: ok_num_kink_adjoint
+    Warp documentation:
+        "Differentiability", section "Custom Gradient Functions".
 """
 
 from __future__ import annotations

@@ -1,14 +1,28 @@
-"""WT307 backward-disabled (error).
+"""A kernel compiled without its backward on a backpropagated tape (WT307).
 
-A kernel compiled with ``enable_backward=False`` (kernel option, or module option)
-is recorded on a tape that is backpropagated, on the path from a differentiable
-input to the loss. Warp skips its adjoint (with a one-time log warning): nothing
-upstream of it gets gradient through it.
-Fix: compile the kernel with its backward, or keep it off the tape.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT307 backward-disabled
+    Summary: an `enable_backward=False` kernel on a backpropagated tape
+    Severity: error
+    Proves:
+        A kernel compiled with ``enable_backward=False`` (kernel option, module option or
+        global config) is recorded on a tape that is backpropagated, on the path from a
+        differentiable input to the loss: nothing upstream of it gets gradient through it.
+    Mechanism:
+        Warp skips the adjoint of such a kernel during ``tape.backward()``, with a one-time log
+        warning; ``wp.autograd.gradcheck_tape`` skips it silently.
+    Evidence:
+        The kernel's ``enable_backward`` as compiled for the launch (module options such as
+        ``wp.set_module_options`` switching it back on are followed), the launch on a
+        backpropagated tape, and the dataflow from a parameter through it to the loss.
+    Example: wt307_no_backward
+    Fix:
+        Compile the kernel with its backward, or keep it off the tape.
+    Silent on:
+        An ``enable_backward=False`` kernel on the tape that no parameter reaches (a mask);
+        a forward-only pass with the backward disabled followed by training with it on.
+    Look-alikes: ok_flow_nobackward_mask, ok_flow_backward_reenabled
+    Warp documentation:
+        "Differentiability", section "Limitations and Workarounds".
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

@@ -1,16 +1,34 @@
-"""WT308 backward-side-effect (error).
+"""An adjoint launch that writes forward memory (WT308).
 
-The adjoint launch of a recorded kernel writes forward (non-gradient) memory: the
-adjoint replays the forward body of called ``@wp.func`` functions, so an atomic
-counter inside one (``slot = wp.atomic_add(count, 0, 1)``) counts again in backward
-and hands out different slots, scattering adjoints to the wrong elements. Reported
-at the forward launch.
-Fix: give the function a ``@wp.func_replay`` that returns the value recorded in the
-forward pass (store the slot in an array), or compute the slots in an untaped pass.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT308 backward-side-effect
+    Summary: an adjoint launch writes forward memory (an atomic counter replayed)
+    Severity: error
+    Proves:
+        The adjoint launch of a recorded kernel writes forward (non-gradient) memory, and it
+        matters: the kernel uses the result of the replayed function (a counter handing out
+        slots) as an index, in a branch or as a factor, or a later adjoint reads that memory.
+        Reported at the forward launch.
+    Mechanism:
+        The adjoint replays the forward body of called ``@wp.func`` functions, so an atomic
+        counter inside one (``slot = wp.atomic_add(count, 0, 1)``) counts again in backward and
+        hands out different slots, scattering adjoints to the wrong elements.
+    Evidence:
+        Write accesses by an adjoint launch (phase ``backward``) to an allocation that is not a
+        gradient buffer, and the kernel-source model: the user functions the array is passed
+        to, and how the kernel uses what they return.
+    Example: wt308_atomic_slot
+    Fix:
+        Give the function a ``@wp.func_replay`` that returns the value recorded in the forward
+        pass (store the slot in an array), or compute the slots in an untaped pass.
+    Silent on:
+        A counter outside the tape; a ``@wp.func`` that accumulates a diagnostic with an atomic
+        whose replay changes no gradient; a function's result the kernel only stores, adds or
+        casts (the adjoint never reads the value the replay hands out; measured exact on Warp
+        1.19) and that no later adjoint reads back.
+    Look-alikes: ok_flow_counter_untaped, ok_flow_replayed_accumulate, ok_src_atomic_old_value_func,
+        ok_src_atomic_old_value_method
+    Warp documentation:
+        "Differentiability", section "Custom Replay Functions".
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

@@ -52,10 +52,13 @@ class Rule:
     """One entry of the registry: the codes a check can report, and the check itself.
 
     ``check`` is a pure function of the model; the module that defines the rule holds its
-    user documentation in its docstring."""
+    user documentation in its docstring. ``review``, for a rule whose finding depends on the
+    others (a consequence that names its cause), runs after every ``check``: it gets the
+    findings of all rules and returns them, its own completed."""
 
     infos: tuple[RuleInfo, ...]
     check: Callable[[Model], list[Finding]]
+    review: Callable[[list[Finding]], list[Finding]] | None = None
 
     @property
     def codes(self) -> tuple[str, ...]:

@@ -1,25 +1,37 @@
-"""WT402 component-reassign (error).
+"""A component of a local vector or matrix overwritten (WT402).
 
-A component of a local vector, matrix or quaternion (``v[0] = ...``, ``v.x = ...``,
-``m[i, j] = ...``) overwritten while its previous value was computed from other values:
-assigned a second time, assigned again by each iteration of a loop, or overwriting what
-the local was initialized with (``p = x[i]; p[1] = 0.0``, ``v = wp.vec3(a, b, c); v[0] =
-...``). Warp updates the local in place and does not clear the adjoint of the overwritten
-value, so the gradient of the new value also flows into the old one (verified on Warp
-1.19, which compiles all of these without a warning: ``p = x[i]; p[1] = 5.0; out = p[0] *
-p[1]`` gives ``d out / d x[i][1] = 2`` instead of 0; a ground clamp ``if p[1] < 0.0:
-p[1] = 0.0`` leaks the same way). Fine: assigning each component of a constant-initialized
-vector once (``v = wp.vec3(0.0); v[0] = a; v[1] = b``, also ``v[k] = ...`` over the loop
-variable ``k``), ``+=``/``-=`` on a component, exclusive ``if``/``else`` branches each
-assigning once, reading one component and assigning another.
-
-Severity: ``error`` when the overwritten value depends on a kernel argument that carries a
-gradient on a backpropagated tape; ``info`` when the kernel is taped but the overwritten
-value carries no gradient; silent outside tapes.
-Fix: build the value once (``p = wp.vec3(x[i][0], wp.max(x[i][1], 0.0), x[i][2])``), or
-construct a fresh vector instead of editing the component.
-
-Warp documentation: "Differentiability" ("Limitations and Workarounds").
+WT402 component-reassign
+    Summary: a component of a local vector or matrix overwritten while it holds a computed value
+    Severity: error when the overwritten value depends on a kernel argument that carries a
+    gradient on a backpropagated tape; info when the kernel is taped but the overwritten value
+    carries no gradient; silent outside tapes
+    Proves:
+        A component of a local vector, matrix or quaternion (``v[0] = ...``, ``v.x = ...``,
+        ``m[i, j] = ...``) is overwritten while its previous value was computed from other
+        values: assigned a second time, assigned again by each iteration of a loop, or
+        overwriting what the local was initialized with (``p = x[i]; p[1] = 0.0``).
+    Mechanism:
+        Warp updates the local in place and does not clear the adjoint of the overwritten
+        value, so the gradient of the new value also flows into the old one (verified on Warp
+        1.19, which compiles all of these without a warning: ``p = x[i]; p[1] = 5.0;
+        out = p[0] * p[1]`` gives ``d out / d x[i][1] = 2`` instead of 0; a ground clamp
+        ``if p[1] < 0.0: p[1] = 0.0`` leaks the same way).
+    Evidence:
+        The kernel-source model (component assignments per local, what initialized the local,
+        loops and branches around them), the launch on a backpropagated tape and the arguments
+        carrying a gradient.
+    Example: wt402_basis
+    Fix:
+        Build the value once (``p = wp.vec3(x[i][0], wp.max(x[i][1], 0.0), x[i][2])``), or
+        construct a fresh vector instead of editing the component.
+    Silent on:
+        Assigning each component of a constant-initialized vector once (``v = wp.vec3(0.0);
+        v[0] = a; v[1] = b``, also ``v[k] = ...`` over the loop variable); ``+=``/``-=`` on a
+        component; exclusive ``if``/``else`` branches each assigning once; reading one component
+        and assigning another; stores into locals bound to array views; rows of a tile assigned.
+    Look-alikes: ok_src_array_view_store, ok_src_tile_slice_assign
+    Warp documentation:
+        "Differentiability", section "Limitations and Workarounds".
 """
 
 from __future__ import annotations

@@ -1,19 +1,32 @@
-"""WT502 custom-adjoint-mismatch (error; ``--check-numerics`` traces only).
+"""A custom adjoint that disagrees with finite differences (WT502).
 
-A custom adjoint (``@wp.func_grad``) reached by a recorded kernel disagrees with central
-finite differences of its forward function. The recorder measured it at the end of the
-run (see :mod:`warptrace.record.adjoint_check`): inputs drawn from the value ranges the
-kernels read, in float64 where the function is generic over its float type (a float32
-finite difference hides small errors in cancellation), including a case where the same
-value is passed to two arguments, which exposes ``wp.adjoint[x] = ...`` written for
-``wp.adjoint[x] += ...``. Samples on a kink (left and right derivatives differ) are
-skipped, so a correct adjoint of ``abs``/``max``/``wp.where`` is not reported.
-
-Reported at the ``def`` of the custom adjoint, with the worst relative error, the
-inputs where it occurs, and the two derivatives.
-Fix: correct the derivative; accumulate with ``+=`` into ``wp.adjoint[...]``.
-
-Requires a trace recorded with ``--check-numerics``; silent otherwise.
+WT502 custom-adjoint-mismatch
+    Summary: a `@wp.func_grad` that disagrees with finite differences of its function
+    Severity: error (traces recorded with ``--check-numerics`` only)
+    Proves:
+        A custom adjoint (``@wp.func_grad``) reached by a recorded kernel disagrees with central
+        finite differences of its forward function. Reported at the ``def`` of the custom
+        adjoint, with the worst relative error, the inputs where it occurs, and the two
+        derivatives.
+    Mechanism:
+        Warp trusts a custom adjoint completely; a wrong derivative (or ``=`` for ``+=``, which
+        shows only when the same value reaches two arguments) gives a wrong gradient with no
+        other symptom.
+    Evidence:
+        ``meta.json`` ``numerics``: at the end of the run (after the recorder is removed, so
+        nothing of it is recorded and the program's random streams are untouched) each custom
+        adjoint is evaluated in small generated test kernels on inputs drawn from the value
+        ranges the kernels read, in float64 where the function is generic, including a case
+        with the same value passed to two arguments; samples on a kink are skipped.
+    Example: wt502_taylor_adjoint
+    Fix:
+        Correct the derivative; accumulate with ``+=`` into ``wp.adjoint[...]``.
+    Silent on:
+        A correct custom adjoint of a function with a kink (``abs``, ``max``, ``wp.where``).
+        Without ``--check-numerics`` the rule is silent (WT404 still reads ``=`` from the source).
+    Look-alikes: ok_num_kink_adjoint
+    Warp documentation:
+        "Differentiability", section "Custom Gradient Functions".
 """
 
 from __future__ import annotations

@@ -1,20 +1,34 @@
-"""WT503 dead-gradient (error; ``--check-numerics`` traces only).
+"""A parameter the loss depends on whose gradient no adjoint reached (WT503).
 
-After a ``tape.backward``, a leaf of the tape (an array with ``requires_grad`` whose values
-reach the loss through the recorded launches and copies) ends with a gradient that is
-exactly zero everywhere, *and* no gradient arrived: every event of that backward that
-wrote its gradient buffer (if any) read no incoming gradient, or only exactly-zero ones
-(per the summaries). The gradient is dead, not small: the loss depends on the parameter,
-but the chain of adjoints never reaches it. The finding names the cut: the WT301 array
-without a gradient that explains it, or the unrecorded copy that carried the values.
-
-A gradient that is zero because the math says so (a ReLU in its flat region, a parameter
-multiplied by a zero input) is not reported: there a non-zero incoming gradient reaches
-the adjoint that writes the parameter's gradient, which comes out zero.
-Fix: find where the chain is cut (the related lines): an array allocated without
-``requires_grad``, a copy into a buffer without a gradient, a launch outside the tape.
-
-Requires a trace recorded with ``--check-numerics``; silent otherwise.
+WT503 dead-gradient
+    Summary: a parameter the loss depends on whose gradient no adjoint reached
+    Severity: error (traces recorded with ``--check-numerics`` only)
+    Proves:
+        After a ``tape.backward``, a leaf of the tape (an array with ``requires_grad`` whose
+        values reach the loss through the recorded launches and copies) ends with a gradient
+        that is exactly zero everywhere, *and* no gradient arrived: every event of that backward
+        that wrote its gradient buffer read no incoming gradient, or only exactly-zero ones.
+        The finding names the cut: the WT301 array without a gradient that explains it, or the
+        unrecorded copy that carried the values.
+    Mechanism:
+        The gradient is dead, not small: the loss depends on the parameter, but the chain of
+        adjoints never reaches it (an array without ``requires_grad``, a copy into a buffer
+        without a gradient, a launch outside the tape).
+    Evidence:
+        The ``numerics`` table's gradient summaries after each backward (exact-zero counts) and
+        the summaries of the incoming gradients the adjoint events read, with the dataflow from
+        the leaf to the loss.
+    Example: wt503_copy_severed
+    Fix:
+        Find where the chain is cut (the related lines): allocate the array with
+        ``requires_grad=True``, copy into a buffer with a gradient, launch inside the tape.
+    Silent on:
+        A gradient that is zero because the math says so (a ReLU in its flat region, a
+        parameter multiplied by a zero input): there a non-zero incoming gradient reaches the
+        adjoint, which computes zero. Without ``--check-numerics`` the rule is silent.
+    Look-alikes: ok_num_zero_grad
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients".
 """
 
 from __future__ import annotations
@@ -82,7 +96,11 @@ def _delivered(model: Model, table: NumericsTable, grad_id: int, call: BackwardC
 
 
 def _carries_gradient(model: Model, table: NumericsTable, ev: int, grad_id: int) -> bool:
-    """The event read a gradient that is not known to be exactly zero (other than ``grad_id``)."""
+    """The event read a gradient that is not known to be exactly zero (other than ``grad_id``),
+    or, an adjoint launch, consumed one: a gradient buffer it wrote held a non-zero gradient
+    before and exactly zero after (the adjoint of a store reads the output gradient, then
+    clears it). The second is evidence the values give where the kernel analysis took an
+    output for an input (a store through a local copy of a struct: ``State(out.x, out.v)``)."""
     seq = int(model.seq[ev])
     if model.kind[ev] != K[S.LAUNCH]:
         sources = [
@@ -100,6 +118,19 @@ def _carries_gradient(model: Model, table: NumericsTable, ev: int, grad_id: int)
         before = table.before(array_id, seq)
         if before is None or not before.all_zero:
             return True
+    if model.kind[ev] == K[S.LAUNCH] and model.adjoint[ev]:
+        after = {row.array_id: row for row in table.by_seq.get(seq, []) if row.what == S.NUM_WRITE}
+        for r in access_rows(model, ev):
+            array_id = int(model.acc_array[r])
+            if (
+                array_id == grad_id
+                or not model.acc_flags[r] & S.FLAG_GRAD
+                or not model.acc_role[r] & S.ROLE_WRITE
+            ):
+                continue
+            before, now = table.before(array_id, seq), after.get(array_id)
+            if before is not None and not before.all_zero and now is not None and now.all_zero:
+                return True
     return False
 
 

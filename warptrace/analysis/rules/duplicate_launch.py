@@ -1,23 +1,38 @@
-"""WT201 duplicate-launch (error, or info).
+"""The same launch recorded twice (WT201).
 
-The same kernel is recorded twice on one tape over the same memory (same arrays
-per argument, same launch dimensions), nothing it reads was written in between,
-and it only stores (no ``+=``/atomics): the second launch recomputes exactly what
-the first one wrote. A leftover line or two overlapping helper calls. When a
-written array keeps its gradient (``retain_grad=True`` at the backward) or the
-trace comes from Warp older than 1.13, the backward adds the adjoint twice and
-every gradient upstream of that array doubles (error). Otherwise the second
-store's adjoint consumes the output gradient and the gradient is right (info: a
-redundant launch that breaks as soon as someone sets ``retain_grad``).
-Not reported: the same kernel every step of a time loop on new memory, after its
-inputs were rewritten, or accumulating into its outputs.
-Fix: delete the duplicate launch (or the second helper call).
+WT201 duplicate-launch
+    Summary: the same launch recorded twice over the same memory with unchanged inputs
+    Severity: error when a written array keeps its gradient (or Warp < 1.13); info otherwise
+    Proves:
+        The same kernel is recorded twice on one tape over the same memory (same arrays per
+        argument, same launch dimensions), nothing it reads was written in between, and it only
+        stores: the second launch recomputes exactly what the first one wrote. A leftover line,
+        or two overlapping helper calls.
+    Mechanism:
+        Since Warp 1.13 a store's adjoint consumes (zeroes) the output gradient after reading
+        it, so the second adjoint finds nothing and a bare duplicate is harmless. With
+        ``retain_grad=True`` on a written array (or on Warp before 1.13) the gradient is not
+        consumed, the backward adds the adjoint twice, and every gradient upstream of that
+        array doubles exactly.
+    Evidence:
+        Two launch events of one tape with the same kernel, dimensions and per-argument
+        allocations and views, no write to their inputs in between, plain stores only (kernel
+        facts), and the ``retain_grad`` state of the written arrays at the backward.
+    Example: wt201_retain_grad
+    Fix:
+        Delete the duplicate launch (or the second helper call).
+    Silent on:
+        The same kernel every step of a time loop on new memory; the same launch after its
+        inputs were rewritten; launches that accumulate into their outputs (``+=``, atomics);
+        two launches into disjoint halves of one buffer. Scalar arguments are not recorded, so
+        two launches that differ only in a scalar look alike (a known limitation).
+    Look-alikes: ok_flow_accumulate_steps, ok_flow_time_loop, ok_flow_retain_disjoint
+    Warp documentation:
+        "Differentiability", sections "Gradient accumulation" (``Tape.zero``, ``retain_grad``)
+        and "Debugging Gradients".
 
-Warp documentation: "Differentiability", section "Gradient accumulation"
-(``Tape.zero``, ``retain_grad``) and "Debugging Gradients".
-
-Findings are grouped by root cause (the user line to change) with a count: a bug in a
-training loop is one finding whose count is the number of iterations it hit.
+Findings are grouped by root cause (the user line to change) with a count: a bug in a training
+loop is one finding whose count is the number of iterations it hit.
 """
 
 from __future__ import annotations

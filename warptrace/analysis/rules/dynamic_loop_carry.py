@@ -1,34 +1,43 @@
-"""WT403 dynamic-loop-carry (error).
+"""Non-additive state carried through a loop Warp does not unroll (WT403).
 
-Non-additive state carried from one iteration to the next of a loop that Warp does not
-unroll: a product (``p *= x[k]``), a recurrence (``y = wp.sin(y)``, ``s = s * a + b``), a
-value used as a condition or index. Warp unrolls ``for k in range(...)`` only when the
-bounds are constants (literals or ``wp.constant``/module integers), there is no ``break``
-and the trip count is at most the module option ``max_unroll`` (16 by default; any
-count when the body uses ``wp.static``). Every other loop (``range(n)`` with a runtime
-``n``, ``while``, a constant range beyond ``max_unroll``) is dynamic: its adjoint replays
-each iteration from the locals' *final* values, so the adjoint of a carried product or
-recurrence is wrong (verified on Warp 1.19: ``prod(x)`` over ``range(n)`` gives
-``[54, 18, 3]`` for ``x = [1.5, 2, 3]`` instead of ``[6, 4.5, 3]``).
-
-A carried value read only by a branch condition (an argmin search ``if d < best: best =
-d; chosen = y``) makes the replay take the branches from the final value: the gradient
-goes to the wrong iteration (verified on 1.19: the argmin of ``x**2`` over ``[2, 1, 3]``
-sends the gradient to ``x[2]``). Whether it matters depends on the values, so that case
-is a ``warning``.
-
-Fine, and silent: ``+=``/``-=`` accumulation (``s += x[k] * w[k]``), values computed
-fresh in each iteration (also when read after the loop), unrolled static loops, nested
-dynamic loops that only accumulate.
-
-Severity: ``error`` (``warning`` for the branch case) when the carried local depends on a
-kernel argument that carries a gradient on a backpropagated tape; ``info`` when the kernel is taped but no gradient
-flows through it; silent outside tapes.
-Fix: make the trip count a compile-time constant within ``max_unroll`` (or raise the
-module option ``max_unroll``), accumulate in log space (``s += wp.log(x[k])``), or store
-each iteration's value in an array indexed by the iteration.
-
-Warp documentation: "Differentiability" ("Limitations and Workarounds": dynamic loops).
+WT403 dynamic-loop-carry
+    Summary: a product or recurrence carried across iterations of a loop Warp does not unroll
+    Severity: error (warning for a value carried only by a branch condition, an argmin) when
+    the carried local depends on a kernel argument that carries a gradient on a backpropagated
+    tape; info when the kernel is taped but no gradient flows through it; silent outside tapes
+    Proves:
+        Non-additive state is carried from one iteration to the next of a loop that Warp does
+        not unroll: a product (``p *= x[k]``), a recurrence (``y = wp.sin(y)``,
+        ``s = s * a + b``), a value used as a condition or an index.
+    Mechanism:
+        Warp unrolls ``for k in range(...)`` only when the bounds are constants (literals or
+        ``wp.constant``/module integers), there is no ``break`` and the trip count is at most the
+        module option ``max_unroll`` (16 by default; any count when the body uses
+        ``wp.static``). Every other loop (``range(n)`` with a runtime ``n``, ``while``, a
+        constant range beyond ``max_unroll``) is dynamic: its adjoint does not keep each
+        iteration's values, so the adjoint of a carried product or recurrence is wrong
+        (verified on Warp 1.19: ``prod(x)`` over ``range(n)`` gives ``[54, 18, 3]`` for
+        ``x = [1.5, 2, 3]`` instead of ``[6, 4.5, 3]``). A carried value read only by a branch
+        condition (``if d < best: best = d; chosen = y``) makes the replay take the branches
+        from the wrong value: the gradient goes to the wrong iteration.
+    Evidence:
+        The kernel-source model: loops with their bounds, ``break`` and ``wp.static`` use, the
+        integer constants the bounds name and the kernel's ``max_unroll`` (all stored in the
+        trace), and the assignments to locals inside and after each loop.
+    Example: wt403_product
+    Fix:
+        Give the loop a compile-time trip count within ``max_unroll`` (or raise the module
+        option ``max_unroll``), accumulate additively (in log space: ``s += wp.log(x[k])``), or
+        keep each iteration's value in an array indexed by the iteration.
+    Silent on:
+        ``+=``/``-=`` accumulation (``s += x[k] * w[k]``); values computed fresh in each
+        iteration (also when read after the loop); unrolled static loops; nested dynamic loops
+        that only accumulate; a carried value only scaled by constants; a loop that stores into
+        an array; loops inside a ``@wp.func`` that has a ``@wp.func_grad``.
+    Look-alikes: ok_src_loops, ok_src_loop_constant_scale, ok_src_loop_array_store,
+        ok_src_custom_adjoint_loop
+    Warp documentation:
+        "Differentiability", section "Limitations and Workarounds" (dynamic loops).
 """
 
 from __future__ import annotations

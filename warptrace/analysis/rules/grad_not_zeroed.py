@@ -1,20 +1,39 @@
-"""WT203 grad-not-zeroed (error).
+"""Gradients accumulated across parameter updates (WT203).
 
-Two backward calls (of any tapes) accumulate into the same ``.grad`` buffers, the
-parameters owning them are written in between (an optimizer step), nothing
-zeroed those buffers in between (``tape.zero()``, ``tape.reset()``, ``zero_()``,
-a fresh ``.grad``), and the accumulated buffer is read afterwards: the optimizer
-consumes the running sum of gradients taken at different parameter values.
-Deliberate accumulation of one objective over several backward calls with the
-parameters unchanged (micro-batches, checkpoint segments) is not reported.
-Fix: call ``tape.zero()`` (or zero the ``.grad`` arrays) after each optimizer
-step, before the next backward.
+WT203 grad-not-zeroed
+    Summary: a backward adds into `.grad` still holding the gradient of earlier parameters
+    Severity: error
+    Proves:
+        Two backward calls (of any tapes) accumulate into the same ``.grad`` buffers, the
+        parameters owning them are written in between (an optimizer step), nothing zeroed those
+        buffers in between (``tape.zero()``, ``tape.reset()``, ``zero_()``, a fresh ``.grad``),
+        and the accumulated buffer is read afterwards: the optimizer consumes the running sum of
+        gradients taken at different parameter values. Also when the gradient buffer is shared
+        with another framework (torch, JAX, DLPack) that reads it after each call.
+    Mechanism:
+        Adjoints accumulate into ``.grad``; only ``tape.zero()``/``tape.reset()`` or an explicit
+        ``zero_()`` clears them. A training loop without it feeds the optimizer a growing sum:
+        oscillation, then blow-up. The classic framework case is a ``torch.autograd.Function``
+        around a Warp tape with persistent buffers whose Warp-side ``.grad`` nobody clears.
+    Evidence:
+        Backward events whose adjoint launches write the same gradient allocation, the write
+        to the owning parameter between them, no memset or fresh gradient of that allocation in
+        between, a later value read (or a ``bridge`` export) of the gradient.
+    Example: wt203_train_loop
+    Fix:
+        Call ``tape.zero()`` (or zero the ``.grad`` arrays) after each optimizer step, before the
+        next backward.
+    Silent on:
+        Deliberate accumulation of one objective over several backward calls with the
+        parameters unchanged: micro-batches, checkpoint segments handing adjoints over, several
+        windows summed before one update.
+    Look-alikes: ok_flow_microbatch, ok_flow_checkpoint_saved_adjoint, ok_flow_fresh_window
+    Warp documentation:
+        "Differentiability", sections "Gradient accumulation" (``Tape.zero``, ``retain_grad``)
+        and "Debugging Gradients"; the FAQ "Differentiation and Interoperability" for bridges.
 
-Warp documentation: "Differentiability", section "Gradient accumulation"
-(``Tape.zero``, ``retain_grad``) and "Debugging Gradients".
-
-Findings are grouped by root cause (the user line to change) with a count: a bug in a
-training loop is one finding whose count is the number of iterations it hit.
+Findings are grouped by root cause (the user line to change) with a count: a bug in a training
+loop is one finding whose count is the number of iterations it hit.
 """
 
 from __future__ import annotations

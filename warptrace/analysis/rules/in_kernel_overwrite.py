@@ -1,34 +1,49 @@
-"""WT102 in-kernel-overwrite (error).
+"""One launch that reads an argument and stores into it in place (WT102, and WT104 for struct fields).
 
-One recorded launch reads an argument and stores plain values into it
-(``x[i] = f(x[i])``), directly or inside a ``@wp.func`` it calls. The adjoint
-re-reads the overwritten values. ``+=`` and atomics are exempt, and so is a kernel
-that stores first and reads its own result back (``y[i] = f(x); h = y[i]``), also when
-it does so inside the ``@wp.func`` callees it hands the array to.
-
-Exempt too: a kernel whose adjoint never looks at the values it read from the array
-(:func:`warptrace.kernel_source.linearity.adjoint_needs_value`, the linearity WT101 and
-WT103 apply): ``x[i] = x[i] + c``, ``x[i] = 2.0 * x[i]``, or a local vector read from
-``x[i]``, updated through component assignments and ``+=``, and stored back. Warp's
-store adjoint takes ``adj_x[i]`` and zeroes it, the load adjoint adds the propagated
-value back: the result is exact whatever values the replay sees. Products with arrays
-that carry a gradient, divisions by, functions of or branches on the values are not
-linear and stay errors (``x[i] = wp.sin(x[i])``, a clamp).
-
-An array that native code (``@wp.func_native`` through a ``wp.ref`` parameter or whole)
-may read and overwrite is not a proven in-place update: the recorder cannot see the
-C++ body. That is reported as ``info`` naming what could not be checked, never as an
-error.
-Later launches overwriting what an in-place launch read are not reported again.
-Fix: write the result to a separate output array.
+WT102 in-kernel-overwrite
+    Summary: a taped launch overwrites in place values its own adjoint needs (`x[i] = f(x[i])`)
+    Severity: error (info for an argument native code may overwrite: not checkable)
+    Proves:
+        One recorded launch reads an argument and stores plain values into it
+        (``x[i] = f(x[i])``), directly or inside a ``@wp.func`` it calls, and its adjoint needs
+        the values it read: the adjoint re-reads the overwritten values, so branches, products
+        and functions of the old value see the new one.
+    Mechanism:
+        Warp's adjoint kernel re-runs the forward statements to rebuild the values it needs,
+        reading the arrays as they are at backward time. After ``x[i] = wp.sin(x[i])`` the
+        replay computes ``cos`` of the new value. A linear update needs no old value: Warp's
+        store adjoint takes ``adj_x[i]`` and zeroes it, the load adjoint adds the propagated
+        value back, so ``x[i] = x[i] + c`` is exact whatever the replay sees. An additive
+        update is exact only by itself: the adjoint of any other statement of the kernel that
+        read ``x[i]`` before the update also sees the new value, so the question is asked per
+        kernel.
+    Evidence:
+        The launch's access rows show the same argument read and written by a plain store; the
+        kernel-source model (stored in the trace) says which statements read and store it, and
+        whether any adjoint in the kernel or its callees needs the value the store replaced
+        (``kernel_source.linearity``).
+    Example: wt102_sin_inplace
+    Fix:
+        Write the result to a separate output array (``y[i] = wp.sin(x[i])``).
+    Silent on:
+        ``+=``, ``-=`` and atomics; a kernel that stores first and reads its own result back
+        (``y[i] = f(x); h = y[i]``, also inside ``@wp.func`` callees); linear updates
+        (``x[i] = x[i] + c``, ``x[i] = 2.0 * x[i]``, a local vector read from ``x[i]``, updated
+        through components and ``+=``, and stored back); an in-place clean-up by a kernel that
+        carries no gradient. Products with arrays that carry a gradient, divisions by,
+        functions of or branches on the values are not linear and stay errors. An array that
+        native code (``@wp.func_native`` through a ``wp.ref`` parameter, or handed over whole)
+        may read and overwrite is reported as ``info`` naming what could not be checked. An
+        in-place ``a[i] *= s`` is WT401.
+    Look-alikes: ok_mem_inplace_linear, ok_mem_inplace_slice, ok_mem_write_then_read,
+        ok_mem_write_then_read_func, ok_mem_inplace_no_grad, ok_mem_native_ref_store
+    Warp documentation:
+        "Differentiability", sections "Array Overwrites" and "Array Overwrite Tracking".
 
 When the argument is a ``@wp.struct`` field the finding is WT104 struct-field-overwrite
-(see :mod:`warptrace.analysis.rules.overwrite_after_read`).
-
-Warp documentation: "Differentiability", sections "Array Overwrites" and "Array
-Overwrite Tracking".
-
-Findings are grouped by root cause (the user line to change) with a count.
+(documented in :mod:`warptrace.analysis.rules.overwrite_after_read`). Later launches overwriting
+what an in-place launch read are not reported again. Findings are grouped by root cause (the
+user line to change) with a count.
 """
 
 from __future__ import annotations

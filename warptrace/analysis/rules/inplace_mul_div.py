@@ -1,21 +1,36 @@
-"""WT401 inplace-mul-div (error).
+"""In-place non-additive update of an array element (WT401).
 
-An array element updated in place with a non-additive operator (``a[i] *= s``,
-``a[i] /= s``, ``state.q[i] **= 2``) in a kernel recorded on a tape that is
-backpropagated. Warp lowers ``+=``/``-=`` on an array element to an atomic, whose adjoint
-is exact; every other in-place operator becomes a load, the operation and a store of the
-same element, and the adjoint reads the element after the store: the gradient of the
-factor and of the old value are computed from the new value (verified on Warp 1.19:
-``a[i] *= s`` gives ``d loss / d s`` twice too large for ``loss = sum(a * s)**2``). Warp
-only mentions it at debug log level ("in-place op ... is not differentiable").
-
-Severity from the trace: ``error`` when the kernel runs on the backward slice of a
-backpropagated tape and the updated array or the factor carries a gradient; ``info``
-when the kernel is recorded on a tape but no gradient flows through the update; silent
-outside tapes (an untaped optimizer step ``w[i] *= decay`` is fine).
-Fix: write the result to a separate output array (``out[i] = a[i] * s``).
-
-Warp documentation: "Differentiability" ("Array Overwrites", "Limitations and Workarounds").
+WT401 inplace-mul-div
+    Summary: `a[i] *= s` or `a[i] /= s` on an array element in a taped kernel
+    Severity: error when the kernel runs on the backward slice of a backpropagated tape and the
+    updated array or the factor carries a gradient; info when the kernel is taped but no
+    gradient flows through the update; silent outside tapes
+    Proves:
+        An array element updated in place with a non-additive operator (``a[i] *= s``,
+        ``a[i] /= s``, ``state.q[i] **= 2``) in a kernel or ``@wp.func`` recorded on a tape that
+        is backpropagated: the gradients of the factor and of the old value are computed from
+        the new value.
+    Mechanism:
+        Warp lowers ``+=``/``-=`` on an array element to an atomic, whose adjoint is exact;
+        every other in-place operator becomes a load, the operation and a store of the same
+        element, and the adjoint reads the element after the store (verified on Warp 1.19:
+        ``a[i] *= s`` gives ``d loss / d s`` twice too large for ``loss = sum(a * s)**2``). Warp
+        only mentions it at debug log level ("in-place op ... is not differentiable").
+    Evidence:
+        The kernel-source model stored in the trace (the augmented assignment, its line in the
+        kernel or ``@wp.func``), the launch on a backpropagated tape, and which arguments carry a
+        gradient there (the finding names them and the launch).
+    Example: wt401_gain
+    Fix:
+        Write the product or quotient to a separate output array (``out[i] = a[i] * s``); only
+        ``+=`` and ``-=`` on array elements are differentiable.
+    Silent on:
+        In-place products outside the tape (an untaped optimizer step ``w[i] *= decay``) and on
+        local variables; the body of a ``@wp.func`` that has a ``@wp.func_grad`` (Warp runs the
+        custom adjoint instead).
+    Look-alikes: ok_src_inplace_untaped, ok_src_custom_adjoint_loop
+    Warp documentation:
+        "Differentiability", sections "Array Overwrites" and "Limitations and Workarounds".
 """
 
 from __future__ import annotations

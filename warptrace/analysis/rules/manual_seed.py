@@ -1,26 +1,39 @@
-"""WT304 manual-seed (warning).
+"""A hand seed that may not match the objective the program reports (WT304).
 
-``tape.backward()`` without ``loss=``, seeded by hand on an array of N > 1 elements
-(``x.grad.fill_(1.0)``, ``assign``, or ``backward(grads={x: ones})``): the
-gradient is that of the *sum* of the N elements, N times the gradient of their
-mean. Right if the objective is the sum; wrong by exactly N if it is the mean.
-Fix: reduce to a scalar loss on the tape (with the 1/N of a mean) and call
-``tape.backward(loss)``.
-
-A seed alone is no evidence: ``backward(grads={y: ones})`` is Warp's documented way to
-backpropagate a vector-Jacobian product, and ``wp.autograd.jacobian`` seeds one element
-at a time. The seed is wrong only when it does not match the objective the program
-reports, so the rule needs the trace to show that objective being formed: the seeded
-array's values read, after they were last written and before the backward, by the host
-(``.numpy()``, ``.list()``: ``objective = y.numpy().mean(); y.grad.fill_(1.0);
-tape.backward()``) or by an untaped launch or native utility (a reduction off the tape,
-which WT305 reports too; a mere copy, such as the snapshot ``jacobian_fd`` takes, is not). Values looked at only after the backward, or never, leave nothing
-the seed could contradict: no finding. The trace cannot see what the host computes from the values
-(sum or mean), hence a warning, not an error.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT304 manual-seed
+    Summary: a hand seed on a multi-element array whose values the program turns into another objective
+    Severity: warning
+    Proves:
+        ``tape.backward()`` without ``loss=``, seeded by hand on an array of N > 1 elements
+        (``x.grad.fill_(1.0)``, ``assign``, or ``backward(grads={x: ones})``), whose values the
+        program read off the tape before the backward to form an objective (by the host:
+        ``objective = y.numpy().mean()``, or by an untaped reduction). The gradient is that of
+        the *sum* of the N elements, N times the gradient of their mean: right if the objective
+        is the sum, wrong by exactly N if it is the mean.
+    Mechanism:
+        A seed defines the objective: ``sum(seed * y)``. ``tape.backward(loss)`` seeds a scalar
+        with 1.0; a hand seed on a vector is Warp's vector-Jacobian product, correct only for
+        the objective it defines. A clean power of two between the gradient and the expected one
+        is the usual hint.
+    Evidence:
+        A memset or copy into a gradient buffer of more than one element (or a ``grads=``
+        backward), a value read of the seeded array after it was last written and before the
+        backward (on the host, with the source text of that line when it takes a mean), or an
+        untaped launch reducing it. The trace cannot see what the host computes from the values
+        (sum or mean), hence a warning, not an error.
+    Example: wt304_fill_seed
+    Fix:
+        Reduce to a scalar loss on the tape (with the 1/N of a mean) and call
+        ``tape.backward(loss)``.
+    Silent on:
+        ``backward(grads={y: ones})`` with nothing forming another objective from ``y`` (Warp's
+        documented vector-Jacobian product: the seeded sum *is* the objective);
+        ``wp.autograd.jacobian`` seeding one element at a time; values looked at only after the
+        backward; a nonzero fill of the ``.grad`` of an input the recording never writes
+        (pre-accumulation, not a seed).
+    Look-alikes: ok_flow_vjp_seed, ok_acc_jacobian_rows
+    Warp documentation:
+        ``Tape.backward`` (``grads=``) and "Differentiability", section "Debugging Gradients".
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

@@ -1,23 +1,40 @@
-"""WT501 nonfinite-origin (error; ``--check-numerics`` traces only).
+"""The first launch that wrote NaN or inf from finite inputs (WT501).
 
-The first launch, forward or adjoint, that wrote a NaN or an infinity while everything
-it read was finite: the origin of the non-finite values, not one of the arrays they
-poisoned downstream (those launches read a non-finite input and are not origins). The
-finding names the kernel, the argument and the first bad element, at the launch's line;
-for an adjoint launch, at the line of the forward launch it differentiates (the kernel
-to fix), with the ``tape.backward`` line as related.
-
-Typical causes: ``wp.sqrt``/``wp.log``/``wp.acos`` or a division at the edge of their
-domain. In the adjoint only: ``wp.sqrt(x)`` at ``x == 0`` (the derivative is infinite),
-or ``wp.where(c, f(x), 0.0)`` where the unselected branch ``f(x)`` is NaN: the
-forward discards it, but its adjoint multiplies the zero incoming gradient by a NaN
-derivative. A forward launch is reported only when it is recorded on a tape that is
-backpropagated: a NaN used as a sentinel outside differentiation is the program's
-business.
-Fix: keep the argument inside the function's domain on *both* branches
-(``wp.sqrt(wp.max(x, eps))``, select the input rather than the output).
-
-Requires a trace recorded with ``--check-numerics``; silent otherwise.
+WT501 nonfinite-origin
+    Summary: the first launch, forward or adjoint, that wrote NaN or inf from finite inputs
+    Severity: error (traces recorded with ``--check-numerics`` only)
+    Proves:
+        The first launch, forward or adjoint, that wrote a NaN or an infinity while everything
+        it read was finite *and moderate*: the origin of the non-finite values, not one of the
+        arrays they poisoned downstream. A launch whose inputs were already huge (float32
+        overflow territory, or far beyond their magnitude at the same line's earlier launches:
+        see :mod:`warptrace.analysis.overflow`) overflowed at the end of a growth that started
+        elsewhere; it is innocent, and WT505 (divergence) tells that story instead. The finding
+        names the kernel, the argument and the first bad element, at the launch's line; for an
+        adjoint launch, at the line of the forward launch it differentiates (the kernel to
+        fix), with the ``tape.backward`` line as related.
+    Mechanism:
+        ``wp.sqrt``/``wp.log``/``wp.acos`` or a division at the edge of their domain. In the
+        adjoint only: ``wp.sqrt(x)`` at ``x == 0`` (the derivative is infinite), or
+        ``wp.where(c, f(x), 0.0)`` where the unselected ``f(x)`` is NaN: the forward discards
+        it, but its adjoint multiplies the zero incoming gradient by a NaN derivative.
+    Evidence:
+        The ``numerics`` table: after every executed launch, copy and memset, a summary of each
+        array it wrote (element count, non-finite count, first non-finite index, min, max, L2
+        norm), so the first write of a non-finite value from finite inputs is found without
+        storing any values.
+    Example: wt501_where_branch
+    Fix:
+        Keep the argument inside the function's domain on *both* branches
+        (``wp.sqrt(wp.max(x, eps))``; select the input rather than the output).
+    Silent on:
+        Launches downstream of an origin (they read a non-finite input); an overflow whose
+        inputs were already huge or had grown far beyond their history (WT505); a NaN used as a
+        sentinel outside differentiation (a forward launch is reported only when it is recorded
+        on a tape that is backpropagated). Without ``--check-numerics`` the rule is silent.
+    Look-alikes: ok_num_nan_sentinel
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients".
 """
 
 from __future__ import annotations
@@ -25,6 +42,7 @@ from __future__ import annotations
 from warptrace.analysis.findings import Finding, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.numerics import NumericsTable, numerics_of
+from warptrace.analysis.overflow import input_scale
 from warptrace.analysis.rules.common import DOC_DEBUG, Rule, access_rows, finding, quote
 from warptrace.trace import schema as S
 
@@ -58,6 +76,8 @@ def check(model: Model) -> list[Finding]:
             continue
         if not _inputs_finite(model, table, ev, seq):
             continue
+        if not _inputs_moderate(model, table, ev, seq):
+            continue  # an overflow of values that were already huge: a divergence (WT505), not a domain error
         findings.append(_origin(model, table, ev, seq, adjoint))
     return findings
 
@@ -80,6 +100,14 @@ def _inputs_finite(model: Model, table: NumericsTable, ev: int, seq: int) -> boo
             if previous is not None and previous.nonfinite:
                 return False
     return True
+
+
+def _inputs_moderate(model: Model, table: NumericsTable, ev: int, seq: int) -> bool:
+    """What the launch read was moderate (:mod:`warptrace.analysis.overflow`): neither in
+    float overflow territory nor grown far beyond its magnitude at the launch's earlier calls."""
+    bad = next(row for row in table.by_seq[seq] if row.what == S.NUM_WRITE and row.nonfinite)
+    info = model.arrays.get(bad.array_id)
+    return input_scale(model, table, ev, seq, info.dtype if info is not None else "float32").moderate
 
 
 def _origin(model: Model, table: NumericsTable, ev: int, seq: int, adjoint: bool) -> Finding:

@@ -1,29 +1,36 @@
-"""WT407 nonsmooth-point (warning).
+"""sqrt, cbrt or a fractional pow at an argument that can be zero (WT407).
 
-``wp.sqrt``, ``wp.cbrt`` or ``wp.pow`` with a fractional exponent at an argument that can
-be zero, with no guard: the forward value is finite (``sqrt(0) = 0``) but the derivative
-is infinite, and the adjoint is NaN or inf (verified on Warp 1.19: ``wp.sqrt(x * x)`` at
-``x = 0`` gives a NaN gradient). Typical: a distance ``wp.sqrt(wp.dot(d, d))`` between
-coincident points, a norm of a zero residual.
-
-"Possibly zero" means: nothing in the source keeps the argument away from zero
-(:mod:`warptrace.kernel_source.guards`): not ``wp.max(x, eps)``/``wp.clamp``, not a sum
-with a positive constant or an epsilon parameter (``d2 + eps``), not inside an ``if``
-(or after an early ``return``/``continue``) whose condition tests the argument or a
-value it is computed from, not a conditional expression testing it. ``wp.length``,
-``wp.normalize``, ``wp.acos`` and ``wp.asin`` are not reported: Warp's own adjoints
-return zero at their singular points (``adj_length`` tests ``ret > kEps``), and neither is
-a call inside a ``@wp.func`` that has a ``@wp.func_grad``: Warp runs the custom adjoint
-instead of the built-in derivatives of its body (Warp's ``test_func.py`` ``safe_sqrt``,
-whose custom adjoint skips ``x = 0``). A division by zero is not reported here: its
-forward value is already inf/NaN.
-
-Severity: ``warning`` when the argument depends on a kernel argument that carries a
-gradient on a backpropagated tape (the zero is a run-time event); silent otherwise.
-Fix: ``wp.sqrt(wp.max(x, eps))``, ``wp.sqrt(x + eps)``, a branch that skips the zero
-case, or a ``@wp.func`` with a ``@wp.func_grad`` that defines the derivative there.
-
-Warp documentation: "Differentiability" ("Debugging Gradients", "Custom Gradient Functions").
+WT407 nonsmooth-point
+    Summary: `sqrt`, `cbrt` or a fractional `pow` at an argument that can be zero: infinite adjoint
+    Severity: warning when the argument depends on a kernel argument that carries a gradient on
+    a backpropagated tape (the zero is a run-time event); silent otherwise
+    Proves:
+        ``wp.sqrt``, ``wp.cbrt`` or ``wp.pow`` with a fractional exponent is applied to an
+        argument that can be zero, with no guard: the forward value is finite (``sqrt(0) = 0``)
+        but the derivative is infinite, and the adjoint is NaN or inf. Typical: a distance
+        ``wp.sqrt(wp.dot(d, d))`` between coincident points, the norm of a zero residual.
+    Mechanism:
+        Warp differentiates ``sqrt(x)`` as ``0.5 / sqrt(x)``, infinite at zero; multiplied by a
+        zero incoming gradient it is NaN (verified on Warp 1.19: ``wp.sqrt(x * x)`` at ``x = 0``
+        gives a NaN gradient). ``wp.length``, ``wp.normalize``, ``wp.acos`` and ``wp.asin`` are
+        safe: Warp's own adjoints return zero at their singular points.
+    Evidence:
+        The kernel-source model: the call, its argument and everything that could keep the
+        argument away from zero (``kernel_source.guards``: ``wp.max``, ``wp.clamp``, a sum with
+        a positive constant or an epsilon parameter, an enclosing ``if`` or early ``return``
+        testing it), the launch on a backpropagated tape and the arguments carrying a gradient.
+    Example: wt407_springs
+    Fix:
+        ``wp.sqrt(wp.max(x, eps))``, ``wp.sqrt(x + eps)``, a branch that skips the zero case, or
+        a ``@wp.func`` with a ``@wp.func_grad`` that defines the derivative there.
+    Silent on:
+        Guarded arguments (above); ``wp.length``/``wp.normalize``/``wp.acos``/``wp.asin``; a
+        call inside a ``@wp.func`` that has a ``@wp.func_grad`` (Warp runs the custom adjoint,
+        not the built-in derivatives of its body); ``pow`` with an integer exponent; a division
+        by zero (its forward value is already non-finite: WT501 with ``--check-numerics``).
+    Look-alikes: ok_src_guards, ok_src_custom_adjoint_sqrt
+    Warp documentation:
+        "Differentiability", sections "Debugging Gradients" and "Custom Gradient Functions".
 """
 
 from __future__ import annotations

@@ -1,16 +1,31 @@
-"""WT305 objective-off-tape (error).
+"""The scalar objective computed by an untaped launch (WT305).
 
-The scalar objective is computed by a launch that is not recorded (outside ``with
-tape:`` or ``record_tape=False``) from outputs of a tape that is backpropagated
-afterwards: the backward is seeded on that untaped scalar (no recorded launch wrote
-it: zero gradients), or on a taped partial result the untaped launch goes on to
-combine with other differentiable inputs, or by hand while the untaped scalar is
-what is reported. The backward cannot include the untaped computation.
-Fix: record the launch on the tape and backpropagate the scalar it writes.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT305 objective-off-tape
+    Summary: the scalar objective computed by an untaped launch
+    Severity: error
+    Proves:
+        The scalar objective is computed by a launch that is not recorded (outside
+        ``with tape:`` or ``record_tape=False``) from outputs of a tape that is backpropagated
+        afterwards: the backward is seeded on that untaped scalar (no recorded launch wrote it:
+        zero gradients), or on a taped partial result that the untaped launch goes on to
+        combine with other differentiable inputs, or by hand while the untaped scalar is what
+        is reported.
+    Mechanism:
+        The backward replays only what the tape recorded; an untaped reduction is not part of
+        it. Seeding its output gives zero gradients; seeding a partial result differentiates
+        another objective than the one printed.
+    Evidence:
+        An untaped launch event reading arrays written by launches of a backpropagated tape and
+        writing a small array that the backward is seeded on, or that the program reads as its
+        objective around a hand-seeded backward.
+    Example: wt305_untaped_loss
+    Fix:
+        Record the launch on the tape and backpropagate the scalar it writes.
+    Silent on:
+        Untaped launches and numpy round trips that only log or display values.
+    Look-alikes: ok_flow_host_logging
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients"; ``Tape.backward``.
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

@@ -1,61 +1,118 @@
 """Memory a taped launch read is written before that tape's backward (WT101, WT103, WT104).
 
-``tape.backward()`` replays the adjoint of every recorded launch *against the current
-contents of memory*; nothing is snapshotted, so any such write silently changes the
-reading launch's gradient.
+WT101 overwrite-after-read
+    Summary: memory a taped launch read is overwritten on the same tape before its backward
+    Severity: error (warning when the write only accumulates into memory whose old values the
+    reading kernel's adjoint needs; info when the reading kernel uses the values only linearly)
+    Proves:
+        A launch recorded on tape T read buffer B; later, while T was still the active tape and
+        before T's backward, something T recorded wrote B: a launch, a copy
+        (``wp.copy``/``assign``/``clone`` onto B) or a memset (``zero_``/``fill_``). The
+        backward of the reading launch then runs against the new contents, so its gradient
+        is computed from values it never saw.
+    Mechanism:
+        ``tape.backward()`` replays the adjoint of every recorded launch, in reverse order,
+        *against the current contents of memory*; nothing is snapshotted. Warp's own overwrite
+        tracker (``wp.config.verify_autograd_array_access``) sees some of these cases, per array
+        object and only for launches; it misses copies, memsets, views and Python rebinding.
+        Typical disguises: a force or scratch buffer reused every step, two state buffers used
+        in turn ("ping-pong"), a result copied back into the state, and a rebinding such as
+        ``states[0] = states[-1]`` that makes two "different" states one object. On Warp >= 1.17
+        a copy that writes back unchanged values still yields a right gradient; it is reported
+        all the same (values are not recorded, and the first real change breaks it).
+    Evidence:
+        A read access (event *i*, tape T, allocation B, offset/shape/strides) and a later write
+        access to overlapping memory (event *j > i*, recorded on T) before T's
+        ``backward`` event; the kernel-source model of the reading kernel says whether its
+        adjoint needs the old values. The finding names both calls, the allocation line, the
+        backward line and every Python label of the buffer.
+    Example: wt101_pingpong
+    Fix:
+        Write each step's result to a new array: keep ``steps + 1`` state buffers and one buffer
+        per intermediate. Reset or copy buffers only after ``tape.backward()``.
+    Silent on:
+        Accumulation that needs no old values (``x[i] += ...``, ``wp.atomic_add``, a linear read
+        such as ``q[i] += dt * qd[i]``); a kernel that writes and then reads back its own
+        result; a fresh array bound to the same Python name each step (new memory every
+        time); writes to disjoint views of one allocation; writes after the backward (the
+        optimizer step); inputs written before the recording starts. A partial copy
+        (``dest_offset``/``count``) overwrites only its window.
+    Look-alikes: ok_mem_after_backward, ok_mem_fresh_rebind, ok_mem_accumulate_atomic,
+        ok_mem_accumulate_augassign, ok_mem_disjoint_views, ok_mem_targets_before, ok_mem_optimizer
+    Warp documentation:
+        "Differentiability", sections "Array Overwrites" and "Array Overwrite Tracking".
 
-WT101 overwrite-after-read (error)
-    A launch recorded on tape T read buffer B; later, while T was still the active
-    tape and before T's backward, something wrote B: a recorded launch, a copy
-    (``wp.copy``/``assign``/``clone`` onto B) or a memset (``zero_``/``fill_``).
-    Typical disguises: a force or scratch buffer reused every step, two state buffers
-    used in turn ("ping-pong"), a result copied back into the state, and Python
-    rebinding (``states[0] = states[-1]``) that makes two "different" states one
-    object. The message names every Python label of the buffer. A write that only
-    accumulates (``+=``, ``atomic_add``) is a warning, and only when the reading
-    kernel's source shows that its adjoint needs the old values (a product with another
-    array value, a division, ``sin``/``tanh``/..., a branch or an index); a linear read
-    such as ``q[i] += dt * qd[i]`` is unaffected by later accumulation. A partial copy
-    (``dest_offset``/``count``) overwrites only its window. On Warp >= 1.17 a copy that
-    writes back unchanged values still yields a right gradient; it is reported all the
-    same (values are not recorded, and the first real change breaks it).
-    Fix: write each step's result to a new array (``steps + 1`` state buffers, one
-    buffer per intermediate); reset or copy buffers only after ``tape.backward()``.
+WT103 mutation-before-backward
+    Summary: memory a taped launch read is changed by something the tape did not record before backward
+    Severity: error (info when the reading kernel uses the values only linearly)
+    Proves:
+        Memory read by a launch recorded on tape T is changed before T's backward by something
+        T did not record: an untaped launch (also ``record_tape=False`` and ``Launch``
+        replays), a memset or copy outside the tape, a native utility, a write through another
+        Python object over the same memory (``wp.array(ptr=...)``, a numpy or torch zero-copy
+        view), a launch recorded on another tape, or that tape's backward.
+    Mechanism:
+        The same as WT101: the backward replays adjoints against current memory. Warp's
+        overwrite tracker works per array object and only inside the tape, so none of these
+        writes is visible to it. What decides WT101 versus WT103 is whether T recorded the
+        write; a write through an alias recorded on T is WT101, and its message says which
+        object aliased the memory.
+    Evidence:
+        A read access by a launch recorded on T, then a write access to overlapping memory by
+        an event with another tape or not recorded, before T's ``backward`` event. Aliases
+        resolve to one allocation because every access stores the allocation id and the view
+        geometry, not the Python object.
+    Example: wt103_memset
+    Fix:
+        Move the mutating call after ``tape.backward()``, or record it on the tape with its own
+        output array.
+    Silent on:
+        The same writes after the backward; writes to memory no recorded launch read; the
+        implicit-function idiom of Warp's FEM optimization examples: a residual launch on T
+        reads the state ``x``, ``x`` is solved outside the tape, and
+        ``tape.record_func(adjoint_solve, arrays=(rhs, x))`` declares the solve to T before
+        the backward (the mutation is the forward of that recorded function).
+    Look-alikes: ok_mem_after_backward, ok_mem_targets_before, ok_flow_host_logging
+    Warp documentation:
+        "Differentiability", sections "Array Overwrites" and "Array Overwrite Tracking".
 
-WT103 mutation-before-backward (error)
-    Memory read by a recorded launch on T is changed before T's backward by
-    something T did not record: an untaped launch (also ``record_tape=False`` and
-    ``Launch`` replays), a memset or copy outside the tape, a native utility, a
-    write through another Python object over the same memory (``wp.array(ptr=...)``,
-    numpy/torch zero-copy), a launch recorded on another tape or that tape's backward.
-    Warp's own overwrite tracker cannot see any of these. (What decides WT101 versus
-    WT103 is whether T recorded the write; a write through an alias recorded on T is
-    WT101, and its message says which object aliased the memory.)
-    Not reported: the implicit-function idiom of Warp's FEM optimization examples. A
-    residual launch on T reads the state ``x`` (zero then) and writes ``rhs``; ``x`` is
-    solved outside the tape; ``tape.record_func(adjoint_solve, arrays=(rhs, x))`` then
-    declares the solve to T, before the backward. The residual's adjoint is meant to
-    see the solved ``x``: the mutation is the forward of that recorded function (the
-    declared arrays hold both the mutated memory and memory the reading launch wrote).
-    Fix: move the mutation after ``tape.backward()``.
+WT104 struct-field-overwrite
+    Summary: WT101 or WT102 through a `wp.struct` field, which Warp's tracker cannot see
+    Severity: error (info when the values are used only linearly)
+    Proves:
+        A WT101 or WT102 where the read or the write goes through a ``@wp.struct`` field: an
+        array held by a struct instance passed to a kernel is updated in place on the tape
+        (``state.q[i] = ...``) after a launch read it. Reported with the field path
+        (``state.q``).
+    Mechanism:
+        Struct-held arrays are invisible to Warp's overwrite tracker and to
+        ``wp.autograd.gradcheck``; the backward replays adjoints against the updated field
+        exactly as for a plain array.
+    Evidence:
+        The recorder expands struct arguments (recursively) into their field arrays; each
+        access row carries the field path, and the kernel's read/write sets include the
+        fields it (and the ``@wp.func`` callees it calls) reads and writes.
+    Example: wt104_struct_inplace
+    Fix:
+        Give the struct a separate output array for the updated field, or a new struct instance
+        per step, instead of writing the field an earlier launch read.
+    Silent on:
+        A struct state advanced in place whose old value is used only linearly (an explicit
+        Euler step ``q[i] = q[i] + dt * v[i]``).
+    Look-alikes: ok_mem_struct_accumulate
+    Warp documentation:
+        "Differentiability", sections "Array Overwrites" and "Array Overwrite Tracking".
 
-WT104 struct-field-overwrite (error)
-    WT101 or WT102 where the read or the write goes through a ``@wp.struct`` field;
-    reported with the field path (``state.q``). Warp's tracker never sees struct
-    fields.
-    Fix: give the struct a separate output array (or a new instance per step).
-
-Warp documentation: "Differentiability", sections "Array Overwrites" and "Array
-Overwrite Tracking".
-
-Only reads by forward launches count (a copy's adjoint does not need its source
-values), and reads of gradient buffers are ignored. The first plain overwrite settles
-the read it clobbered: later writes of that memory before the next read (a memset and
-then an atomic scatter into the same buffer) are the same root cause and are not
-reported again. Findings are grouped by root cause: one finding per (code, writing
-call, reading launch, buffer role) with the number of occurrences, so a bug inside a 500-step loop is one finding with
-``count == 500``. The analysis is linear in the number of accesses: per allocation,
-in sequence order, it keeps only the latest pending read per (tape, reading call,
+How it works: only reads by forward launches count (a copy's adjoint does not need its source
+values), and reads of gradient buffers are ignored. The first plain overwrite settles the read
+it clobbered: later writes of that memory before the next read (a memset and then an atomic
+scatter into the same buffer) are the same root cause and are not reported again. A write that
+only accumulates is a warning, and only when the reading kernel's source shows that its adjoint
+needs the old values (a product with another array value, a division, ``sin``/``tanh``/..., a
+branch or an index). Findings are grouped by root cause: one finding per (code, writing call,
+reading launch, buffer role) with the number of occurrences, so a bug inside a 500-step loop is
+one finding with ``count == 500``. The analysis is linear in the number of accesses: per
+allocation, in sequence order, it keeps only the latest pending read per (tape, reading call,
 kernel, view geometry).
 """
 
@@ -74,17 +131,20 @@ from warptrace.analysis.rules.common import DOC_OVERWRITES, DOC_TRACKING, Rule, 
 from warptrace.analysis.rules.overwrite_evidence import (
     Group,
     adjoint_needs_value,
+    alias_clause,
     append_loc,
     buffer_name,
     closed_row_copies,
     copy_window,
     grad_args_many,
     grouped_finding,
+    how_unrecorded,
     in_place_rows,
     overlaps_window,
     read_write_masks,
     recorded_forward_launch,
     site_line,
+    writer_phrase,
 )
 from warptrace.analysis.rules.overwrite_replays import BUCKET_LIMIT, OccurrenceLog, plan_replay_runs
 from warptrace.analysis.rules.post_loss import post_loss_launches
@@ -499,43 +559,6 @@ def _geometries(geom_of: dict[int, int], array_ids: np.ndarray) -> list[int]:
     return found
 
 
-def _writer_phrase(model: Model, ev: int, row: int, subject: str) -> str:
-    kind = int(model.kind[ev])
-    path = quote(arg_path(model.acc_arg[row], model.acc_field[row]))
-    if kind in (K[S.LAUNCH], K[S.CMD_LAUNCH]):
-        what = "the adjoint of kernel" if model.adjoint[ev] else "kernel"
-        phrase = f"{what} {quote(model.kernel_name(ev))}"
-        if kind == K[S.CMD_LAUNCH]:
-            phrase = f"a replayed Launch object (record_cmd=True) of kernel {quote(model.kernel_name(ev))}"
-        return phrase if path in subject else f"{phrase} (argument {path})"
-    if kind == K[S.COPY]:
-        return "a copy (wp.copy / assign / clone)"
-    if kind == K[S.MEMSET]:
-        value = model.value[ev]
-        if value == 0 or np.isnan(value):
-            return "a memset (zero_ / fill_)"
-        return f"a memset (fill_({value:g}))"
-    detail = model.detail(ev)
-    name = (detail.get("func") or detail.get("function")) if isinstance(detail, dict) else None
-    return f"the native utility {quote(name)}" if name else "a native Warp utility"
-
-
-def _how_unrecorded(model: Model, write_ev: int, read_tape: int) -> str:
-    kind = int(model.kind[write_ev])
-    tape = int(model.tape[write_ev])
-    if kind == K[S.CMD_LAUNCH]:
-        return "(a tape never records these)"
-    if kind == K[S.NATIVE]:
-        return "(Warp never records native utilities on a tape)"
-    if model.phase[write_ev] == S.BACKWARD:
-        return "during the backward pass of another tape"
-    if tape == read_tape:
-        return "inside `with tape:` without being recorded (record_tape=False)"
-    if tape >= 0:
-        return "while recorded on a different tape"
-    return "outside the tape, which did not record it"
-
-
 def _overwrite_finding(
     model: Model, group: Group, key: tuple, read_row: int, write_row: int, backward: int
 ) -> Finding:
@@ -556,12 +579,12 @@ def _overwrite_finding(
     else:
         subject = buffer
     read_as = "" if quote(arg_path(r_arg, r_field)) in subject else f" as {quote(arg_path(r_arg, r_field))}"
-    writer = _writer_phrase(model, write_ev, write_row, subject)
+    writer = writer_phrase(model, write_ev, write_row, subject)
     read_at = site_line(model, int(model.site[read_ev]))
     backward_at = site_line(model, int(model.site[backward_ev]))
 
     if code == "WT103":
-        how = _how_unrecorded(model, write_ev, int(model.tape[read_ev]))
+        how = how_unrecorded(model, write_ev, int(model.tape[read_ev]))
         message = (
             f"{writer} modifies {subject} {how}, after kernel {reader} read it{read_as} on the tape ({read_at}) "
             f"and before tape.backward() ({backward_at}), so the adjoint of {reader} runs against the modified "
@@ -587,7 +610,7 @@ def _overwrite_finding(
             message += (
                 f" (the write only accumulates, but the adjoint of {reader} uses the old values non-linearly)"
             )
-    message += _alias_clause(model, r_array, r_arg, w_array, w_arg, read_ev, write_ev)
+    message += alias_clause(model, r_array, r_arg, w_array, w_arg, read_ev, write_ev)
     if int(model.kind[write_ev]) == K[S.COPY] and model.warp_version >= _COPY_ACCUMULATES:
         message += (
             "; on Warp >= 1.17 a copy that writes back unchanged values still gives the right gradient, but "
@@ -603,35 +626,6 @@ def _overwrite_finding(
     return grouped_finding(
         _INFOS[code], group, message, location, related, key, backward_seq=int(backward), field=field
     )
-
-
-def _alias_clause(
-    model: Model, r_array: int, r_arg: str, w_array: int, w_arg: str, read_ev: int, write_ev: int
-) -> str:
-    """Explain why the write lands on the read memory when the program names it differently."""
-    labels = model.aliases([r_array, w_array])
-    names = ", ".join(quote(name) for name in labels)
-    w_info = model.arrays.get(w_array)
-    r_info = model.arrays.get(r_array)
-    if w_array != r_array and w_info is not None and r_info is not None:
-        kinds = {w_info.kind, r_info.kind}
-        if kinds & {S.ARRAY_PTR_ALIAS, S.ARRAY_EXTERNAL, S.ARRAY_PREEXISTING}:
-            why = "a wp.array(ptr=...) alias or a numpy/torch zero-copy view"
-        else:
-            why = "a view or another array object"
-        clause = f"; the write goes through a different Python object over the same memory ({why})"
-        return clause + (f"; names of this memory: {names}" if names else "")
-    same_kernel = int(model.kind[write_ev]) == K[S.LAUNCH] and model.kernel[write_ev] == model.kernel[read_ev]
-    if same_kernel and w_arg != r_arg:
-        clause = (
-            f"; the same array is passed as {quote(r_arg)} and later as {quote(w_arg)}: buffers used in turn "
-            "(ping-pong) or a rebinding such as `states[0] = states[-1]` make an earlier step's input a later "
-            "step's output"
-        )
-        return clause + (f" (names of this memory: {names})" if names else "")
-    if len(labels) > 1:
-        return f"; this memory is known under several names: {names}"
-    return ""
 
 
 def overwrites(model: Model) -> tuple[list[Finding], dict[tuple[int, int], tuple[int, int, Severity]]]:

@@ -349,3 +349,69 @@ def overlaps_window(info: ArrayInfo, window: tuple[int, int]) -> bool:
     if offsets is None:
         return True
     return bool(np.any((offsets < high) & (offsets + info.itemsize > low)))
+
+
+def writer_phrase(model: Model, ev: int, row: int, subject: str) -> str:
+    kind = int(model.kind[ev])
+    path = quote(arg_path(model.acc_arg[row], model.acc_field[row]))
+    if kind in (K[S.LAUNCH], K[S.CMD_LAUNCH]):
+        what = "the adjoint of kernel" if model.adjoint[ev] else "kernel"
+        phrase = f"{what} {quote(model.kernel_name(ev))}"
+        if kind == K[S.CMD_LAUNCH]:
+            phrase = f"a replayed Launch object (record_cmd=True) of kernel {quote(model.kernel_name(ev))}"
+        return phrase if path in subject else f"{phrase} (argument {path})"
+    if kind == K[S.COPY]:
+        return "a copy (wp.copy / assign / clone)"
+    if kind == K[S.MEMSET]:
+        value = model.value[ev]
+        if value == 0 or np.isnan(value):
+            return "a memset (zero_ / fill_)"
+        return f"a memset (fill_({value:g}))"
+    detail = model.detail(ev)
+    name = (detail.get("func") or detail.get("function")) if isinstance(detail, dict) else None
+    return f"the native utility {quote(name)}" if name else "a native Warp utility"
+
+
+def how_unrecorded(model: Model, write_ev: int, read_tape: int) -> str:
+    kind = int(model.kind[write_ev])
+    tape = int(model.tape[write_ev])
+    if kind == K[S.CMD_LAUNCH]:
+        return "(a tape never records these)"
+    if kind == K[S.NATIVE]:
+        return "(Warp never records native utilities on a tape)"
+    if model.phase[write_ev] == S.BACKWARD:
+        return "during the backward pass of another tape"
+    if tape == read_tape:
+        return "inside `with tape:` without being recorded (record_tape=False)"
+    if tape >= 0:
+        return "while recorded on a different tape"
+    return "outside the tape, which did not record it"
+
+
+def alias_clause(
+    model: Model, r_array: int, r_arg: str, w_array: int, w_arg: str, read_ev: int, write_ev: int
+) -> str:
+    """Explain why the write lands on the read memory when the program names it differently."""
+    labels = model.aliases([r_array, w_array])
+    names = ", ".join(quote(name) for name in labels)
+    w_info = model.arrays.get(w_array)
+    r_info = model.arrays.get(r_array)
+    if w_array != r_array and w_info is not None and r_info is not None:
+        kinds = {w_info.kind, r_info.kind}
+        if kinds & {S.ARRAY_PTR_ALIAS, S.ARRAY_EXTERNAL, S.ARRAY_PREEXISTING}:
+            why = "a wp.array(ptr=...) alias or a numpy/torch zero-copy view"
+        else:
+            why = "a view or another array object"
+        clause = f"; the write goes through a different Python object over the same memory ({why})"
+        return clause + (f"; names of this memory: {names}" if names else "")
+    same_kernel = int(model.kind[write_ev]) == K[S.LAUNCH] and model.kernel[write_ev] == model.kernel[read_ev]
+    if same_kernel and w_arg != r_arg:
+        clause = (
+            f"; the same array is passed as {quote(r_arg)} and later as {quote(w_arg)}: buffers used in turn "
+            "(ping-pong) or a rebinding such as `states[0] = states[-1]` make an earlier step's input a later "
+            "step's output"
+        )
+        return clause + (f" (names of this memory: {names})" if names else "")
+    if len(labels) > 1:
+        return f"; this memory is known under several names: {names}"
+    return ""

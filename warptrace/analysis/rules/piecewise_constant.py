@@ -1,20 +1,33 @@
-"""WT408 piecewise-constant (info).
+"""Step functions on a gradient path: the zero gradient is correct (WT408).
 
-``wp.round``, ``wp.floor``, ``wp.ceil``, ``wp.trunc``, ``wp.sign``, ``wp.step``, an integer
-cast (``int(x)``, ``wp.int32(x)``) or a comparison turned into a number (``float(x > 0)``,
-``(x > 0) * w``) on a
-value that depends on a kernel argument carrying a gradient on a backpropagated tape. The
-derivative of a step function is zero almost everywhere: the zero gradient through it is
-*correct*, not a bug, and finite differences across the steps disagree with it without
-proving anything. Reported as ``info`` so that a surprising zero gradient has an
-explanation; never as an error. Comparisons used as branch conditions or boolean flags
-(``if``, ``wp.where`` conditions, ``inside = a < b``) are not reported.
-
-Fix (a modeling choice, not a repair): a straight-through estimator (forward the rounded
-value, backward the identity: a ``@wp.func`` with a ``@wp.func_grad`` that passes the
-adjoint through), or a smooth surrogate (sigmoid instead of a step, soft rounding).
-
-Warp documentation: "Differentiability" ("Custom Gradient Functions").
+WT408 piecewise-constant
+    Summary: `round`, `floor`, `sign`, integer casts or comparisons on a gradient path: zero gradient, correctly
+    Severity: info
+    Proves:
+        ``wp.round``, ``wp.floor``, ``wp.ceil``, ``wp.trunc``, ``wp.sign``, ``wp.step``, an integer
+        cast (``int(x)``, ``wp.int32(x)``) or a comparison turned into a number
+        (``float(x > 0)``, ``(x > 0) * w``) is applied to a value that depends on a kernel
+        argument carrying a gradient on a backpropagated tape. The gradient through it is
+        zero, and that is *correct*: reported so that a surprising zero gradient has an
+        explanation, never as an error.
+    Mechanism:
+        The derivative of a step function is zero almost everywhere, and Warp's adjoints say
+        so. Finite differences across the steps disagree with it without proving anything.
+    Evidence:
+        The kernel-source model (the call or cast and the value it applies to), the launch on a
+        backpropagated tape and the arguments carrying a gradient.
+    Example: wt408_quantize (no fixed twin: the zero gradient is right; the fix is a modeling
+        choice)
+    Fix:
+        A modeling choice, not a repair: a straight-through estimator (forward the rounded value,
+        backward the identity: a ``@wp.func`` with a ``@wp.func_grad`` that passes the adjoint
+        through), or a smooth surrogate (a sigmoid instead of a step, soft rounding).
+    Silent on:
+        Comparisons used as branch conditions or boolean flags (``if``, ``wp.where`` conditions,
+        ``inside = a < b``, a conditional expression); integer index arithmetic.
+    Look-alikes: ok_src_guards
+    Warp documentation:
+        "Differentiability", section "Custom Gradient Functions".
 """
 
 from __future__ import annotations

@@ -1,31 +1,45 @@
-"""WT405 replay-side-effect (error).
+"""An atomic's returned value used where the adjoint reads it, with no replay function (WT405).
 
-A kernel uses the old value a ``wp.atomic_*`` returns as an index, in a branch or as a
-factor of a differentiable value (``slot = wp.atomic_add(count, 0, 1)``; ``out[slot] =
-...``), and has no ``@wp.func_replay`` for it. The adjoint kernel re-runs the forward
-statements to rebuild the values it needs, but not an atomic of the kernel body (a side
-effect): Warp 1.19 leaves the variable unassigned there, so the adjoint reads an undefined
-value (measured: every thread read the adjoint of slot 0; a branch on it took the other
-side; ``float(k) * x[i]`` gave ``d/dx = 0`` or NaN). Inside a ``@wp.func`` the replay runs
-the atomic again and the counter keeps counting: WT308 proves that case from the trace (the
-adjoint writes forward memory), so WT405 reports a function's atomic only when the trace
-holds no adjoint launch of the kernel to prove it; a value the function returns is judged by
-how its callers use it.
-
-Fine (measured exact): the old value stored as data (``ids[i] = wp.atomic_add(count, 0,
-1)``, ``out[i] = wp.atomic_min(slot, i, v[i])``), added (``x[i] + float(k)``), cast or
-returned: the adjoints of those uses never read it. Atomics used only to accumulate
-(``wp.atomic_add(loss, 0, v)``), a function with a ``@wp.func_replay`` that returns the slot
-recorded in the forward pass. The old value itself carries no gradient (Warp drops it): where
-both the atomic's array and the array it is stored into carry one, an ``info`` says so.
-
-Severity: ``error`` on a backpropagated tape where the trace shows a gradient through the
-use (the array indexed, the other operand of the product; any branch); ``info`` otherwise
-on a tape; silent outside tapes.
-Fix: compute the slots in a separate, untaped launch and pass them in as an array, or
-move the atomic into a ``@wp.func`` with a ``@wp.func_replay`` that returns the stored slot.
-
-Warp documentation: "Differentiability" ("Custom Replay Functions").
+WT405 replay-side-effect
+    Summary: an atomic's returned value used as an index, in a branch or as a factor, with no `@wp.func_replay`
+    Severity: error on a backpropagated tape where the trace shows a gradient through the use (the
+    array indexed, the other operand of the product; any branch); info otherwise on a tape, and
+    where a float atomic's old value is stored into a differentiable array; silent outside tapes
+    Proves:
+        A kernel uses the old value a ``wp.atomic_*`` returns as an index (``slot =
+        wp.atomic_add(count, 0, 1)``; ``out[slot] = ...``), in a branch (``if
+        wp.atomic_cas(owner, c, -1, i) == -1:``) or as a factor of a differentiable value
+        (``float(k) * x[i]``), and has no ``@wp.func_replay`` for it: the backward does not see
+        the value the forward pass got.
+    Mechanism:
+        The adjoint kernel re-runs the forward statements to rebuild the values it needs, but not
+        an atomic of the kernel body (the builtins are ``skip_replay``): Warp 1.19 leaves the
+        variable holding its returned value unassigned there, so the adjoint reads an undefined
+        value (measured for add/sub/min/max/exch/cas: every thread read the adjoint of slot 0; a
+        branch on it took the other side; ``float(k) * x[i]`` gave ``d/dx = 0`` or NaN). The old
+        value has no adjoint either (``adj_atomic_*`` ignore it). Inside a ``@wp.func`` the
+        replay runs the atomic again and the counter keeps counting: WT308 proves that case from
+        the trace, so WT405 reports a function's atomic only when the trace holds no adjoint
+        launch of the kernel to prove it; a value the function returns is judged where its
+        callers use it.
+    Evidence:
+        The kernel-source model (how each atomic's returned value is used, through locals and
+        the functions that return it; ``@wp.func_replay`` functions), the launch on a tape,
+        whether that tape is backpropagated and which kernel arguments carry a gradient there.
+    Example: wt405_compact
+    Fix:
+        Compute the slots in a separate, untaped launch and pass them in as an array, or move the
+        atomic into a ``@wp.func`` with a ``@wp.func_replay`` that returns the stored slot.
+    Silent on:
+        The returned old value stored as data (``ids[i] = wp.atomic_add(count, 0, 1)``, ``out[i] =
+        wp.atomic_min(slot, i, v[i])``), added or cast: their adjoints never read it (measured
+        exact); atomics used only to accumulate (``wp.atomic_add(loss, 0, v)``); a function with a
+        ``@wp.func_replay`` that returns the slot recorded in the forward pass; counters outside
+        the tape.
+    Look-alikes: ok_src_replay, ok_flow_counter_untaped, ok_src_atomic_old_value,
+        ok_src_atomic_old_value_func, ok_src_atomic_old_value_method
+    Warp documentation:
+        "Differentiability", section "Custom Replay Functions".
 """
 
 from __future__ import annotations

@@ -1,20 +1,36 @@
-"""WT202 retain-grad-multiwrite (error).
+"""An array with retain_grad=True written twice on a tape (WT202).
 
-An array object with ``retain_grad=True`` is overwritten on a tape that is
-backpropagated while an earlier recorded launch or copy on the same tape wrote
-the same elements, or one kernel stores the same element twice (``y[i] = a`` then
-``y[i] = b``, read from the kernel source). The second write's adjoint does not
-consume ``y.grad``, so the overwritten first write also receives it: its inputs
-get gradient for a value that never reached the loss (an exact 2x on the
-elements written twice when both writes compute the same thing).
-Fix: write each value to its own array and keep ``retain_grad`` only on arrays
-written once (or compute the final value in a local and store it once).
+WT202 retain-grad-multiwrite
+    Summary: an array with `retain_grad=True` written twice on a tape: its gradient is counted twice
+    Severity: error
+    Proves:
+        An array object with ``retain_grad=True`` is overwritten on a tape that is
+        backpropagated while an earlier recorded launch or copy on the same tape wrote the same
+        elements, or one kernel stores the same element twice (``y[i] = a`` then ``y[i] = b``).
+        The overwritten first write also receives the gradient: its inputs get gradient for a
+        value that never reached the loss.
+    Mechanism:
+        ``retain_grad`` turns off the consumption of the output gradient by a store's adjoint
+        (Warp >= 1.13), so the adjoint of every write of the element reads the full
+        ``y.grad``, not only the last one. The typical signature is an exact 2x on the elements
+        written twice when both writes compute the same thing.
+    Evidence:
+        The ``retain_grad`` flag of the array (an array event), two write accesses to
+        overlapping elements on one backpropagated tape, or a kernel whose source model stores
+        the same element twice.
+    Example: wt202_two_launches
+    Fix:
+        Write each value to its own array and keep ``retain_grad`` only on arrays written once
+        (or compute the final value in a local and store it once).
+    Silent on:
+        One kernel launched twice into disjoint parts of a ``retain_grad`` buffer.
+    Look-alikes: ok_flow_retain_disjoint
+    Warp documentation:
+        "Differentiability", sections "Gradient accumulation" (``Tape.zero``, ``retain_grad``)
+        and "Debugging Gradients".
 
-Warp documentation: "Differentiability", section "Gradient accumulation"
-(``Tape.zero``, ``retain_grad``) and "Debugging Gradients".
-
-Findings are grouped by root cause (the user line to change) with a count: a bug in a
-training loop is one finding whose count is the number of iterations it hit.
+Findings are grouped by root cause (the user line to change) with a count: a bug in a training
+loop is one finding whose count is the number of iterations it hit.
 """
 
 from __future__ import annotations

@@ -1,26 +1,36 @@
-"""WT406 select-overflow (warning).
+"""A wp.where operand that can be non-finite on the unselected side (WT406).
 
-An operand of ``wp.where(c, a, b)`` (``wp.select`` before Warp 1.19) that can be non-finite on
-the side that is not selected: ``wp.exp(z)`` overflowing, ``wp.log``/``wp.sqrt``/
-``wp.pow`` at or below zero, a division by a possibly-zero denominator. Both operands are
-evaluated and both adjoints run; the unselected side's adjoint multiplies a zero by an
-infinite derivative and the NaN poisons the gradient while the forward value is clean
-(verified on Warp 1.19: ``wp.where(z > 50, z, wp.exp(z))`` at ``z = 100`` gives a NaN
-gradient; ``wp.where(z > 0, wp.log(z), 0)`` at ``z = 0`` too). Python's conditional
-expression ``a if c else b`` compiles to a branch in Warp 1.19 and is not reported.
-
-"Can be non-finite" is read from the source (:mod:`warptrace.kernel_source.guards`):
-``wp.exp(wp.min(z, c))``, ``wp.log(wp.max(z, eps))``, ``wp.sqrt(d2 + 1e-8)``, an inner
-``wp.where`` as the argument (the "double where" remedy), a constant argument, and
-operands that read nothing per-thread are not reported.
-
-Severity: ``warning`` when the operand depends on a kernel argument that carries a
-gradient on a backpropagated tape (a NaN needs the bad value at run time); silent
-otherwise.
-Fix: "double where": make the argument safe on the unselected side
-(``wp.where(z > 0, wp.log(wp.where(z > 0, z, 1.0)), 0.0)``), clamp it, or use ``if``/``else``.
-
-Warp documentation: "Differentiability" ("Debugging Gradients").
+WT406 select-overflow
+    Summary: a `wp.where` operand that can be non-finite on the unselected side: NaN gradient
+    Severity: warning when the operand depends on a kernel argument that carries a gradient on a
+    backpropagated tape (a NaN needs the bad value at run time); silent otherwise
+    Proves:
+        An operand of ``wp.where(c, a, b)`` (``wp.select`` before Warp 1.19) can be non-finite on
+        the side that is not selected: ``wp.exp(z)`` overflowing, ``wp.log``/``wp.sqrt``/
+        ``wp.pow`` at or below zero, a division by a possibly-zero denominator. The gradient
+        becomes NaN while the forward value is clean.
+    Mechanism:
+        Both operands are evaluated and both adjoints run; the unselected side's adjoint
+        multiplies a zero by an infinite derivative, and the NaN poisons the gradient (verified
+        on Warp 1.19: ``wp.where(z > 50, z, wp.exp(z))`` at ``z = 100`` gives a NaN gradient;
+        ``wp.where(z > 0, wp.log(z), 0)`` at ``z = 0`` too). Python's conditional expression
+        ``a if c else b`` compiles to a branch and has no such problem.
+    Evidence:
+        The kernel-source model: ``wp.where``/``wp.select`` operands and what guards their
+        arguments (``kernel_source.guards``), the launch on a backpropagated tape and the
+        arguments carrying a gradient.
+    Example: wt406_safe_log
+    Fix:
+        "Double where": make the argument safe on the unselected side
+        (``wp.where(z > 0, wp.log(wp.where(z > 0, z, 1.0)), 0.0)``), clamp it, or use
+        ``if``/``else``.
+    Silent on:
+        ``wp.exp(wp.min(z, c))``, ``wp.log(wp.max(z, eps))``, ``wp.sqrt(d2 + 1e-8)``, an inner
+        ``wp.where`` as the argument (the double where), constant arguments, operands that
+        read nothing per thread, selects over finite operands, conditional expressions.
+    Look-alikes: ok_src_guards
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients".
 """
 
 from __future__ import annotations

@@ -1,18 +1,35 @@
-"""WT301 severed-chain (error).
+"""An array without a gradient on the path from a parameter to the loss (WT301).
 
-A recorded launch reads an array that has a gradient and writes a floating-point
-array *without* ``.grad`` (``requires_grad=False``, the default of ``wp.zeros``,
-``wp.empty``, ``wp.array``; ``empty_like``/``zeros_like`` inherit it), and a later
-recorded launch reads that array on the way to the loss. Its adjoint has nowhere
-to write: every parameter upstream gets no gradient through it (exactly zero when
-that is the only path). Reported at the array's allocation, naming the parameters
-that lose their gradient. Constants (targets, masks, index arrays, anything no
-parameter influences) are not reported.
-Fix: allocate the array with ``requires_grad=True``.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT301 severed-chain
+    Summary: an array without `requires_grad` on the taped path from a parameter to the loss
+    Severity: error
+    Proves:
+        A recorded launch reads an array that has a gradient and writes a floating-point array
+        *without* ``.grad``, and a later recorded launch reads that array on the way to the
+        loss. Every parameter upstream gets no gradient through it (exactly zero when that is
+        the only path). Reported at the array's allocation, naming the parameters that lose
+        their gradient.
+    Mechanism:
+        An array allocated with ``requires_grad=False`` (the default of ``wp.zeros``,
+        ``wp.empty``, ``wp.array``; ``empty_like``/``zeros_like``/``clone`` inherit the flag
+        from their source) gets a NULL adjoint: the adjoint of the launch that reads it has
+        nowhere to write, and the gradient silently stops there while everything downstream
+        trains.
+    Evidence:
+        The arrays table (``requires_grad`` as the run left it, with ``set_requires_grad``
+        events), the producing and consuming launches' access rows on a backpropagated tape,
+        and the dataflow from the parameters through the array to the array the backward is
+        seeded on.
+    Example: wt301_zeros
+    Fix:
+        Allocate the array with ``requires_grad=True`` (``wp.zeros(..., requires_grad=True)``,
+        ``wp.empty_like(x, requires_grad=True)``).
+    Silent on:
+        Arrays that are genuinely constant: targets, masks, index arrays, anything no parameter
+        influences.
+    Look-alikes: ok_flow_constant_inputs
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients".
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

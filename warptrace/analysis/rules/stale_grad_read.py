@@ -1,16 +1,30 @@
-"""WT306 stale-grad-read (error, or warning).
+"""A gradient read when the buffer does not hold the current gradient (WT306).
 
-The values of a ``.grad`` buffer are read (``numpy()``, ``list()``, a copy) when the
-buffer does not hold the current gradient: after it was zeroed, or before any
-backward since the parameters last changed; the parameters are then updated
-without a fresh read. The optimizer consumes zeros or the previous iterate's
-gradient (a one-step delay). Warning when the update does not visibly use the read.
-Fix: read the gradient after this iteration's ``tape.backward()`` and zero it only
-after the update.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT306 stale-grad-read
+    Summary: a `.grad` read before the backward that fills it, or after zeroing
+    Severity: error (warning when the update does not visibly use the read)
+    Proves:
+        The values of a ``.grad`` buffer are read (``numpy()``, ``list()``, a copy) when the
+        buffer does not hold the current gradient: after it was zeroed, or before any backward
+        since the parameters last changed; the parameters are then updated without a fresh
+        read. The optimizer consumes zeros or the previous iterate's gradient (a one-step
+        delay, which destabilizes plain gradient descent).
+    Mechanism:
+        ``.grad`` is plain memory: reading it returns whatever the last backward (or zeroing)
+        left there, with no check that it belongs to the current parameters.
+    Evidence:
+        A value read or copy of a gradient allocation, then the ``backward`` (or memset) that
+        fills (or clears) it, then the parameter update, in event order.
+    Example: wt306_delayed
+    Fix:
+        Read the gradient after this iteration's ``tape.backward()`` and zero it only after the
+        update.
+    Silent on:
+        A gradient projected or clipped in place before it is read and used; an optimizer that
+        reads the gradient after the backward.
+    Look-alikes: ok_flow_grad_projection, ok_mem_optimizer
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients"; ``Tape.backward``.
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

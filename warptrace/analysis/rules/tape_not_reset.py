@@ -1,31 +1,42 @@
-"""WT204 tape-not-reset (error).
+"""One tape backpropagated again after more launches were recorded on it (WT204).
 
-A tape is backpropagated, more launches are recorded on it, and it is backpropagated
-again with no ``tape.reset()`` in between (one ``wp.Tape()`` kept across the
-iterations of a training loop). Warp's backward replays every launch recorded since
-the tape's last reset, so the second backward runs the adjoints of the first
-recording again. Reported when a launch recorded after the first backward
-accumulates (``+=``, ``wp.atomic_add``) into memory with a gradient that a launch of
-the earlier recording, reading an array with a gradient, also accumulated into (the loss
-each iteration adds into):
-the second backward's seed reaches both, and the earlier recording's inputs get
-gradient a second time (iteration k of such a loop gets k times its gradient when
-nothing else changes, and a mix of old and new parameters once they do).
-Not reported: several backward calls over one recording with nothing recorded
-between them (Jacobian rows, ``grads=`` seeds one at a time); a second stage recorded
-after a first backward that writes other memory (the second backward replays the
-first stage on purpose, to carry the second loss's gradient through it); a tape reset
-or made anew each iteration; stores (a later store's adjoint consumes the gradient the
-earlier one would replay).
-Fix: call ``tape.reset()`` after each backward (and ``tape.zero()``), or make a new
-``wp.Tape()`` for each iteration.
+WT204 tape-not-reset
+    Summary: a tape backpropagated again after more launches were recorded on it, with no `tape.reset()`
+    Severity: error
+    Proves:
+        A tape is backpropagated, more launches are recorded on it, and it is backpropagated
+        again with no ``tape.reset()`` in between (one ``wp.Tape()`` kept across the iterations
+        of a training loop), and a launch recorded after the first backward accumulates into
+        memory that a launch of the earlier recording, reading an array with a gradient, also
+        accumulated into (the loss each iteration adds into). The earlier recording's inputs
+        get gradient a second time.
+    Mechanism:
+        Warp's backward replays every launch recorded since the tape's last reset, so the second
+        backward runs the adjoints of the first recording again: the seed reaches both
+        recordings through the shared accumulator. Iteration *k* of such a loop gets *k* times
+        its gradient when nothing else changes, and a mix of old and new parameters once they
+        do.
+    Evidence:
+        The tape's events in order: a ``backward`` event, launches recorded after it on the
+        same tape with no ``reset`` event, a second ``backward``; the accumulating writes
+        (``+=``, ``wp.atomic_add``) of both recordings into the same memory.
+    Example: wt204_tape_kept
+    Fix:
+        Call ``tape.reset()`` after each backward (and ``tape.zero()``), or make a new
+        ``wp.Tape()`` for each iteration.
+    Silent on:
+        Several backward calls over one recording with nothing recorded between them (Jacobian
+        rows, ``grads=`` seeds one at a time); a second stage recorded after a first backward
+        that writes other memory (the second backward replays the first stage on purpose); a
+        tape reset or made anew each iteration; stores (a later store's adjoint consumes the
+        gradient the earlier one would replay).
+    Look-alikes: ok_acc_jacobian_rows, ok_acc_two_stage
+    Warp documentation:
+        "Differentiability", section "Gradient accumulation" (``Tape.zero``, ``Tape.reset``).
 
-Warp documentation: "Differentiability", section "Gradient accumulation"
-(``Tape.zero``, ``Tape.reset``).
-
-Findings are grouped by root cause (the backward call to follow with a reset) with a
-count: a loop that keeps one tape is one finding whose count is the number of
-backward calls that replayed an earlier recording.
+Findings are grouped by root cause (the backward call to follow with a reset) with a count: a
+loop that keeps one tape is one finding whose count is the number of backward calls that
+replayed an earlier recording.
 """
 
 from __future__ import annotations

@@ -1,18 +1,38 @@
-"""WT302 truncated-horizon (error).
+"""State carried between tapes that are backpropagated separately (WT302).
 
-State written on one tape by launches that depend on parameters is read on a later
-tape; each tape is backpropagated on its own (the earlier one first) and the
-parameters' ``.grad`` is not zeroed between the two backward calls, so the
-gradients are summed. The later tape treats the carried state as a constant: every
-path by which the parameters act on later windows through that state is dropped.
-Deliberate truncated backpropagation through time does exactly this; the finding
-says what is dropped.
-Fix: one tape over the whole horizon, ``steps + 1`` distinct state buffers and
-per-step intermediates, one backward (checkpoint if memory is the issue).
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT302 truncated-horizon
+    Summary: state carried between tapes that are backpropagated separately, their gradients summed
+    Severity: error
+    Proves:
+        State written on one tape by launches that depend on parameters is read on a later
+        tape; each tape is backpropagated on its own (the earlier one first) and the parameter
+        gradients of both are summed (in ``.grad``, by a kernel, by ``wp.copy`` or on the host).
+        The later tape treats the carried state as a constant: every path by which the
+        parameters act on later windows through that state is dropped.
+    Mechanism:
+        A tape per frame or window with ``backward()`` inside the loop: each backward stops at
+        the state its tape received. Per-window finite differences agree with the gradient,
+        full-horizon ones do not; training stalls or gets worse. The state may travel through
+        the same buffers, a rebinding, ``wp.copy`` or a numpy round trip (linked by content
+        digest). Deliberate truncated backpropagation through time does exactly this; the
+        finding says what is dropped.
+    Evidence:
+        Writes on tape A and reads on tape B of the same memory (or of a host copy with the
+        same digest), backward events of A and B, the dataflow from parameters into the
+        carried state, and the accumulation of both backwards' parameter gradients with no
+        zeroing between them.
+    Example: wt302_frames
+    Fix:
+        One tape over the whole horizon, ``steps + 1`` distinct state buffers and per-step
+        intermediates, one backward (checkpoint segments if memory is the issue, handing the
+        adjoints over: WT303).
+    Silent on:
+        Per-window backward with no carried state (each window starts from fresh inputs); a
+        time loop on one tape.
+    Look-alikes: ok_flow_fresh_window, ok_flow_time_loop
+    Warp documentation:
+        "Differentiability", sections "Debugging Gradients" and "Limitations and Workarounds";
+        ``Tape.backward``.
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

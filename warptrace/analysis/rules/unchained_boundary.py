@@ -1,16 +1,34 @@
-"""WT303 unchained-boundary (error).
+"""Hand-written checkpointing that seeds only part of the carried state (WT303).
 
-Hand-written gradient checkpointing: a segment is replayed on a new tape and
-backpropagated after the later segment, and its backward is seeded with the later
-segment's adjoints for some of the state it hands over (a copy/assign/fill into
-``.grad``, or ``grads=``) but not for this one. The gradient through the unseeded
-state is dropped at every boundary. Replays are matched to the original forward by
-kernel and arguments, so state recomputed into fresh arrays is recognised.
-Fix: seed every carried state array's ``.grad`` before the segment's backward.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients", "Limitations
-and Workarounds", "Custom Gradient Functions"/"Custom Replay Functions") and
-``Tape.backward``.
+WT303 unchained-boundary
+    Summary: hand-written checkpointing that seeds only part of the carried state
+    Severity: error
+    Proves:
+        Hand-written gradient checkpointing: a segment is replayed on a new tape and
+        backpropagated after the later segment, and its backward is seeded with the later
+        segment's adjoints for some of the state it hands over (a copy/assign/fill into
+        ``.grad``, or ``grads=``) but not for another carried array. The gradient through the
+        unseeded state is dropped at every boundary.
+    Mechanism:
+        Each segment's tape knows nothing of the next one: the only link is the adjoint the
+        program copies into the boundary arrays' ``.grad`` before the segment's backward. A
+        carried array (a velocity next to a position) whose adjoint is not handed over starts
+        the earlier segment's backward from zero.
+    Evidence:
+        For each boundary: the arrays the later segment read from the earlier one, and the
+        writes into their ``.grad`` before the earlier segment's backward. Replays are matched
+        to the original forward by kernel and arguments, so state recomputed into fresh arrays
+        is recognised; checkpoints and adjoints that travel through numpy are linked by their
+        content digest.
+    Example: wt303_checkpoint
+    Fix:
+        Seed every carried state array's ``.grad`` before the segment's backward.
+    Silent on:
+        Checkpointing that hands every carried adjoint over through plain buffers.
+    Look-alikes: ok_flow_checkpoint_saved_adjoint
+    Warp documentation:
+        "Differentiability", sections "Debugging Gradients" and "Limitations and Workarounds";
+        ``Tape.backward``.
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

@@ -1,26 +1,36 @@
-"""WT504 unconverged-iteration (warning; ``--check-numerics`` traces only).
+"""An iterative solve on the tape stopped before it converged (WT504).
 
-An iterative solve on the tape, recognised by its signature: the same kernel launched in
-a chain, each launch reading under one argument the array the previous launch wrote
-under another (its iterate), everything else it reads unchanged over the chain, and the
-successive changes of the iterate shrinking geometrically (a contraction to a fixed
-point). When the last change is still far from zero relative to the iterate, the loop
-stopped early: the gradient backpropagated through it is that of the truncated solver,
-not of the solution. Reported at the launch line with the iteration count, the
-contraction rate and about how many more iterations a relative change of 1e-6 needs.
-
-A time-stepping rollout is not a solve: its state does not contract to a fixed point
-under fixed inputs (the changes stay level or grow), or its other inputs (forces,
-contacts) are recomputed between steps; both stay silent. Nor is a deliberately fixed
-number of steps whose intermediate states the objective itself uses (a loss over the
-trajectory: what at least half of the steps before the last wrote is read, outside the
-chain, by events the backpropagated loss of the chain's tape depends on): the steps are
-the program, not an approximation of their fixed point. A solve whose buffers are reused
-by a later solve, or used in turn, still counts as a solve.
-Fix: iterate to convergence (more iterations or a residual test), or differentiate the
-converged solution implicitly (adjoint solve) instead of through the iterations.
-
-Requires a trace recorded with ``--check-numerics``; silent otherwise.
+WT504 unconverged-iteration
+    Summary: an iterative solve on the tape stopped while its iterate still changes
+    Severity: warning (traces recorded with ``--check-numerics`` only)
+    Proves:
+        An iterative solve on the tape stopped while its last change is still large relative to
+        the iterate: the gradient backpropagated through it is that of the truncated solver, not
+        of the solution the program means. Reported at the launch line with the iteration
+        count, the contraction rate and about how many more iterations a relative change of
+        1e-6 needs.
+    Mechanism:
+        Autodiff and finite differences agree on the truncated program, so ``gradcheck`` says
+        "agree"; yet the gradient is not that of the converged solution, and an optimizer
+        chasing it can miss the target.
+    Evidence:
+        The solve's signature in the trace: the same kernel launched in a chain, each launch
+        reading under one argument the array the previous one wrote under another (its
+        iterate), everything else it reads unchanged over the chain; and in the ``numerics``
+        table the successive changes of the iterate shrinking geometrically (a contraction to a
+        fixed point).
+    Example: wt504_jacobi
+    Fix:
+        Iterate to convergence (more iterations or a residual test), or differentiate the
+        converged solution implicitly (an adjoint solve) instead of through the iterations.
+    Silent on:
+        A time-stepping rollout (its state does not contract to a fixed point, or its other
+        inputs are recomputed between steps); a deliberately fixed number of steps whose
+        intermediate states the objective itself uses (a loss over the trajectory). Without
+        ``--check-numerics`` the rule is silent.
+    Look-alikes: ok_num_rollout, ok_num_diffusion_trajectory
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients".
 """
 
 from __future__ import annotations

@@ -1,35 +1,41 @@
-"""WT309 untaped-producer (error, or warning).
+"""A launch or copy outside the tape that cuts the path to the loss (WT309).
 
-A launch that is not recorded on any tape computes an array from arrays that have a
-gradient, and a recorded launch reads that array on the way to the loss: the backward
-replays only what the tape recorded, so it stops at that array, and the parameters the
-untaped launch read get no gradient through it (exactly zero when that is their only
-path). The classic shape is a first kernel left above ``with tape:`` (an initial state
-computed from the parameters, a preprocessing step that uses them). Error when the launch
-ran outside every tape's scope; warning when it ran inside one with
-``record_tape=False`` (a deliberate stop-gradient is possible there).
-Reported only where the program uses a gradient the cut makes incomplete: the gradient of
-one of the launch's inputs, or of a parameter upstream of them, is read after the backward
-(an optimizer step, ``numpy()``, a copy). A quantity computed once from the parameters
-outside the tape on purpose (a model's inverse masses at build time, collision contacts,
-precomputed normals) whose parameters' gradients nobody reads is left alone.
-Not reported either: an update step (a launch that reads a gradient, or an array written
-from one, like ``v.assign(v.grad)`` before an advection, or that updates its own input in
-place: an optimizer writes the parameters the next forward reads, leaves of the next tape), launches that
-read no array with a gradient, arrays a ``tape.record_func`` declares (its function
-supplies the adjoint, as in the implicit-function idiom), launches whose outputs' gradients
-are read after the backward (hand-written checkpointing carries the adjoint across that
-boundary itself; WT303 judges whether it carries all of it), integer arrays, and arrays a
-recorded launch rewrote before the read.
-The same cut by a copy: an array written back from the bytes of a value read
-(``wp.array(y.numpy())``, ``z.assign(y.numpy())``, linked by the content digest) where ``y``
-has a gradient, or filled by a copy the tape did not record from memory a recorded launch
-wrote (Warp records a copy only when both arrays have gradients; on the CPU ``numpy()``
-returns a view of ``y``, and the copy reads ``y``'s memory through it).
-Fix: launch the kernel inside ``with tape:`` (or record it: drop ``record_tape=False``);
-compute on the tape with a kernel instead of a round trip through numpy.
-
-Warp documentation: "Differentiability" (sections "Debugging Gradients") and ``Tape``.
+WT309 untaped-producer
+    Summary: an untaped launch or copy computes from the parameters an input of the taped path
+    Severity: error (warning for a launch inside a tape's scope with ``record_tape=False``)
+    Proves:
+        A launch not recorded on any tape computes an array from arrays that have a gradient,
+        and a recorded launch reads that array on the way to the loss; the program then reads a
+        gradient the cut leaves incomplete (of one of the launch's inputs, or of a parameter
+        upstream: an optimizer step, ``numpy()``, a copy). The classic shape is a first kernel
+        left above ``with tape:``. The same cut by a copy the tape did not record: an array
+        written back from the bytes of a value read (``wp.array(y.numpy())``), or filled from
+        memory a recorded launch wrote through a source without a gradient.
+    Mechanism:
+        The backward replays only what the tape recorded, so it stops at that array and the
+        parameters the untaped launch read get no gradient through it (exactly zero when that
+        is their only path). Warp records a copy only when both arrays have gradients; on the
+        CPU ``numpy()`` returns a view of ``y``, and a copy from it reads ``y``'s memory.
+    Evidence:
+        The untaped launch event (tape none, or ``record_tape=False``), its read and write
+        accesses, the recorded launch that reads its output on the backward slice of the loss,
+        the host transfers linked by content digest, and the later value reads of the affected
+        gradients.
+    Example: wt309_untaped_init
+    Fix:
+        Launch the kernel inside ``with tape:`` (or record it: drop ``record_tape=False``);
+        compute on the tape with a kernel (or ``wp.clone``) instead of a round trip through
+        numpy.
+    Silent on:
+        A quantity computed once from the parameters outside the tape on purpose (inverse
+        masses at build time, collision contacts, precomputed normals) whose parameters'
+        gradients nobody reads; update steps (a launch that reads a gradient, an optimizer);
+        launches that read no array with a gradient; arrays a ``tape.record_func`` declares;
+        hand-written checkpointing (WT303 judges it); integer arrays; arrays a recorded launch
+        rewrote before the read. State copied from another tape's recording is WT302's.
+    Look-alikes: ok_flow_untaped_constant, ok_mem_optimizer
+    Warp documentation:
+        "Differentiability", section "Debugging Gradients"; ``Tape``.
 
 Findings are grouped by root cause (the launch to move) with a count.
 """

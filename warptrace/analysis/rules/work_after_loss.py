@@ -1,16 +1,35 @@
-"""WT105 work-after-loss (warning).
+"""Launches recorded after the loss is final (WT105).
 
-Launches recorded on T after the last recorded launch writing the loss, before
-T's backward: post-loss housekeeping (state reset, metrics, logging) indented
-inside ``with tape:``. Their adjoints run for nothing; when such a launch also
-overwrites memory an earlier launch on the tape read, the finding is an error and
-names that buffer (it is not reported a second time as WT101). Moving them outside
-the ``with`` block but still before ``tape.backward()`` turns their overwrites into
-WT103.
-Fix: move the work after ``tape.backward()``.
-
-Warp documentation: "Differentiability", sections "Array Overwrites" and "Array
-Overwrite Tracking".
+WT105 work-after-loss
+    Summary: launches recorded after the loss is final that do not feed it
+    Severity: warning (error when such a launch also overwrites memory an earlier launch on the
+    tape read)
+    Proves:
+        Launches recorded on tape T after the last recorded launch that writes the loss, before
+        T's backward, that do not feed the loss (nor the objective of another backward of the
+        same recording): post-loss housekeeping (a state reset, metrics, logging kernels, an
+        optimizer step) indented inside ``with tape:``.
+    Mechanism:
+        Everything recorded on the tape is replayed by ``tape.backward()``: the adjoints of
+        post-loss launches run for nothing, and when such a launch overwrites memory that an
+        earlier launch read, the earlier launch's adjoint sees the new values (then it is an
+        error naming that buffer, not reported a second time as WT101). Moving the work
+        outside the ``with`` block but still before ``tape.backward()`` turns its overwrites
+        into WT103.
+    Evidence:
+        The recorded launches of T in order, the launch that last writes the array the backward
+        is seeded on, and the dataflow from each later launch: none of its outputs reaches the
+        loss or another backward's objective.
+    Example: wt105_reset
+    Fix:
+        Move the work after ``tape.backward()``.
+    Silent on:
+        A tape that records several objectives (heads) and backpropagates each in turn: a launch
+        that feeds the objective of another backward of the same recording is not post-loss
+        work.
+    Look-alikes: ok_flow_multi_head
+    Warp documentation:
+        "Differentiability", sections "Array Overwrites" and "Array Overwrite Tracking".
 
 Findings are grouped by root cause (the user line to change) with a count.
 """

@@ -125,6 +125,8 @@
       f.hazard ? hazardPicture(f) : null,
       f.fix ? el("p", { class: "fix" }, [el("b", { text: "fix: " }), f.fix]) : null,
       f.doc ? el("p", { class: "doc", text: "Warp documentation: " + f.doc }) : null,
+      f.help_url ? el("p", { class: "doc" }, [el("a", { href: f.help_url, target: "_blank", rel: "noopener", text: f.code + " explained" }),
+        " (or python -m warptrace explain " + f.code + ")"]) : null,
     ]);
   }
   function sourceWindow(w, primary) {
@@ -223,6 +225,71 @@
     return el("div", { class: "hazard" }, [root, el("div", { class: "caption", text: caption })]);
   }
 
+  // ---------------------------------------------------------------- gradient health
+  // Per backward call site: log10 of the loss and of the gradient and parameter norms per step;
+  // a divergence (WT505) is marked where its growth began and at the first non-finite value.
+  function renderHealth() {
+    const section = document.getElementById("health");
+    if (!data.health || !data.health.length) { section.hidden = true; return; }
+    section.appendChild(el("h2", { text: "Gradient health" }));
+    for (const h of data.health) section.appendChild(healthChart(h));
+    section.appendChild(el("div", { class: "legend", text:
+      "log10 scale; purple: loss, blue: gradient norm, dashed green: parameter norm (over the leaves); " +
+      "orange dashed line: where a divergence's growth began; red line: the first non-finite value." }));
+  }
+  function healthChart(h) {
+    const W = 760, H = 190, LEFT = 56, RIGHT = 16, TOP = 22, BOTTOM = 26;
+    const values = [].concat(h.loss, h.grad, h.param).filter((v) => v !== null && v > 0);
+    const logs = values.map((v) => Math.log10(v));
+    let lo = logs.length ? Math.floor(Math.min.apply(null, logs)) : 0;
+    let hi = logs.length ? Math.ceil(Math.max.apply(null, logs)) : 1;
+    if (hi <= lo) hi = lo + 1;
+    const last = Math.max(1, h.steps - 1);
+    const px = (step) => LEFT + (W - LEFT - RIGHT) * step / last;
+    const py = (v) => TOP + (H - TOP - BOTTOM) * (1 - (Math.log10(v) - lo) / (hi - lo));
+    const root = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, class: "health-svg", role: "img",
+      "aria-label": "gradient health at " + h.backward });
+    root.appendChild(svg("line", { x1: LEFT, y1: H - BOTTOM, x2: W - RIGHT, y2: H - BOTTOM, class: "hl-axis" }));
+    root.appendChild(svg("line", { x1: LEFT, y1: TOP, x2: LEFT, y2: H - BOTTOM, class: "hl-axis" }));
+    const every = Math.max(1, Math.ceil((hi - lo) / 6));
+    for (let e = lo; e <= hi; e += every) {
+      root.appendChild(svg("text", { x: LEFT - 6, y: py(Math.pow(10, e)) + 4, "text-anchor": "end", class: "hl-tick", text: "1e" + e }));
+    }
+    root.appendChild(svg("text", { x: W - RIGHT, y: H - 6, "text-anchor": "end", class: "hl-tick", text: "step " + last }));
+    root.appendChild(svg("text", { x: LEFT, y: H - 6, class: "hl-tick", text: "step 0" }));
+    root.appendChild(svg("text", { x: LEFT, y: 14, class: "hl-label", text: "backward at " + h.backward + " (" + plural(h.steps, "step", "steps") + ")" }));
+    const line = (series, cls, name) => {
+      let d = "";
+      let pen = false;
+      series.forEach((v, i) => {
+        if (v === null || v <= 0) { pen = false; return; }
+        d += (pen ? " L" : " M") + px(h.x[i]).toFixed(1) + "," + py(v).toFixed(1);
+        pen = true;
+      });
+      if (d) root.appendChild(svg("path", { d: d, class: cls }, [tip(name)]));
+    };
+    line(h.param, "hl-param", "parameter norm");
+    line(h.grad, "hl-grad", "gradient norm");
+    line(h.loss, "hl-loss", "loss");
+    const dv = h.divergence;
+    if (dv) {
+      const gx = px(dv.start_step), bx = px(dv.nonfinite_step);
+      root.appendChild(svg("line", { x1: gx, y1: TOP, x2: gx, y2: H - BOTTOM, class: "hl-growth", "data-role": "growth" },
+        [tip("the " + dv.quantity + " grows from step " + dv.start_step + " (divergence, WT505)")]));
+      root.appendChild(svg("text", { x: gx + 4, y: TOP + 10, class: "hl-growth-text", text: "growth begins (step " + dv.start_step + ")" }));
+      root.appendChild(svg("line", { x1: bx, y1: TOP, x2: bx, y2: H - BOTTOM, class: "hl-bad", "data-role": "nonfinite" },
+        [tip("first non-finite value at step " + dv.nonfinite_step)]));
+      root.appendChild(svg("text", { x: bx - 4, y: TOP + 24, "text-anchor": "end", class: "hl-bad-text", text: "first NaN/inf (step " + dv.nonfinite_step + ")" }));
+    }
+    const caption = dv
+      ? "Diverged: the " + dv.quantity + " grew from " + dv.from.toPrecision(3) + " at step " + dv.start_step + " to " +
+        dv.to.toPrecision(3) + " at step " + dv.last_finite_step + "; first non-finite value at step " + dv.nonfinite_step +
+        (dv.curvature ? "; step size " + dv.curvature.step_size.toPrecision(3) + " above 2/L = " + dv.curvature.limit.toPrecision(3) +
+          " from step " + dv.curvature.from_step : "") + " (see WT505)."
+      : "";
+    return el("div", { class: "hazard health" }, [root, caption ? el("div", { class: "caption", text: caption }) : null]);
+  }
+
   // ---------------------------------------------------------------- timeline
   function renderTimeline() {
     const section = document.getElementById("timeline");
@@ -286,6 +353,7 @@
   renderSummary();
   renderFilters();
   renderFindings();
+  renderHealth();
   renderTimeline();
   renderArrays();
   applyFilters();
