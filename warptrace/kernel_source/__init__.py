@@ -22,6 +22,8 @@ kernel source of an older trace). Neither side parses source: they ask the model
   facts' ``stale_reads``, WT403).
 - :mod:`.elements` - which elements one thread reads and then overwrites, and whether an
   adjoint needs what it read (:meth:`KernelSource.overwrite`, WT102).
+- :mod:`.result_uses` - how a function uses the value an atomic (or a user function) returns:
+  as an index, in a branch, as a factor, or as data.
 """
 
 from __future__ import annotations

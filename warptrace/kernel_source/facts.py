@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-from warptrace.kernel_source import guards, local_flow, replay
+from warptrace.kernel_source import guards, local_flow, replay, result_uses
 from warptrace.kernel_source.replay import StaleRead
 from warptrace.kernel_source.syntax import call_name, names_in, parse_function, root_name, text_of, walk
 
@@ -202,13 +202,18 @@ class AdjointAssign:
 @dataclass(frozen=True)
 class AtomicCall:
     """``wp.atomic_*`` call; ``result_used`` when the kernel uses the returned old value
-    (a counter handing out slots) rather than only accumulating."""
+    (a counter handing out slots) rather than only accumulating; ``uses``: how (``(kind,
+    partner names)``, strongest first: index, branch, factor, value, see
+    :mod:`warptrace.kernel_source.result_uses`); ``returned``: a ``return`` hands it to the
+    callers. Models stored by older versions have no ``uses`` (unknown)."""
 
     line: int
     name: str
     array: str  # first argument text
     result_used: bool
     loop: int
+    uses: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    returned: bool = False
 
 
 @dataclass(frozen=True)
@@ -272,6 +277,7 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
     if function.role != KERNEL:  # a function's parameters vary per call, a kernel's scalars do not
         collector.per_thread |= collector.params
     collector.block(tree.body, -1)
+    _add_result_uses(collector, tree)
     first = collector.absolute(tree) - (tree.lineno - 1)
     n_lines = len(function.source.splitlines())
     history = local_flow.component_history(tree)
@@ -314,6 +320,18 @@ def function_facts(function: FunctionSource) -> FunctionFacts:
             collector.array_params | collector.array_locals,
         ),
     )
+
+
+def _add_result_uses(collector: _Collector, tree: ast.FunctionDef) -> None:
+    """Fill in how the function uses what its atomics return."""
+    if not any(a.result_used for a in collector.atomics):
+        return
+    memory = collector.params | collector.array_locals
+    found = result_uses.result_uses(tree, collector.atomic_nodes, memory)
+    collector.atomics = [
+        replace(atomic, uses=found[id(node)].uses, returned=found[id(node)].returned)
+        for atomic, node in zip(collector.atomics, collector.atomic_nodes)
+    ]
 
 
 def _is_array_annotation(node: ast.expr | None) -> bool:
@@ -404,6 +422,7 @@ class _Collector:
         self.comparisons: list[Comparison] = []
         self.adjoint_assigns: list[AdjointAssign] = []
         self.atomics: list[AtomicCall] = []
+        self.atomic_nodes: list[ast.Call] = []  # the node of each atomic, for result_uses
 
     def absolute(self, node: ast.AST) -> int:
         lineno = getattr(node, "lineno", self.def_lineno)
@@ -607,6 +626,7 @@ class _Collector:
         )
         if name.startswith("atomic_") and node.args:
             self.atomics.append(AtomicCall(line, name, text_of(node.args[0]), used, loop))
+            self.atomic_nodes.append(node)
         if name in ("where", "select") and len(node.args) == 3:
             self.selects.append(self.select(node, name, node.args[0], (node.args[1], node.args[2])))
 

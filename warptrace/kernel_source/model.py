@@ -11,6 +11,7 @@ source themselves.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
@@ -20,7 +21,8 @@ from typing import Any
 from warptrace.kernel_source import elements, linearity, local_flow, replay, stores
 from warptrace.kernel_source import facts as F
 from warptrace.kernel_source.facts import FunctionFacts, FunctionSource, function_facts
-from warptrace.kernel_source.syntax import parse_function
+from warptrace.kernel_source.result_uses import BRANCH, FACTOR, INDEX, ResultUse, result_uses
+from warptrace.kernel_source.syntax import call_name, parse_function, text_of, walk
 
 __all__ = ["MODEL_VERSION", "KernelSource", "build", "inputs_json"]
 
@@ -35,6 +37,8 @@ __all__ = ["MODEL_VERSION", "KernelSource", "build", "inputs_json"]
 #      parameters include ``wp.array2d[float]``-style annotations. A version-2 model is
 #      upgraded from the stored source of each function (``_upgrade_v2``).
 #      A version-1 model is rebuilt from the stored kernel source.
+#      Atomics know how the returned value is used (``AtomicCall.uses``/``returned``); a
+#      stored model without them gets them from the stored source (``_with_atomic_uses``).
 #   4  ``stale_reads``: statements after a dynamic loop whose adjoint needs a local the loop
 #      changed (the replay skips the loop). Versions 2 and 3 are upgraded from the stored
 #      source and loops of each function (``_upgrade_stale``).
@@ -447,6 +451,52 @@ class KernelSource:
         """Whether a ``@wp.func_replay`` belongs to ``function``."""
         return any(f.role == F.FUNC_REPLAY and f.of == function.name for f in self.functions)
 
+    def replayed_results_steer(self, target: str, custom_replay: tuple[str, ...]) -> bool:
+        """Whether the kernel uses the value of a user-function call it passes ``target`` to
+        (see :meth:`passes_to_function`) in a way its adjoint reads: as an index, in a branch or
+        as a factor (:mod:`~warptrace.kernel_source.result_uses`). The adjoint replays the
+        call, which hands out another value where the function has a side effect; stored,
+        added or cast, that value is never read. Unparseable source: True."""
+        tree = parse_function(self.kernel.source) if self.kernel.source else None
+        if tree is None:
+            return True
+        replayed = {name.rsplit(".", 1)[-1] for name in custom_replay}
+        nodes = [
+            node
+            for node in walk(tree)
+            if isinstance(node, ast.Call)
+            and not text_of(node.func).startswith(("wp.", "warp."))
+            and text_of(node.func) not in stores._NOT_USER_CALLS
+            and text_of(node.func).rsplit(".", 1)[-1] not in replayed
+            and any(text_of(a) == target for a in (*node.args, *(k.value for k in node.keywords)))
+        ]
+        memory = set(self.kernel.params) | local_flow.array_locals(tree)
+        return any(use.kind in (INDEX, BRANCH, FACTOR) for use in result_uses(tree, nodes, memory).values())
+
+    def returned_value_uses(self, function: FunctionFacts) -> list[tuple[FunctionFacts, ResultUse]]:
+        """How the callers of ``function`` use the value it returns: per call site, the
+        calling function and the :class:`~warptrace.kernel_source.result_uses.ResultUse` of
+        the call's value there."""
+        found: list[tuple[FunctionFacts, ResultUse]] = []
+        for caller in self.all_functions:
+            if caller.role == F.FUNC_GRAD or not caller.parsed:
+                continue
+            lines = {call.line for call in caller.calls if _calls_function(call, function)}
+            tree = parse_function(caller.source) if lines else None
+            if tree is None:
+                continue
+            first = caller.lines[0]
+            nodes = [
+                node
+                for node in walk(tree)
+                if isinstance(node, ast.Call)
+                and first + node.lineno - 1 in lines
+                and _names_function(text_of(node.func), call_name(node.func), function)
+            ]
+            uses = result_uses(tree, nodes, set(caller.params) | local_flow.array_locals(tree))
+            found += [(caller, uses[id(node)]) for node in nodes]
+        return found
+
     def line_text_of(self, function: FunctionFacts, line: int) -> str:
         first, last = function.lines
         if function.source and first <= line <= last:
@@ -481,7 +531,32 @@ def _function(data: dict[str, Any]) -> FunctionFacts:
         else:
             value = _tuples(value)
         values[spec.name] = value
-    return FunctionFacts(**values)
+    return _with_atomic_uses(FunctionFacts(**values))
+
+
+def _with_atomic_uses(function: FunctionFacts) -> FunctionFacts:
+    """A stored model's function whose atomics predate ``AtomicCall.uses``: the uses of their
+    results, from the stored source (matched by line, name and array)."""
+    if not function.parsed or not any(
+        a.result_used and not a.uses and not a.returned for a in function.atomics
+    ):
+        return function
+    tree = parse_function(function.source)
+    if tree is None:
+        return function
+    first = function.lines[0]
+    nodes = {
+        (first + node.lineno - 1, call_name(node.func), text_of(node.args[0])): node
+        for node in walk(tree)
+        if isinstance(node, ast.Call) and call_name(node.func).startswith("atomic_") and node.args
+    }
+    found = result_uses(tree, nodes.values(), set(function.params) | local_flow.array_locals(tree))
+    atomics = []
+    for atomic in function.atomics:
+        node = nodes.get((atomic.line, atomic.name, atomic.array))
+        use = found.get(id(node)) if node is not None else None
+        atomics.append(atomic if use is None else replace(atomic, uses=use.uses, returned=use.returned))
+    return replace(function, atomics=tuple(atomics))
 
 
 def _upgrade_v3(data: dict[str, Any]) -> FunctionFacts:

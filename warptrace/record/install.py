@@ -107,6 +107,7 @@ def _class_patches() -> Iterator[tuple[type, str, Callable[[Any], Any]]]:
     yield tape_cls, "reset", tape.make_tape_reset
     yield tape_cls, "record_func", tape.make_record_func
     yield _context.Module, "mark_modified", plans.make_mark_modified
+    yield _context.Module, "register_kernel", plans.make_register_kernel
     # handles: their ids resolve to their arrays at launch time
     for cls_name, kind in (("Mesh", MESH), ("Bvh", BVH), ("Volume", VOLUME)):
         cls = getattr(_types, cls_name, None)

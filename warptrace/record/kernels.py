@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Optional
@@ -137,12 +138,16 @@ class KernelFacts:
 # ---------------------------------------------------------------- cache and entry point
 
 # Keyed by the (non-generic) kernel object: Warp makes a new Kernel object per key,
-# module and overload, so the object is the identity we need. Strong references keep
-# ids from being reused.
-_BY_KERNEL: dict[Any, KernelFacts] = {}
-# Generic kernels: (kernel, cheap key of the argument types) and (kernel, signature).
-_BY_GENERIC_ARGS: dict[Any, KernelFacts] = {}
-_BY_SIGNATURE: dict[Any, KernelFacts] = {}
+# module and overload, so the object is the identity we need. Weak keys: a cached kernel
+# must not outlive the program's own references, since Warp's module hash covers every
+# live kernel object of the module (``Module._live_kernels``, a WeakSet): a kernel kept
+# alive here after ``importlib.reload`` replaced it would keep the old source in the
+# hash (warp.tests.aot.test_module_aot ``test_enable_hashing`` failed traced only).
+_BY_KERNEL: weakref.WeakKeyDictionary[Any, KernelFacts] = weakref.WeakKeyDictionary()
+# Generic kernels: kernel -> {cheap key of the argument types: facts} and kernel ->
+# {signature: facts}.
+_BY_GENERIC_ARGS: weakref.WeakKeyDictionary[Any, dict[Any, KernelFacts]] = weakref.WeakKeyDictionary()
+_BY_SIGNATURE: weakref.WeakKeyDictionary[Any, dict[Any, KernelFacts]] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()
 
 
@@ -176,8 +181,8 @@ def _kernel_facts_slow(kernel: Any, args: Optional[Sequence[Any]]) -> KernelFact
     cheap = None
     if args is not None:
         with contextlib.suppress(Exception):
-            cheap = (kernel, tuple(_cheap_type_key(a) for a in args))
-            facts = _BY_GENERIC_ARGS.get(cheap)
+            cheap = tuple(_cheap_type_key(a) for a in args)
+            facts = _BY_GENERIC_ARGS.get(kernel, {}).get(cheap)
             if facts is not None:
                 return facts
     with _LOCK:
@@ -189,7 +194,8 @@ def _kernel_facts_slow(kernel: Any, args: Optional[Sequence[Any]]) -> KernelFact
                 sig = _types.get_signature(arg_types, func_name=kernel.key)
             except Exception:
                 arg_types = None
-        facts = _BY_SIGNATURE.get((kernel, sig))
+        by_signature = _BY_SIGNATURE.setdefault(kernel, {})
+        facts = by_signature.get(sig)
         if facts is None:
             overload = kernel.overloads.get(sig) if sig is not None else None
             if overload is not None:
@@ -199,9 +205,10 @@ def _kernel_facts_slow(kernel: Any, args: Optional[Sequence[Any]]) -> KernelFact
                 # Not instantiated yet (facts asked before the launch): analyse the
                 # template with the inferred types, without registering an overload.
                 facts = _analyse_or_fail(kernel, arg_types)
-            _BY_SIGNATURE[(kernel, sig)] = facts
+            by_signature[sig] = facts
         if cheap is not None:
-            _BY_GENERIC_ARGS[cheap] = facts
+            with contextlib.suppress(TypeError):
+                _BY_GENERIC_ARGS.setdefault(kernel, {})[cheap] = facts
         return facts
 
 
@@ -214,25 +221,30 @@ def refresh_enable_backward(module: Any) -> set[Any]:
     changed: set[Any] = set()
     with _LOCK:
         renewed: dict[int, KernelFacts] = {}  # one new object per old one: caches share facts
-        caches: tuple[tuple[dict[Any, KernelFacts], bool], ...] = (
-            (_BY_KERNEL, False),
-            (_BY_SIGNATURE, True),
-            (_BY_GENERIC_ARGS, True),
-        )
-        for cache, keyed_by_tuple in caches:
-            for key, facts in list(cache.items()):
-                kernel = key[0] if keyed_by_tuple else key
-                if getattr(kernel, "module", None) is not module:
-                    continue
-                now = _enable_backward(kernel)
-                if now == facts.enable_backward:
-                    continue
-                new = renewed.get(id(facts))
-                if new is None:
-                    new = renewed[id(facts)] = replace(facts, enable_backward=now)
-                    object.__setattr__(new, "handles", facts.handles)
-                cache[key] = new
-                changed.add(kernel)
+
+        def renew(kernel: Any, facts: KernelFacts) -> KernelFacts | None:
+            if getattr(kernel, "module", None) is not module:
+                return None
+            now = _enable_backward(kernel)
+            if now == facts.enable_backward:
+                return None
+            new = renewed.get(id(facts))
+            if new is None:
+                new = renewed[id(facts)] = replace(facts, enable_backward=now)
+                object.__setattr__(new, "handles", facts.handles)
+            changed.add(kernel)
+            return new
+
+        for kernel, facts in list(_BY_KERNEL.items()):
+            new = renew(kernel, facts)
+            if new is not None:
+                _BY_KERNEL[kernel] = new
+        for cache in (_BY_SIGNATURE, _BY_GENERIC_ARGS):
+            for kernel, by_key in list(cache.items()):
+                for key, facts in list(by_key.items()):
+                    new = renew(kernel, facts)
+                    if new is not None:
+                        by_key[key] = new
     return changed
 
 

@@ -23,6 +23,9 @@ plans: dict[Any, Any] = {}
 plans_by_facts: dict[int, tuple[Any, Any]] = {}
 generic_plans: dict[tuple[Any, ...], Any] = {}
 generic_args: dict[Any, tuple[int, ...] | None] = {}  # generic kernel -> positions of generic args
+# (Warp module, kernel key) -> the planned kernels of that key (templates for generic ones):
+# a new kernel of the same key replaces them (wrap.plans.make_register_kernel)
+planned: dict[tuple[Any, str], set[Any]] = {}
 dims: dict[Any, int] = {}  # launch dim -> Recorder.dim_code of "64" / "32x3"
 json_names: dict[str, str] = {}  # record_func name -> its JSON string
 src_dest: tuple[int, int] = (0, 0)  # name codes of a copy's "src" and "dest"
@@ -55,6 +58,7 @@ def bind(session: Recorder | None) -> None:
     plans_by_facts.clear()
     generic_plans.clear()
     generic_args.clear()
+    planned.clear()
     dims.clear()
     torch_tokens.clear()
     torch_next[0] = 0

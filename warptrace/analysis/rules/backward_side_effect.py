@@ -5,23 +5,28 @@ WT308 backward-side-effect
     Severity: error
     Proves:
         The adjoint launch of a recorded kernel writes forward (non-gradient) memory, and it
-        matters: the kernel uses the atomic's result (a counter handing out slots) or a later
-        adjoint reads that memory. Reported at the forward launch.
+        matters: the kernel uses the result of the replayed function (a counter handing out
+        slots) as an index, in a branch or as a factor, or a later adjoint reads that memory.
+        Reported at the forward launch.
     Mechanism:
         The adjoint replays the forward body of called ``@wp.func`` functions, so an atomic
         counter inside one (``slot = wp.atomic_add(count, 0, 1)``) counts again in backward and
         hands out different slots, scattering adjoints to the wrong elements.
     Evidence:
         Write accesses by an adjoint launch (phase ``backward``) to an allocation that is not a
-        gradient buffer, and the kernel-source model's atomics whose results are used.
+        gradient buffer, and the kernel-source model: the user functions the array is passed
+        to, and how the kernel uses what they return.
     Example: wt308_atomic_slot
     Fix:
         Give the function a ``@wp.func_replay`` that returns the value recorded in the forward
         pass (store the slot in an array), or compute the slots in an untaped pass.
     Silent on:
         A counter outside the tape; a ``@wp.func`` that accumulates a diagnostic with an atomic
-        whose replay changes no gradient.
-    Look-alikes: ok_flow_counter_untaped, ok_flow_replayed_accumulate
+        whose replay changes no gradient; a function's result the kernel only stores, adds or
+        casts (the adjoint never reads the value the replay hands out; measured exact on Warp
+        1.19) and that no later adjoint reads back.
+    Look-alikes: ok_flow_counter_untaped, ok_flow_replayed_accumulate, ok_src_atomic_old_value_func,
+        ok_src_atomic_old_value_method
     Warp documentation:
         "Differentiability", section "Custom Replay Functions".
 
@@ -188,10 +193,19 @@ def _replayed_write(kernel: KernelInfo, arg: str, field_path: str) -> int:
     """Whether the adjoint of ``kernel`` really rewrites ``arg``: it is passed to a user function
     (replayed in full by the adjoint) that has no custom replay. Atomics written directly in the
     kernel body are not replayed. When the kernel uses the function's result (``slot = f(count)``)
-    the replay hands out different values than the forward did: the counter pattern. Unknown
-    source: trust the recorder."""
+    the replay hands out different values than the forward did: the counter pattern, when the
+    kernel uses them as an index, in a branch or as a factor; stored as data they are never
+    read, which counts as discarded. Unknown source: trust the recorder."""
     target = arg + ("." + field_path if field_path else "")
-    return kernel.source_model.passes_to_function(target, tuple(kernel.custom_replay))
+    mode = kernel.source_model.passes_to_function(target, tuple(kernel.custom_replay))
+    if mode == RESULT_USED and not kernel.source_model.replayed_results_steer(
+        target, tuple(kernel.custom_replay)
+    ):
+        # the result only stored, added or cast: the adjoint never reads the replay's value,
+        # so only a later adjoint read of the changed memory matters (measured on Warp 1.19,
+        # tests/test_warp_mechanisms_atomics.py)
+        return RESULT_DISCARDED
+    return mode
 
 
 def _read_by_later_adjoint_many(

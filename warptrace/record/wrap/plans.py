@@ -12,6 +12,7 @@ uncertain.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -148,13 +149,22 @@ def plan_for(rec: Recorder, kernel: Any, args: Sequence[Any] | None) -> LaunchPl
                 plan = LaunchPlan(rec, rec.intern_kernel(facts), facts)
                 state.plans_by_facts[id(facts)] = (facts, plan)
             state.generic_plans[key] = plan
+            _planned(kernel)
         return plan
     plan = state.plans.get(kernel)
     if plan is None:
         facts = kernel_facts(kernel, args)
         plan = LaunchPlan(rec, rec.intern_kernel(facts), facts)
         state.plans[kernel] = plan
+        _planned(kernel)
     return plan
+
+
+def _planned(kernel: Any) -> None:
+    """Index a planned kernel by (module, key), for :func:`make_register_kernel`."""
+    owner = getattr(kernel, "generic_parent", None) or kernel  # an overload goes with its template
+    with contextlib.suppress(Exception):
+        state.planned.setdefault((getattr(owner, "module", None), owner.key), set()).add(owner)
 
 
 def make_mark_modified(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -177,6 +187,41 @@ def make_mark_modified(original: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return mark(original, mark_modified)
+
+
+def make_register_kernel(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Module.register_kernel``, which every new ``wp.Kernel`` calls: when the new kernel
+    replaces one of the same key (``importlib.reload`` of the module, a kernel factory called
+    again), the plans of the replaced kernel are dropped, so the recorder does not keep it
+    alive. Warp's module hash covers every live kernel object of the module
+    (``Module._live_kernels``, a WeakSet): a replaced kernel kept alive keeps its old source
+    in the hash (``warp.tests.aot.test_module_aot`` ``test_enable_hashing`` failed traced only)."""
+
+    def register_kernel(self: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, kernel, *args, **kwargs)
+        try:
+            # Warp empties ``Module.kernels`` when it sees the Python module reloaded, so the
+            # replaced kernels are found in the recorder's own index
+            replaced = state.planned.pop((self, kernel.key), ())
+        except Exception:
+            replaced = ()
+        for old in replaced:
+            if old is not kernel:
+                forget_kernel(old)
+        return result
+
+    return mark(original, register_kernel)
+
+
+def forget_kernel(kernel: Any) -> None:
+    """Drop the session's plans of ``kernel`` and of its overloads (planned again if it is
+    launched again)."""
+    overloads = getattr(kernel, "overloads", None)
+    for each in (kernel, *(overloads.values() if isinstance(overloads, dict) else ())):
+        state.plans.pop(each, None)
+    state.generic_args.pop(kernel, None)
+    for key in [key for key in list(state.generic_plans) if key[0] is kernel]:
+        state.generic_plans.pop(key, None)
 
 
 def _generic_positions(kernel: Any, count: int) -> tuple[int, ...] | None:
@@ -233,4 +278,11 @@ def dim_code_of(rec: Recorder, dim: Any) -> int:
     return code
 
 
-__all__ = ["LaunchPlan", "dim_code_of", "make_mark_modified", "plan_for"]
+__all__ = [
+    "LaunchPlan",
+    "dim_code_of",
+    "forget_kernel",
+    "make_mark_modified",
+    "make_register_kernel",
+    "plan_for",
+]
