@@ -15,7 +15,7 @@ proves nothing); otherwise ``undecided`` with the reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -157,3 +157,44 @@ class Result:
     seed: int = 0
     rtol: float = DEFAULT_RTOL
     cwd: str | None = None
+    # on agree: the error findings this measurement did not exercise, with the read that would
+    unexercised: list[tuple[Any, int | None]] = field(default_factory=list)
+    samples: list[Result] = field(default_factory=list)  # --at first,mid,last: one result per read
+
+
+def combine(samples: list[Result]) -> Result:
+    """One verdict over several reads measured: ``disagree`` when one read disagrees (each
+    measurement is sound on its own), ``agree`` when every read agrees, else ``undecided``.
+    The reported details are the disagreeing read's (else the first undecided one's, else the
+    first read's); every read stays in ``samples``."""
+    disagreeing = [s for s in samples if s.verdict == "disagree"]
+    undecided = [s for s in samples if s.verdict == "undecided"]
+    lead = (disagreeing or undecided or samples)[0]
+    out = replace(lead, samples=samples)
+    if disagreeing:
+        out.verdict, out.reason = "disagree", lead.reason
+    elif undecided:
+        agreeing = [s for s in samples if s.verdict == "agree"]
+        out.verdict = "undecided"
+        out.reason = f"{_read_name(lead)}: {lead.reason}" + (
+            f" ({', '.join(_read_name(s) for s in agreeing)} agree)" if agreeing else ""
+        )
+    else:
+        out.verdict = "agree"
+        # a finding one read did not exercise but another did is covered
+        seen: dict[int, tuple[Any, int | None]] = {}
+        for sample in samples:
+            for finding, later in sample.unexercised:
+                seen.setdefault(id(finding), (finding, later))
+        exercised = {
+            id(f) for s in samples for f in s.findings if all(id(f) != id(g) for g, _ in s.unexercised)
+        }
+        out.unexercised = [item for key, item in seen.items() if key not in exercised]
+    return out
+
+
+def _read_name(result: Result) -> str:
+    chosen = result.measurement
+    if chosen is not None and chosen.read is not None:
+        return f"read {chosen.read.number}"
+    return "a read"

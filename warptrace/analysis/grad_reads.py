@@ -1,0 +1,210 @@
+"""Where a program reads a gradient, and which backward calls the value it reads holds.
+
+Pure (no Warp). A *gradient read* is an operation outside any backward that reads the
+memory of an array's ``.grad``: ``numpy()``/``list()``, a launch or copy that reads it (an
+optimizer step), an export to another framework (``wp.to_torch(p.grad)``). Memory shared
+with another framework (the ``.grad`` of a ``from_torch`` leaf is the torch tensor's, a
+gradient exported once before the loop) can be read by that framework at any time, out of
+the recorder's sight: after each backward call that fills it, it counts as read (an
+*implicit* read, the torch optimizer's ``step()``).
+
+The value a read sees is the sum of the backward calls since *that array's* gradient was
+last cleared: a zero fill (``zero_()``, ``tape.zero()``), a new ``.grad`` assigned, or the
+array's own allocation (a fresh array's gradient starts at zero). A parameter rebuilt every
+iteration (``p = wp.array(p.numpy() - lr * g, requires_grad=True)``) is a new array each
+time: a read in iteration k sees iteration k's backward calls only, whatever the Python
+name says. Arrays are told apart by allocation, never by name or address.
+
+A *read point* is the program's reads between two backward calls (``w.grad.numpy()`` and
+``b.grad.numpy()`` on consecutive lines are one read point): the gradients read there, each
+with its own window of backward calls. Read points are numbered from 1 in time order;
+``gradcheck --at N`` measures the N-th.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from warptrace.analysis.bisect import Leaf, Recording
+from warptrace.analysis.dataflow import dataflow_of
+from warptrace.analysis.model import K, Model
+from warptrace.trace import schema as S
+
+
+@dataclass
+class ArrayReads:
+    """The gradient reads and clears of one array (seqs, ascending)."""
+
+    array_id: int
+    reads: list[int]  # visible reads
+    implicit: list[int]  # implicit reads (end of each backward filling memory shared with another framework)
+    clears: list[int]  # zero fills, new .grad assigned, the allocation itself
+    shared_since: int | None  # seq from which the gradient memory is shared with another framework
+
+    def all_reads(self) -> list[tuple[int, bool]]:
+        """(seq, implicit) of every read, in time order."""
+        return sorted([(seq, False) for seq in self.reads] + [(seq, True) for seq in self.implicit])
+
+    def window_start(self, seq: int) -> int:
+        """Seq of the last clear before ``seq`` (-1: none seen)."""
+        i = bisect.bisect_left(self.clears, seq)
+        return self.clears[i - 1] if i > 0 else -1
+
+
+@dataclass
+class ReadPoint:
+    """The reads between two backward calls, and the backward calls each value read holds."""
+
+    number: int  # 1-based, in time order
+    seq: int  # the first read of the point
+    windows: dict[int, list[Recording]]  # array_id -> the backward calls its value holds
+    stale: bool  # a value also holds backward calls from before that array's previous read
+    implicit: bool  # every read of the point is implicit (memory shared with another framework)
+    start: int  # seq of the earliest clear among the windows (-1: before the run)
+
+    @property
+    def window(self) -> list[Recording]:
+        """Every backward call some value read here holds, in call order."""
+        seen: dict[int, Recording] = {}
+        for recordings in self.windows.values():
+            for recording in recordings:
+                seen.setdefault(recording.backward, recording)
+        return [seen[number] for number in sorted(seen)]
+
+
+def grad_ids(model: Model, array_id: int) -> set[int]:
+    """Every array object that is (a view of) ``array_id``'s gradient at some point."""
+    ids = {a for a, info in model.arrays.items() if info.grad_of == array_id}
+    ids |= {ref for ref, owner in dataflow_of(model).grad_owner.items() if owner == array_id}
+    views = {a for a, info in model.arrays.items() if info.base_id in ids}
+    return ids | views
+
+
+def array_reads(model: Model, array_id: int, leaf_of: dict[int, set[int]]) -> ArrayReads:
+    """Reads and clears of ``array_id``'s gradient; ``leaf_of``: backward seq -> the leaves of the
+    recording it replays (a backward fills the gradient of its leaves)."""
+    ids = grad_ids(model, array_id)
+    id_array = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    reads: set[int] = set()
+    clears: set[int] = set()
+    value_reads = model.events_of_kind(S.VALUE_READ)
+    reads.update(model.seq[value_reads[np.isin(model.array_id[value_reads], id_array)]].tolist())
+    allocs = {model.arrays[a].alloc_id for a in ids if a in model.arrays and model.arrays[a].alloc_id >= 0}
+    shared: int | None = None
+    for row in np.nonzero(np.isin(model.acc_array, id_array))[0].tolist():
+        ev = int(model.acc_ev[row])
+        if ev < 0 or model.phase[ev] != S.FORWARD or model.adjoint[ev]:
+            continue
+        seq = int(model.seq[ev])
+        role = int(model.acc_role[row])
+        if model.kind[ev] == K[S.BRIDGE]:
+            shared = seq if shared is None else min(shared, seq)
+        if role in (S.ROLE_READ, S.ROLE_READWRITE):
+            reads.add(seq)
+        elif role == S.ROLE_WRITE and model.kind[ev] == K[S.MEMSET]:
+            value = float(model.value[ev])
+            if np.isnan(value) or value == 0.0:
+                clears.add(seq)
+    if allocs:  # memory shared through another array object (a torch tensor wrapped twice)
+        bridges = model.events_of_kind(S.BRIDGE)
+        for ev in bridges.tolist():
+            if any(int(model.acc_alloc[r]) in allocs for r in model.accesses_of(ev)):
+                seq = int(model.seq[ev])
+                shared = seq if shared is None else min(shared, seq)
+    # a fresh array (or a fresh .grad) starts at zero: its registration is a clear
+    info = model.arrays.get(array_id)
+    if info is not None:
+        clears.add(int(info.seq))
+    for a in ids:
+        grad = model.arrays.get(a)
+        if grad is not None and grad.grad_of == array_id:
+            clears.add(int(grad.seq))
+    set_grads = model.events_of_kind(S.SET_GRAD)
+    clears.update(model.seq[set_grads[model.array_id[set_grads] == array_id]].tolist())
+    implicit: list[int] = []
+    if shared is not None:
+        ends = model.seq[model.events_of_kind(S.BACKWARD_END)]
+        for backward_seq, leaves in leaf_of.items():
+            if backward_seq > shared and array_id in leaves:
+                i = int(np.searchsorted(ends, backward_seq))
+                if i < len(ends):
+                    implicit.append(int(ends[i]))
+    return ArrayReads(array_id, sorted(reads), sorted(set(implicit) - reads), sorted(clears), shared)
+
+
+def read_points(executed: list[Recording], reads_of: Iterable[ArrayReads]) -> list[ReadPoint]:
+    """The read points of the run, in time order: reads grouped by the backward calls before
+    them; a group is a read point when some value read there holds a backward call that no
+    earlier read of that array saw."""
+    backward_seqs = [r.backward_seq for r in executed]
+    groups: dict[int, list[tuple[int, bool, ArrayReads]]] = {}
+    for reads in reads_of:
+        for seq, implicit in reads.all_reads():
+            groups.setdefault(bisect.bisect_left(backward_seqs, seq), []).append((seq, implicit, reads))
+    points: list[ReadPoint] = []
+    for after in sorted(groups):
+        if after == 0:
+            continue  # before any backward
+        windows: dict[int, list[Recording]] = {}
+        first_read: dict[int, int] = {}
+        implicit_all = True
+        fresh_any = False
+        stale = False
+        start = None
+        for seq, implicit, reads in sorted(groups[after], key=lambda item: item[0]):
+            if reads.array_id in windows:
+                implicit_all &= implicit
+                continue
+            cleared = reads.window_start(seq)
+            # every backward call since the clear: one whose tape does not read the array adds
+            # nothing to its gradient, but its loss may depend on the array through state an
+            # earlier tape wrote (a tape per frame), so the objective sums all their losses
+            window = [r for r in executed[:after] if cleared < r.backward_seq < seq]
+            if not window:
+                continue
+            previous = max((s for s, _ in reads.all_reads() if s < seq), default=-1)
+            fresh = [r for r in window if r.backward_seq > previous]
+            if not fresh:
+                continue
+            fresh_any = True
+            stale |= len(fresh) < len(window) and not implicit
+            windows[reads.array_id] = window
+            first_read[reads.array_id] = seq
+            implicit_all &= implicit
+            start = cleared if start is None else min(start, cleared)
+        if fresh_any:
+            points.append(
+                ReadPoint(
+                    number=len(points) + 1,
+                    seq=min(first_read.values()),
+                    windows=windows,
+                    stale=stale,
+                    implicit=implicit_all,
+                    start=start if start is not None else -1,
+                )
+            )
+    return points
+
+
+def unread_points(executed: list[Recording], leaves_of: dict[int, list[Leaf]]) -> list[ReadPoint]:
+    """When the program never reads a gradient: each backward call on its own, over its leaves."""
+    points: list[ReadPoint] = []
+    for recording in executed:
+        leaves = leaves_of.get(recording.backward_seq, [])
+        if not leaves:
+            continue
+        points.append(
+            ReadPoint(
+                number=len(points) + 1,
+                seq=recording.backward_seq + 1,
+                windows={leaf.array_id: [recording] for leaf in leaves},
+                stale=False,
+                implicit=False,
+                start=recording.backward_seq - 1,
+            )
+        )
+    return points
