@@ -76,64 +76,92 @@ class ReadPoint:
         return [seen[number] for number in sorted(seen)]
 
 
-def grad_ids(model: Model, array_id: int) -> set[int]:
-    """Every array object that is (a view of) ``array_id``'s gradient at some point."""
-    ids = {a for a, info in model.arrays.items() if info.grad_of == array_id}
-    ids |= {ref for ref, owner in dataflow_of(model).grad_owner.items() if owner == array_id}
-    views = {a for a, info in model.arrays.items() if info.base_id in ids}
-    return ids | views
+def grad_owners(model: Model, array_ids: Iterable[int]) -> dict[int, int]:
+    """Every array object that is (a view of) the gradient of one of ``array_ids`` at some point,
+    mapped to that array."""
+    wanted = set(array_ids)
+    owner: dict[int, int] = {a: info.grad_of for a, info in model.arrays.items() if info.grad_of in wanted}
+    for ref, of in dataflow_of(model).grad_owner.items():
+        if of in wanted:
+            owner.setdefault(ref, of)
+    for a, info in model.arrays.items():
+        if info.base_id in owner and a not in owner:
+            owner[a] = owner[info.base_id]
+    return owner
 
 
-def array_reads(model: Model, array_id: int, leaf_of: dict[int, set[int]]) -> ArrayReads:
-    """Reads and clears of ``array_id``'s gradient; ``leaf_of``: backward seq -> the leaves of the
-    recording it replays (a backward fills the gradient of its leaves)."""
-    ids = grad_ids(model, array_id)
-    id_array = np.fromiter(ids, dtype=np.int64, count=len(ids))
-    reads: set[int] = set()
-    clears: set[int] = set()
+def array_reads(model: Model, array_ids: list[int], leaf_of: dict[int, set[int]]) -> dict[int, ArrayReads]:
+    """Reads and clears of the gradient of each of ``array_ids`` (one pass over the trace for all);
+    ``leaf_of``: backward seq -> the leaves of the recording it replays (a backward fills the
+    gradient of its leaves)."""
+    owner = grad_owners(model, array_ids)
+    reads: dict[int, set[int]] = {a: set() for a in array_ids}
+    clears: dict[int, set[int]] = {a: set() for a in array_ids}
+    shared: dict[int, int] = {}
+    ids = np.fromiter(owner, dtype=np.int64, count=len(owner))
     value_reads = model.events_of_kind(S.VALUE_READ)
-    reads.update(model.seq[value_reads[np.isin(model.array_id[value_reads], id_array)]].tolist())
-    allocs = {model.arrays[a].alloc_id for a in ids if a in model.arrays and model.arrays[a].alloc_id >= 0}
-    shared: int | None = None
-    for row in np.nonzero(np.isin(model.acc_array, id_array))[0].tolist():
-        ev = int(model.acc_ev[row])
-        if ev < 0 or model.phase[ev] != S.FORWARD or model.adjoint[ev]:
-            continue
+    for ev in value_reads[np.isin(model.array_id[value_reads], ids)].tolist():
+        reads[owner[int(model.array_id[ev])]].add(int(model.seq[ev]))
+    rows = np.nonzero(np.isin(model.acc_array, ids))[0]
+    evs = model.acc_ev[rows]
+    keep = (evs >= 0) & (model.phase[np.maximum(evs, 0)] == S.FORWARD) & ~model.adjoint[np.maximum(evs, 0)]
+    memset, bridge = K[S.MEMSET], K[S.BRIDGE]
+    for row, ev in zip(rows[keep].tolist(), evs[keep].tolist()):
+        array_id = owner[int(model.acc_array[row])]
         seq = int(model.seq[ev])
         role = int(model.acc_role[row])
-        if model.kind[ev] == K[S.BRIDGE]:
-            shared = seq if shared is None else min(shared, seq)
+        if model.kind[ev] == bridge:
+            shared[array_id] = min(shared.get(array_id, seq), seq)
         if role in (S.ROLE_READ, S.ROLE_READWRITE):
-            reads.add(seq)
-        elif role == S.ROLE_WRITE and model.kind[ev] == K[S.MEMSET]:
+            reads[array_id].add(seq)
+        elif role == S.ROLE_WRITE and model.kind[ev] == memset:
             value = float(model.value[ev])
             if np.isnan(value) or value == 0.0:
-                clears.add(seq)
-    if allocs:  # memory shared through another array object (a torch tensor wrapped twice)
-        bridges = model.events_of_kind(S.BRIDGE)
-        for ev in bridges.tolist():
-            if any(int(model.acc_alloc[r]) in allocs for r in model.accesses_of(ev)):
-                seq = int(model.seq[ev])
-                shared = seq if shared is None else min(shared, seq)
+                clears[array_id].add(seq)
+    # memory shared through another array object (a torch tensor wrapped twice)
+    alloc_owner: dict[int, set[int]] = {}
+    for grad, array_id in owner.items():
+        info = model.arrays.get(grad)
+        if info is not None and info.alloc_id >= 0:
+            alloc_owner.setdefault(info.alloc_id, set()).add(array_id)
+    for ev in model.events_of_kind(S.BRIDGE).tolist():
+        seq = int(model.seq[ev])
+        for r in model.accesses_of(ev):
+            for array_id in alloc_owner.get(int(model.acc_alloc[r]), ()):
+                shared[array_id] = min(shared.get(array_id, seq), seq)
     # a fresh array (or a fresh .grad) starts at zero: its registration is a clear
-    info = model.arrays.get(array_id)
-    if info is not None:
-        clears.add(int(info.seq))
-    for a in ids:
-        grad = model.arrays.get(a)
-        if grad is not None and grad.grad_of == array_id:
-            clears.add(int(grad.seq))
+    for array_id in array_ids:
+        info = model.arrays.get(array_id)
+        if info is not None:
+            clears[array_id].add(int(info.seq))
+    for grad, array_id in owner.items():
+        info = model.arrays.get(grad)
+        if info is not None and info.grad_of == array_id:
+            clears[array_id].add(int(info.seq))
     set_grads = model.events_of_kind(S.SET_GRAD)
-    clears.update(model.seq[set_grads[model.array_id[set_grads] == array_id]].tolist())
-    implicit: list[int] = []
-    if shared is not None:
-        ends = model.seq[model.events_of_kind(S.BACKWARD_END)]
-        for backward_seq, leaves in leaf_of.items():
-            if backward_seq > shared and array_id in leaves:
-                i = int(np.searchsorted(ends, backward_seq))
-                if i < len(ends):
-                    implicit.append(int(ends[i]))
-    return ArrayReads(array_id, sorted(reads), sorted(set(implicit) - reads), sorted(clears), shared)
+    for ev in set_grads.tolist():
+        array_id = int(model.array_id[ev])
+        if array_id in clears:
+            clears[array_id].add(int(model.seq[ev]))
+    ends = model.seq[model.events_of_kind(S.BACKWARD_END)]
+    out = {}
+    for array_id in array_ids:
+        implicit: set[int] = set()
+        since = shared.get(array_id)
+        if since is not None:
+            for backward_seq, leaves in leaf_of.items():
+                if backward_seq > since and array_id in leaves:
+                    i = int(np.searchsorted(ends, backward_seq))
+                    if i < len(ends):
+                        implicit.add(int(ends[i]))
+        out[array_id] = ArrayReads(
+            array_id,
+            sorted(reads[array_id]),
+            sorted(implicit - reads[array_id]),
+            sorted(clears[array_id]),
+            since,
+        )
+    return out
 
 
 def read_points(executed: list[Recording], reads_of: Iterable[ArrayReads]) -> list[ReadPoint]:

@@ -366,7 +366,7 @@ def measurement(
             )
     executed = [r for r in all_recordings if r.executed]
     leaf_sets = {seq: {leaf.array_id for leaf in found} for seq, found in leaves_of.items()}
-    reads: dict[int, ArrayReads] = {a: array_reads(model, a, leaf_sets) for a in candidates}
+    reads: dict[int, ArrayReads] = array_reads(model, list(candidates), leaf_sets)
     ends = model.seq[model.events_of_kind(S.BACKWARD_END)]
     for array_id, after in (unseen_clears or {}).items():
         if array_id in reads:  # cleared right after that backward ended (and was read)
