@@ -190,8 +190,9 @@ def _seeds(model: Model, recording: Recording) -> tuple[list[Seed], str | None]:
         label = model.array_label(owner)
         if place is None:
             return [], (
-                f"backward {recording.backward} is seeded on {label} ({_where(model, ev)}), which its tape "
-                "never touches: the probe cannot read it"
+                f"backward {recording.backward} is seeded on {label} ({_where(model, ev)}), an array its tape "
+                "does not touch (an adjoint launched by hand in between?): the objective is not a function of "
+                "what the tape records"
             )
         position, arg, field_path = place
         how = "grads=" if ev == call.begin_ev else _SEED_KINDS.get(int(model.kind[ev]), "write")
@@ -301,15 +302,21 @@ def _stale_read(
     all_recordings: list[Recording],
     leaves_of: dict[int, list[Leaf]],
     params: list[Param],
+    window: list[Recording],
     read_seq: int | None,
 ) -> str | None:
     """The gradient is read while a newer forward that reads the parameters waits for its
-    backward: the value read belongs to the previous forward (a one-step delay)."""
+    backward: the value read belongs to the previous forward (a one-step delay). The same
+    recording backpropagated again (Jacobian rows: one tape, a seed per row) is no newer
+    forward."""
     if read_seq is None:
         return None
     ids = {p.array_id for p in params}
+    measured = {(r.tape_id, r.epoch) for r in window}
     for recording in all_recordings:
         if not recording.events or recording.backward_seq < read_seq:
+            continue
+        if (recording.tape_id, recording.epoch) in measured:
             continue
         if int(model.seq[recording.events[0]]) > read_seq:
             continue
@@ -426,7 +433,7 @@ def measurement(
         except KeyError:
             result.read_location = None
     result.objective_off_tape = _off_tape_objective(model, window) or _stale_read(
-        model, all_recordings, leaves_of, params, point.seq
+        model, all_recordings, leaves_of, params, window, point.seq
     )
     seed_problem = None
     for recording in window:
