@@ -132,7 +132,7 @@ def real_targets(words: list[str], workdir: Path, slow: bool) -> list[Target]:
     return [t for t in targets if not words or any(word in t.name for word in words)]
 
 
-def _measure(target: Target, command: list[str], eps: str) -> tuple[dict[str, Any] | None, float, str]:
+def _measure(target: Target, command: list[str], eps: str | None) -> tuple[dict[str, Any] | None, float, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", "0")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
@@ -198,7 +198,7 @@ def _bracket(target: Target, result: dict[str, Any]) -> tuple[bool, str]:
     return False, text
 
 
-def sweep(target: Target, eps: str, bisect: bool) -> Row:
+def sweep(target: Target, eps: str | None, bisect: bool) -> Row:
     row = Row(target.name, target.kind)
     result, seconds, error = _measure(target, ["gradcheck"], eps)
     row.seconds = seconds
@@ -241,7 +241,7 @@ def main() -> int:
     )
     parser.add_argument("names", nargs="*", help="only programs whose name contains one of these")
     parser.add_argument("--only", choices=("zoo", "real", "all"), default="all")
-    parser.add_argument("--eps", default="1e-2,1e-3", help="passed to gradcheck (default: %(default)s)")
+    parser.add_argument("--eps", help="passed to gradcheck and bisect (default: theirs, 1e-2,1e-3,1e-4)")
     parser.add_argument(
         "--no-bisect", action="store_true", help="skip bisect --run on disagreeing buggy programs"
     )

@@ -178,11 +178,13 @@ def _seeds(model: Model, recording: Recording) -> tuple[list[Seed], str | None]:
         return [], None
     found = []
     for ev, grad_id, owner, from_grad in flow.seeds(call):
+        if model.parent[ev] >= 0:
+            continue  # the grad copy nested in a forward wp.copy (Warp's own, gradients zero then)
         if from_grad:
             return [], (
-                f"backward {recording.backward} is seeded with an adjoint handed over from another backward "
-                f"(at {_where(model, ev)}): hand-written checkpointing, whose objective is the later segment's "
-                "loss through both tapes; the probe measures one tape's objective at a time"
+                f"backward {recording.backward} is seeded with an adjoint computed from another gradient "
+                f"(at {_where(model, ev)}: hand-written checkpointing, an implicit-function adjoint): its "
+                "objective is that of the computation which produced the adjoint, which the probe does not chain"
             )
         if owner < 0:
             return [], f"backward {recording.backward} is seeded at {_where(model, ev)} into an unknown array"

@@ -150,7 +150,13 @@ class Driver:
             prefix = f"read {spec}: " if len(specs) > 1 else ""
             result = self._measure(model, report.findings, spec, prefix)
             if recorded.get("status") == "ended" and recorded.get("exit_status"):
-                result.notes.insert(0, f"the recorded run ended with exit status {recorded['exit_status']}")
+                failed = f"the recorded run ended with exit status {recorded['exit_status']}"
+                if recorded.get("error"):
+                    failed += f" ({recorded['error']})"
+                if result.measurement is not None and not result.measurement.window:
+                    result.reason = f"{failed} before any gradient could be measured"
+                else:
+                    result.notes.insert(0, failed)
             results.append(result)
         return results[0] if len(results) == 1 else combine(results)
 
