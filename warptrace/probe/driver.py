@@ -296,11 +296,13 @@ class Driver:
 
         ad = first.get("ad") or {}
         points = []
+        one_sided = []
         for eps in self.sweep:
             plus, minus = perturbed[eps]
-            fd_change = (_objective(plus) or 0.0) - (_objective(minus) or 0.0)
-            points.append((eps, fd_change, 2.0 * eps * float(ad.get(str(eps), 0.0)), 2.0 * eps))
-        result.end_to_end = compare(points, resolution, jitter, options.rtol)
+            high, low = _objective(plus) or 0.0, _objective(minus) or 0.0
+            points.append((eps, high - low, 2.0 * eps * float(ad.get(str(eps), 0.0)), 2.0 * eps))
+            one_sided.append((high - objective, objective - low))
+        result.end_to_end = compare(points, resolution, jitter, options.rtol, one_sided)
         result.cuts = self._cut_results(cuts, first, second, perturbed)
         measured = {cut.k for cut in cuts}
         for round_number in range(2, 2 + REFINE_ROUNDS):
@@ -378,12 +380,16 @@ class Driver:
                 continue
             cut_jitter = abs(values["value"] - again["value"])
             cut_points = []
+            one_sided = []
             for eps in self.sweep:
                 plus, minus = perturbed[eps]
-                change = plus["surrogates"][key]["value"] - minus["surrogates"][key]["value"]
-                cut_points.append((eps, change, 2.0 * eps * float(cut_ad.get(str(eps), 0.0)), 2.0 * eps))
+                high, low = plus["surrogates"][key]["value"], minus["surrogates"][key]["value"]
+                cut_points.append((eps, high - low, 2.0 * eps * float(cut_ad.get(str(eps), 0.0)), 2.0 * eps))
+                one_sided.append((high - values["value"], values["value"] - low))
             cut_resolution = values["magnitude"] * 2.0**-23
-            results.append(CutResult(cut, compare(cut_points, cut_resolution, cut_jitter, self.options.rtol)))
+            results.append(
+                CutResult(cut, compare(cut_points, cut_resolution, cut_jitter, self.options.rtol, one_sided))
+            )
         return results
 
 

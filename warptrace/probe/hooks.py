@@ -12,9 +12,17 @@ reaches the same positions again. The hooks:
   the surrogate of a cut right after the operation before it executed;
 - ``launch`` / ``copy`` (both bindings): perturb a parameter just before the operation
   that first reads it on the tape executes (its array object is known only there);
-- ``Tape.backward``: read the objective, compute the cut adjoints (backpropagating only
-  the launches recorded before each cut), let the program's own backward run, read the
-  gradient it produced, and stop the script with :class:`ProbeStop`.
+- ``Tape.backward``: read the objective (:mod:`~warptrace.probe.objective`), check that
+  no parameter gradient was cleared out of the recording's sight, compute the cut
+  adjoints (backpropagating only the launches recorded before each cut), let the
+  program's own backward run, read the gradient it produced, and stop the script with
+  :class:`ProbeStop`.
+
+A parameter is the same *role* in every run (``params[i]["role"]``: allocation site,
+ordinal of the arrays of its kind and shape made there, shape), whatever its address;
+the tape position of its first read is how a probe run reaches that array. Memory read
+only by a graph replay has no tape position: reaching it there means finding the array
+by its role.
 
 Warp's results are untouched except where the probe perturbs on purpose; the probe's
 own copies run with no tape active so they are never recorded.
