@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,6 +55,10 @@ class ArrayReads:
         return self.clears[i - 1] if i > 0 else -1
 
 
+STALE_ACCUMULATED = "accumulated"
+STALE_REPLAYED = "replayed"
+
+
 @dataclass
 class ReadPoint:
     """The reads between two backward calls, and the backward calls each value read holds."""
@@ -62,9 +66,13 @@ class ReadPoint:
     number: int  # 1-based, in time order
     seq: int  # the first read of the point
     windows: dict[int, list[Recording]]  # array_id -> the backward calls its value holds
-    stale: bool  # a value also holds backward calls from before that array's previous read
+    # why the value read here also holds what an earlier read saw ("" when it does not):
+    # STALE_ACCUMULATED (backward calls from before the array's previous read, never cleared) or
+    # STALE_REPLAYED (a tape never reset replays forwards recorded before that read)
+    stale: str
     implicit: bool  # every read of the point is implicit (memory shared with another framework)
     start: int  # seq of the earliest clear among the windows (-1: before the run)
+    starts: dict[int, int] = field(default_factory=dict)  # array_id -> seq of its last clear
 
     @property
     def window(self) -> list[Recording]:
@@ -99,9 +107,11 @@ def array_reads(model: Model, array_ids: list[int], leaf_of: dict[int, set[int]]
     clears: dict[int, set[int]] = {a: set() for a in array_ids}
     shared: dict[int, int] = {}
     ids = np.fromiter(owner, dtype=np.int64, count=len(owner))
+    handed = _handovers(model)
     value_reads = model.events_of_kind(S.VALUE_READ)
     for ev in value_reads[np.isin(model.array_id[value_reads], ids)].tolist():
-        reads[owner[int(model.array_id[ev])]].add(int(model.seq[ev]))
+        if ev not in handed:
+            reads[owner[int(model.array_id[ev])]].add(int(model.seq[ev]))
     rows = np.nonzero(np.isin(model.acc_array, ids))[0]
     evs = model.acc_ev[rows]
     keep = (evs >= 0) & (model.phase[np.maximum(evs, 0)] == S.FORWARD) & ~model.adjoint[np.maximum(evs, 0)]
@@ -112,7 +122,7 @@ def array_reads(model: Model, array_ids: list[int], leaf_of: dict[int, set[int]]
         role = int(model.acc_role[row])
         if model.kind[ev] == bridge:
             shared[array_id] = min(shared.get(array_id, seq), seq)
-        if role in (S.ROLE_READ, S.ROLE_READWRITE):
+        if role in (S.ROLE_READ, S.ROLE_READWRITE) and ev not in handed:
             reads[array_id].add(seq)
         elif role == S.ROLE_WRITE and model.kind[ev] == memset:
             value = float(model.value[ev])
@@ -164,10 +174,39 @@ def array_reads(model: Model, array_ids: list[int], leaf_of: dict[int, set[int]]
     return out
 
 
-def read_points(executed: list[Recording], reads_of: Iterable[ArrayReads]) -> list[ReadPoint]:
+def _handovers(model: Model) -> set[int]:
+    """Events that hand a gradient over to another gradient instead of reading it: a copy or
+    launch outside any backward that writes a gradient buffer (``q_end.grad.assign(q.grad)``
+    between checkpoint segments), and a ``numpy()`` whose bytes are written back into a
+    gradient buffer (the same hand-over through the host). What they read becomes the seed of
+    another backward; the program's own read of the result comes later."""
+    cached = model.derived.get("grad_handovers")
+    if cached is not None:
+        return cached
+    grads = set(model.grad_array_ids.tolist())
+    rows = np.nonzero(
+        np.isin(model.acc_role, (S.ROLE_WRITE, S.ROLE_READWRITE))
+        & (((model.acc_flags & S.FLAG_GRAD) != 0) | np.isin(model.acc_array, list(grads)))
+    )[0]
+    evs = model.acc_ev[rows]
+    evs = evs[evs >= 0]
+    forward = evs[(model.phase[evs] == S.FORWARD) & ~model.adjoint[evs] & (model.parent[evs] < 0)]
+    out = set(forward[np.isin(model.kind[forward], (K[S.COPY], K[S.LAUNCH]))].tolist())
+    links = dataflow_of(model).host_links
+    for write_ev, read_ev in links.items():
+        if write_ev in out or any(int(model.acc_array[r]) in grads for r in model.accesses_of(write_ev)):
+            out.add(read_ev)
+    model.derived["grad_handovers"] = out
+    return out
+
+
+def read_points(
+    executed: list[Recording], reads_of: Iterable[ArrayReads], first_seq: dict[int, int] | None = None
+) -> list[ReadPoint]:
     """The read points of the run, in time order: reads grouped by the backward calls before
     them; a group is a read point when some value read there holds a backward call that no
-    earlier read of that array saw."""
+    earlier read of that array saw. ``first_seq``: backward seq -> seq of the first operation
+    its recording replays (a tape never reset replays forwards older than the last read)."""
     backward_seqs = [r.backward_seq for r in executed]
     groups: dict[int, list[tuple[int, bool, ArrayReads]]] = {}
     for reads in reads_of:
@@ -178,11 +217,10 @@ def read_points(executed: list[Recording], reads_of: Iterable[ArrayReads]) -> li
         if after == 0:
             continue  # before any backward
         windows: dict[int, list[Recording]] = {}
+        starts: dict[int, int] = {}
         first_read: dict[int, int] = {}
         implicit_all = True
-        fresh_any = False
-        stale = False
-        start = None
+        stale = ""
         for seq, implicit, reads in sorted(groups[after], key=lambda item: item[0]):
             if reads.array_id in windows:
                 implicit_all &= implicit
@@ -198,13 +236,19 @@ def read_points(executed: list[Recording], reads_of: Iterable[ArrayReads]) -> li
             fresh = [r for r in window if r.backward_seq > previous]
             if not fresh:
                 continue
-            fresh_any = True
-            stale |= len(fresh) < len(window) and not implicit
+            if previous >= 0 and len(fresh) < len(window):
+                stale = stale or STALE_ACCUMULATED
+            elif (
+                previous >= 0
+                and first_seq
+                and any(first_seq.get(r.backward_seq, seq) < previous for r in fresh)
+            ):
+                stale = stale or STALE_REPLAYED
             windows[reads.array_id] = window
+            starts[reads.array_id] = cleared
             first_read[reads.array_id] = seq
             implicit_all &= implicit
-            start = cleared if start is None else min(start, cleared)
-        if fresh_any:
+        if windows:
             points.append(
                 ReadPoint(
                     number=len(points) + 1,
@@ -212,7 +256,8 @@ def read_points(executed: list[Recording], reads_of: Iterable[ArrayReads]) -> li
                     windows=windows,
                     stale=stale,
                     implicit=implicit_all,
-                    start=start if start is not None else -1,
+                    start=min(starts.values()),
+                    starts=starts,
                 )
             )
     return points
@@ -230,7 +275,7 @@ def unread_points(executed: list[Recording], leaves_of: dict[int, list[Leaf]]) -
                 number=len(points) + 1,
                 seq=recording.backward_seq + 1,
                 windows={leaf.array_id: [recording] for leaf in leaves},
-                stale=False,
+                stale="",
                 implicit=False,
                 start=recording.backward_seq - 1,
             )

@@ -31,7 +31,14 @@ import numpy as np
 from warptrace.analysis.bisect import Leaf, Recording, arg_index, leaves, recordings
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, Severity
-from warptrace.analysis.grad_reads import ArrayReads, ReadPoint, array_reads, read_points, unread_points
+from warptrace.analysis.grad_reads import (
+    STALE_REPLAYED,
+    ArrayReads,
+    ReadPoint,
+    array_reads,
+    read_points,
+    unread_points,
+)
 from warptrace.analysis.model import K, Model
 from warptrace.errors import UsageError
 from warptrace.trace import schema as S
@@ -387,7 +394,8 @@ def measurement(
         chosen = [a for a in candidates if reads[a].reads or reads[a].implicit]
     notes: list[str] = []
     if chosen and any(reads[a].reads or reads[a].implicit for a in chosen):
-        points = read_points(executed, [reads[a] for a in chosen])
+        first_seq = {r.backward_seq: int(model.seq[r.events[0]]) for r in executed if r.events}
+        points = read_points(executed, [reads[a] for a in chosen], first_seq)
     else:
         if not chosen:
             chosen = list(candidates)
@@ -419,10 +427,16 @@ def measurement(
             notes.append(f"gradient reads 1-{number - 1} follow graph replays; measuring read {number}")
         if number < len(points) and points[number].stale and not replayed[number]:
             number += 1
-            notes.append(
-                f"the gradient is not cleared between reads {number - 1} and {number}: read {number} holds "
-                f"both backward passes, so that is the one measured (--at {number - 1} for the first alone)"
-            )
+            if points[number - 1].stale == STALE_REPLAYED:
+                notes.append(
+                    f"the backward before read {number} replays operations recorded before read {number - 1} "
+                    f"(a tape never reset): read {number} is the one measured (--at {number - 1} for the first)"
+                )
+            else:
+                notes.append(
+                    f"the gradient is not cleared between reads {number - 1} and {number}: read {number} holds "
+                    f"both backward passes, so that is the one measured (--at {number - 1} for the first alone)"
+                )
     if number < 1 or number > len(points):
         raise UsageError(f"--at {at}: the recorded run has {len(points)} gradient read(s) after a backward")
     point = points[number - 1]
@@ -460,7 +474,10 @@ def measurement(
 
 def _params(model: Model, point: ReadPoint, leaves_of: dict[int, list[Leaf]]) -> list[Param]:
     """Each array read at ``point``, perturbed at its first read in time on a tape of its window
-    (tapes may record in one order and backpropagate in another)."""
+    (tapes may record in one order and backpropagate in another) after its gradient was last
+    cleared: an earlier read would also change what the program did with the gradient it read
+    before (an update). A recording replayed whole after the clear (a tape backpropagated again)
+    has no such read: its first read then."""
     params = []
     for array_id, window in point.windows.items():
         reads_here = [
@@ -472,6 +489,12 @@ def _params(model: Model, point: ReadPoint, leaves_of: dict[int, list[Leaf]]) ->
         if not reads_here:
             continue
         first_seq, recording, leaf = min(reads_here, key=lambda item: item[0])
+        cleared = point.starts.get(array_id, -1)
+        if first_seq < cleared:
+            later = _first_read_after(model, [r for _, r, _ in reads_here], array_id, cleared)
+            if later is not None:
+                first_seq, recording, position, arg, field_path = later
+                leaf = dataclasses.replace(leaf, first_position=position, arg=arg, field=field_path)
         role = role_of(model, array_id)
         allocation = leaf.allocation
         if allocation.line == 0 and role is not None:  # made over another framework's memory
@@ -497,6 +520,29 @@ def _params(model: Model, point: ReadPoint, leaves_of: dict[int, list[Leaf]]) ->
         )
     params.sort(key=lambda p: p.first_read_seq)
     return params
+
+
+def _first_read_after(
+    model: Model, window: list[Recording], array_id: int, after: int
+) -> tuple[int, Recording, int, int, str] | None:
+    """(seq, recording, position, argument index, field) of the first operation of the window's
+    recordings that reads ``array_id`` after seq ``after``."""
+    best: tuple[int, Recording, int, int, str] | None = None
+    for recording in window:
+        for position, ev in enumerate(recording.events):
+            seq = int(model.seq[ev])
+            if seq <= after or (best is not None and seq >= best[0]):
+                continue
+            for row in model.accesses_of(ev):
+                if int(model.acc_array[row]) != array_id or model.acc_flags[row] & S.FLAG_GRAD:
+                    continue
+                if int(model.acc_role[row]) not in (S.ROLE_READ, S.ROLE_READWRITE):
+                    continue
+                index = arg_index(model, ev, row)
+                if index >= 0:
+                    best = (seq, recording, position, index, str(model.acc_field[row]))
+                    break
+    return best
 
 
 # --------------------------------------------------------------------------- what an agreement covers
