@@ -68,9 +68,7 @@ def run() -> dict:
         tape = wp.Tape()
         with tape:
             for t in range(STEPS):
-                wp.launch(
-                    spring_force, dim=N, inputs=[states[t], k], outputs=[force], device=DEVICE
-                )  # expect: WT101
+                wp.launch(spring_force, dim=N, inputs=[states[t], k], outputs=[force])  # expect: WT101
                 wp.launch(integrate, dim=N, inputs=[states[t], force], outputs=[states[t + 1]], device=DEVICE)
             wp.launch(sum_squares, dim=N, inputs=[states[-1]], outputs=[loss], device=DEVICE)
         tape.backward(loss)

@@ -17,9 +17,15 @@ N = 4
 
 
 @wp.kernel
-def power(x: wp.array(dtype=float), p: float, out: wp.array(dtype=float)):
+def square(x: wp.array(dtype=float), out: wp.array(dtype=float)):
     i = wp.tid()
-    out[i] = wp.pow(x[i], p)
+    out[i] = x[i] * x[i]
+
+
+@wp.kernel
+def cube(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = x[i] * x[i] * x[i]
 
 
 @wp.kernel
@@ -44,9 +50,9 @@ def run() -> dict:
     y = wp.zeros(N, dtype=float, requires_grad=True, device=DEVICE)
     tape = wp.Tape()
     with tape:
-        wp.launch(power, dim=N, inputs=[x, 2.0], outputs=[tmp], device=DEVICE)
+        wp.launch(square, dim=N, inputs=[x], outputs=[tmp], device=DEVICE)
         wp.launch(scale, dim=N, inputs=[tmp, w], outputs=[scaled], device=DEVICE)
-        wp.launch(power, dim=N, inputs=[x, 3.0], outputs=[tmp], device=DEVICE)  # expect: WT101
+        wp.launch(cube, dim=N, inputs=[x], outputs=[tmp], device=DEVICE)  # expect: WT101
         wp.launch(combine, dim=N, inputs=[tmp, scaled], outputs=[y], device=DEVICE)
     y.grad.fill_(2.0)
     tape.backward()
