@@ -397,6 +397,9 @@ def measurement(
         first_seq = {r.backward_seq: int(model.seq[r.events[0]]) for r in executed if r.events}
         points = read_points(executed, [reads[a] for a in chosen], first_seq)
     else:
+        orphan = None if labels else _unfilled_read(model, all_recordings)
+        if orphan is not None:
+            return Measurement([], [], None, notes, undecided=orphan)
         if not chosen:
             chosen = list(candidates)
         notes.append("the program never reads a parameter gradient: measuring each backward on its own")
@@ -520,6 +523,31 @@ def _params(model: Model, point: ReadPoint, leaves_of: dict[int, list[Leaf]]) ->
         )
     params.sort(key=lambda p: p.first_read_seq)
     return params
+
+
+def _unfilled_read(model: Model, all_recordings: list[Recording]) -> str | None:
+    """The program reads, after a backward, the gradient of an array that no backpropagated
+    tape touches (a parameter used only by launches above ``with tape:``): that gradient is
+    zero whatever the objective, and the probe can perturb only what a tape reads."""
+    on_tape = {
+        int(model.acc_alloc[row]) for r in all_recordings for ev in r.events for row in model.accesses_of(ev)
+    }
+    first_backward = min(r.backward_seq for r in all_recordings)
+    value_reads = model.events_of_kind(S.VALUE_READ)
+    for ev in value_reads[model.seq[value_reads] > first_backward].tolist():
+        info = model.arrays.get(int(model.array_id[ev]))
+        if info is None or info.grad_of < 0:
+            continue
+        owner = model.arrays.get(info.grad_of)
+        if owner is None or owner.alloc_id in on_tape:
+            continue
+        label = model.array_label(info.grad_of)
+        return (
+            f"the program reads the gradient of {label} ({_where(model, ev)}), which no backpropagated tape "
+            f"reads: it holds no gradient of any objective (is {label} used by launches outside the tape?), "
+            "and the probe can only perturb what a tape reads"
+        )
+    return None
 
 
 def _first_read_after(
