@@ -128,6 +128,14 @@ def test_a_hand_seed_is_measured_as_sum_of_seed_times_output(record, name, how, 
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_a_shared_gradient_never_cleared_moves_the_default_to_read_2(record):
+    chosen = measurement(record("wt203_torch_bridge"))
+    assert chosen.read is not None and chosen.read.number == 2
+    assert chosen.backwards == [1, 2]
+    assert any("not cleared between reads 1 and 2" in note for note in chosen.notes)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_a_gradient_shared_with_torch_is_read_after_each_backward(record):
     script = PROGRAMS / "wt301_torch_optimizer_fixed.py"
     chosen = measurement(record("wt301_torch_optimizer_fixed"))
@@ -136,6 +144,33 @@ def test_a_gradient_shared_with_torch_is_read_after_each_backward(record):
     (param,) = chosen.params
     assert param.role is not None and param.role.line == _line_of(script, "x = wp.from_torch")
     assert not chosen.notes
+
+
+# ------------------------------------------------------------------ the default read
+
+
+def test_a_tape_never_reset_moves_the_default_to_the_read_that_replays_old_forwards(record):
+    script = PROGRAMS / "wt204_tape_kept.py"
+    chosen = measurement(record("wt204_tape_kept"))
+    assert chosen.read is not None and chosen.read.number == 2
+    assert chosen.backwards == [2]
+    assert any("replays operations recorded before read 1" in note for note in chosen.notes)
+    # perturbed at iteration 2's launch, after tape.zero() cleared w.grad: not at position 0
+    (param,) = chosen.params
+    assert param.position > 0 and param.read_location.line == _line_of(script, "wp.launch(predict")
+
+
+def test_a_gradient_handed_to_another_segment_is_no_read(record):
+    # q_end.grad.assign(ckpt_q[s + 1].grad) between checkpoint segments: the read is force.grad at the end
+    chosen = measurement(record("wt303_checkpoint_fixed"))
+    assert [p.label for p in chosen.params] == ["force"]
+    assert chosen.undecided is not None and "adjoint computed from another gradient" in chosen.undecided
+
+
+def test_reading_the_gradient_of_an_array_no_tape_touches_is_undecided(record):
+    chosen = measurement(record("wt309_untaped_init"))
+    assert chosen.undecided is not None and "no backpropagated tape reads" in chosen.undecided
+    assert "angle" in chosen.undecided
 
 
 # ------------------------------------------------------------------ what an agreement covers
