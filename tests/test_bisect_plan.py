@@ -146,6 +146,22 @@ def test_verdict_unstable_finite_differences_prove_nothing():
     assert "do not settle" in (result.reason or "")
 
 
+def test_verdict_at_a_kink_is_undecided():
+    # max(x, 0) at 0: right slope 2, left slope 0 at every eps; central FD 1, the gradient 2 (a valid subgradient)
+    sweep = _sweep([(1.0, 2.0), (1.0, 2.0)])
+    one_sided = [(2.0 * two_h / 2, 0.0) for _, _, _, two_h in sweep]
+    result = compare(sweep, resolution=1e-12, one_sided=one_sided)
+    assert result.verdict == "undecided"
+    assert "kink" in (result.reason or "") and "valid subgradient" in (result.reason or "")
+
+
+def test_verdict_curvature_is_no_kink():
+    # a smooth objective: the one-sided differences part by O(h^2), so the gap shrinks with eps
+    sweep = _sweep([(1.0, 2.0), (1.0, 2.0)])
+    one_sided = [((1.0 + 50 * two_h) * two_h / 2, (1.0 - 50 * two_h) * two_h / 2) for _, _, _, two_h in sweep]
+    assert compare(sweep, resolution=1e-12, one_sided=one_sided).verdict == "disagree"
+
+
 def test_verdict_both_zero_agree():
     assert compare(_sweep([(0.0, 0.0), (0.0, 0.0)]), resolution=1e-9).verdict == "agree"
 

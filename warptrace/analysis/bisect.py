@@ -261,7 +261,7 @@ def _binary_order(points: list[int]) -> list[int]:
 # --------------------------------------------------------------------------- arguments
 
 
-def _arg_index(model: Model, ev: int, row: int) -> int:
+def arg_index(model: Model, ev: int, row: int) -> int:
     """The index of an access's argument in the probe's per-position array list."""
     name = str(model.acc_arg[row])
     if model.kind[ev] == K[S.COPY]:
@@ -310,7 +310,7 @@ def _buffer(model: Model, position: int, ev: int, row: int) -> Buffer:
         label=model.array_label(array_id, str(model.acc_arg[row])),
         allocation=model.location(model.allocation_site(array_id), "allocation"),
         position=position,
-        arg=_arg_index(model, ev, row),
+        arg=arg_index(model, ev, row),
         field=str(model.acc_field[row]),
         size=info.size if info else 0,
     )
@@ -362,7 +362,7 @@ def leaves(model: Model, events: list[int]) -> list[Leaf]:
             label=model.array_label(array_id, str(model.acc_arg[row])),
             allocation=model.location(model.allocation_site(array_id), "allocation"),
             first_position=position,
-            arg=_arg_index(model, ev, row),
+            arg=arg_index(model, ev, row),
             field=str(model.acc_field[row]),
             size=info.size,
             dtype=info.dtype,

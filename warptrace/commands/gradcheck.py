@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from warptrace.commands.base import Command, CommandParser, flush_stdout, write_stderr, write_stdout
 from warptrace.commands.run import MODULE_OPTION, program_of, split_program
-from warptrace.errors import UsageError
 
 PROBE_EXIT_STATUS = "0 agree, 1 disagree, 4 undecided (the reason is printed), 2 usage error"
 
@@ -27,6 +26,27 @@ def eps_list(text: str) -> tuple[float, ...]:
     if not values or any(not 0.0 < value < 1.0 for value in values):
         raise argparse.ArgumentTypeError("eps values are relative steps between 0 and 1 (e.g. 1e-2,1e-3)")
     return values
+
+
+def read_list(text: str) -> tuple[int | str, ...]:
+    """``--at``: read numbers (from 1) and the names first, mid, last, comma-separated."""
+    values: list[int | str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if part in ("first", "mid", "last"):
+            values.append(part)
+            continue
+        try:
+            number = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a read: {part!r} (a number from 1, or first, mid, last; comma-separated)"
+            ) from None
+        if number < 1:
+            raise argparse.ArgumentTypeError("reads count from 1")
+        values.append(number)
+    if not values:
+        raise argparse.ArgumentTypeError("no read given")
+    return tuple(dict.fromkeys(values))
 
 
 def add_probe_options(parser: CommandParser) -> None:
@@ -45,10 +65,11 @@ def add_probe_options(parser: CommandParser) -> None:
     )
     parser.add_argument(
         "--at",
-        type=int,
+        type=read_list,
         default=None,
-        metavar="N",
-        help="measure the N-th gradient the program reads (default: the first)",
+        metavar="READ",
+        help="which gradient read to measure: N (the N-th), first, mid, last, or several "
+        "(first,mid,last: one measurement each, disagree if one disagrees); default: the first",
     )
     parser.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: 1e-2)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random direction and weights")
@@ -87,8 +108,6 @@ def run_probe(
     as_module = bool(getattr(args, "as_module", False))
     # a missing script or module is a usage error, before any run
     ScriptRunner(script, script_args, as_module=as_module).prepare()
-    if args.at is not None and args.at < 1:
-        raise UsageError("--at counts from 1")
     options = Options(
         script=script,
         args=list(script_args),

@@ -4,5 +4,7 @@
   each one as a fresh process;
 - :mod:`~warptrace.probe.child` is that process: it runs the script like ``python``;
 - :mod:`~warptrace.probe.hooks` (imports Warp) perturbs, reads and stops inside it;
+- :mod:`~warptrace.probe.objective` reads each backward's objective there (``loss=`` and
+  hand seeds, Σ seed·y);
 - :mod:`~warptrace.probe.verdict` (no Warp) turns the numbers into a verdict.
 """

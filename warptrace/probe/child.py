@@ -55,7 +55,11 @@ def _record(config: dict[str, Any], runner: ScriptRunner) -> dict[str, Any]:
     finally:
         Tape.backward = patched  # type: ignore[method-assign]
         warptrace.stop(exit_status=0)
-    return {"status": "stopped" if result.stopped else "ended", "exit_status": result.exit_status}
+    return {
+        "status": "stopped" if result.stopped else "ended",
+        "exit_status": result.exit_status,
+        "error": result.error,
+    }
 
 
 def _probe(config: dict[str, Any], runner: ScriptRunner) -> dict[str, Any]:

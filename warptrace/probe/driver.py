@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warptrace.analysis.bisect import MAX_CUTS, Cut, make_plan
-from warptrace.analysis.measure import measurement
+from warptrace.analysis.measure import measurement, unexercised
 from warptrace.analysis.model import Model
 from warptrace.analysis.report import analyze_trace
 from warptrace.errors import WarptraceError
@@ -40,6 +40,7 @@ from warptrace.probe.verdict import (
     CutResult,
     Result,
     RunInfo,
+    combine,
     compare,
     float32_resolution,
 )
@@ -48,6 +49,7 @@ from warptrace.trace.reader import read_trace
 DEFAULT_EPS = (1e-2, 1e-3, 1e-4)
 DEFAULT_SEED = 20240531
 RUN_TIMEOUT_S = 600.0
+MAX_UNSEEN_CLEARS = 4  # measurements redone after a probe run saw a gradient cleared out of sight
 REFINE_ROUNDS = 2  # extra rounds of probe runs inside the bracket when a plan has more than MAX_CUTS cuts
 
 
@@ -56,7 +58,7 @@ class Options:
     script: str
     args: list[str]
     as_module: bool = False
-    at: int | None = None
+    at: tuple[int | str, ...] | None = None  # the reads to measure (None: the default one)
     params: list[str] | None = None
     eps: tuple[float, ...] = DEFAULT_EPS
     rtol: float = DEFAULT_RTOL
@@ -78,6 +80,9 @@ class Driver:
         self.sweep: list[float] = []
         self.base: dict[str, Any] = {}
         self.failure: str | None = None
+        self.prefix = ""  # of run names, per read measured (--at first,last)
+        # array_id -> backward seqs after which another framework cleared its gradient (seen in a probe run)
+        self.unseen_clears: dict[int, list[int]] = {}
 
     def cleanup(self) -> None:
         """Remove the runs' folder (the recording, configs, results and logs)."""
@@ -90,16 +95,18 @@ class Driver:
             "script": self.options.script,
             "args": self.options.args,
             "module": self.options.as_module,
-            "result": os.path.join(self.workdir, f"{name}.json"),
             **config,
         }
-        config_path = os.path.join(self.workdir, f"{name}.config.json")
+        name = self.prefix + name
+        file_name = f"run{len(self.runs) + 1}"
+        config["result"] = os.path.join(self.workdir, f"{file_name}.json")
+        config_path = os.path.join(self.workdir, f"{file_name}.config.json")
         with open(config_path, "w") as config_file:
             json.dump(config, config_file)
         env = dict(os.environ)
         env[CONFIG_ENV] = config_path
         env.setdefault("PYTHONHASHSEED", "0")  # every run the same set/dict order
-        log_path = os.path.join(self.workdir, f"{name}.log")
+        log_path = os.path.join(self.workdir, f"{file_name}.log")
         started = time.perf_counter()
         with open(log_path, "w") as log:
             try:
@@ -131,22 +138,42 @@ class Driver:
     def run(self) -> Result:
         options = self.options
         trace_path = os.path.join(self.workdir, "record.wtrace")
-        cap = max(64, 4 * (options.at or 1))
-        recorded = self._child("record", {"mode": "record", "trace": trace_path, "backward_cap": cap})
+        recorded = self._child(
+            "record", {"mode": "record", "trace": trace_path, "backward_cap": record_cap(options.at)}
+        )
         trace = read_trace(trace_path)
         model = Model(trace)
         report = analyze_trace(trace)
+        specs: tuple[int | str | None, ...] = options.at or (None,)
+        results = []
+        for spec in specs:
+            prefix = f"read {spec}: " if len(specs) > 1 else ""
+            result = self._measure(model, report.findings, spec, prefix)
+            if recorded.get("status") == "ended" and recorded.get("exit_status"):
+                failed = f"the recorded run ended with exit status {recorded['exit_status']}"
+                if recorded.get("error"):
+                    failed += f" ({recorded['error']})"
+                if result.measurement is not None and not result.measurement.window:
+                    result.reason = f"{failed} before any gradient could be measured"
+                else:
+                    result.notes.insert(0, failed)
+            results.append(result)
+        return results[0] if len(results) == 1 else combine(results)
+
+    def _measure(self, model: Model, findings: list[Any], at: int | str | None, prefix: str) -> Result:
+        """One read's measurement (and its bisection with ``cuts``)."""
+        options = self.options
+        self.prefix = prefix
+        self.failure = None
         result = Result(
             "undecided",
             runs=self.runs,
-            findings=report.findings,
+            findings=findings,
             seed=options.seed,
             rtol=options.rtol,
             cwd=os.getcwd(),
         )
-        if recorded.get("status") == "ended" and recorded.get("exit_status"):
-            result.notes.append(f"the recorded run ended with exit status {recorded['exit_status']}")
-        chosen = measurement(model, options.at, options.params)
+        chosen = measurement(model, at, options.params, self.unseen_clears)
         result.measurement = chosen
         result.notes += chosen.notes
         if chosen.undecided:
@@ -158,9 +185,10 @@ class Driver:
         cut_recording = next(r for r in chosen.window if r.backward == first_read.backward)
         cuts: list[Cut] = []
         if options.cuts:
-            result.plan = make_plan(model, cut_recording, report.findings)
+            result.plan = make_plan(model, cut_recording, findings)
             cuts = [cut for cut in result.plan.cuts if cut.live][:MAX_CUTS]
         self.sweep = [float(eps) for eps in options.eps]
+        seed_file = os.path.join(self.workdir, f"seeds-{len(self.runs)}.npz")
         self.base = {
             "mode": "probe",
             "seed": options.seed,
@@ -179,12 +207,52 @@ class Driver:
                     "position": p.position,
                     "arg": p.arg,
                     "field": p.field,
+                    "window": p.window,
+                    "role": None
+                    if p.role is None
+                    else {
+                        "file": p.role.file,
+                        "line": p.role.line,
+                        "ordinal": p.role.ordinal,
+                        "shape": list(p.role.shape),
+                    },
                 }
                 for p in chosen.params
             ],
+            "seeds": [
+                {
+                    "backward": seed.backward,
+                    "label": seed.label,
+                    "tape": seed.tape_ordinal,
+                    "epoch": seed.epoch,
+                    "position": seed.position,
+                    "arg": seed.arg,
+                    "field": seed.field,
+                }
+                for seed in chosen.seeds
+            ],
+            "seed_in": seed_file,
             "sweep": self.sweep,
         }
-        first = self._child("unperturbed-1", self._config(cuts, 0.0, ad=True))
+        first = self._child(
+            "unperturbed-1", {**self._config(cuts, 0.0, ad=True), "seed_in": None, "seed_out": seed_file}
+        )
+        unseen = first.get("unseen_clear")
+        if unseen is not None and len(self.unseen_clears) < MAX_UNSEEN_CLEARS:
+            # another framework zeroed a shared gradient between two backward calls: measure again
+            # with that clear, so the read's window is what the program really reads
+            param = chosen.params[int(unseen["param"])]
+            after = next(r for r in chosen.window if r.backward == int(unseen["after"]))
+            self.unseen_clears.setdefault(param.array_id, []).append(after.backward_seq)
+            note = (
+                f"the gradient of {param.label} is cleared between backward {unseen['after']} and "
+                f"{unseen['before']} where the recording cannot see it (memory shared with another framework); "
+                "seen in a probe run and taken into account"
+            )
+            remeasured = self._measure(model, findings, at, prefix)
+            if note not in remeasured.notes:
+                remeasured.notes.append(note)
+            return remeasured
         second = self._child("unperturbed-2", self._config(cuts, 0.0, ad=False))
         for run in (first, second):
             if run.get("status") != "ok":
@@ -195,12 +263,20 @@ class Driver:
                 result.notes.append(note)
         objective = _objective(first)
         if objective is None:
-            result.reason = "a backward in the window has no loss= (seeded by hand): nothing to difference"
+            result.reason = "a backward in the window has nothing to difference (no loss= and no seed)"
             return result
         result.objective = objective
+        if first.get("seed_digest") != second.get("seed_digest"):
+            result.reason = (
+                "the hand seed's values differ between two unperturbed runs (a seed from outside the process "
+                "or an unseeded random number generator): finite differences need a repeatable objective"
+            )
+            return result
         other = _objective(second)
         jitter = abs(objective - other) if other is not None else 0.0
-        resolution = float32_resolution([v for v in first["objective"] if v is not None])
+        resolution = float(sum(first.get("objective_resolution") or [])) or float32_resolution(
+            [v for v in first["objective"] if v is not None]
+        )
         result.jitter = jitter
         result.deterministic = jitter == 0.0 and first["surrogates"] == second["surrogates"]
         if jitter > NOISE_ULPS * resolution:
@@ -220,11 +296,13 @@ class Driver:
 
         ad = first.get("ad") or {}
         points = []
+        one_sided = []
         for eps in self.sweep:
             plus, minus = perturbed[eps]
-            fd_change = (_objective(plus) or 0.0) - (_objective(minus) or 0.0)
-            points.append((eps, fd_change, 2.0 * eps * float(ad.get(str(eps), 0.0)), 2.0 * eps))
-        result.end_to_end = compare(points, resolution, jitter, options.rtol)
+            high, low = _objective(plus) or 0.0, _objective(minus) or 0.0
+            points.append((eps, high - low, 2.0 * eps * float(ad.get(str(eps), 0.0)), 2.0 * eps))
+            one_sided.append((high - objective, objective - low))
+        result.end_to_end = compare(points, resolution, jitter, options.rtol, one_sided)
         result.cuts = self._cut_results(cuts, first, second, perturbed)
         measured = {cut.k for cut in cuts}
         for round_number in range(2, 2 + REFINE_ROUNDS):
@@ -252,6 +330,8 @@ class Driver:
                 "were measured (binary-search order, then inside the bracket)"
             )
         _conclude(result)
+        if result.verdict == "agree":
+            result.unexercised = unexercised(findings, model, chosen)
         return result
 
     def _config(self, cuts: list[Cut], step: float, ad: bool = False) -> dict[str, Any]:
@@ -300,13 +380,26 @@ class Driver:
                 continue
             cut_jitter = abs(values["value"] - again["value"])
             cut_points = []
+            one_sided = []
             for eps in self.sweep:
                 plus, minus = perturbed[eps]
-                change = plus["surrogates"][key]["value"] - minus["surrogates"][key]["value"]
-                cut_points.append((eps, change, 2.0 * eps * float(cut_ad.get(str(eps), 0.0)), 2.0 * eps))
+                high, low = plus["surrogates"][key]["value"], minus["surrogates"][key]["value"]
+                cut_points.append((eps, high - low, 2.0 * eps * float(cut_ad.get(str(eps), 0.0)), 2.0 * eps))
+                one_sided.append((high - values["value"], values["value"] - low))
             cut_resolution = values["magnitude"] * 2.0**-23
-            results.append(CutResult(cut, compare(cut_points, cut_resolution, cut_jitter, self.options.rtol)))
+            results.append(
+                CutResult(cut, compare(cut_points, cut_resolution, cut_jitter, self.options.rtol, one_sided))
+            )
         return results
+
+
+def record_cap(at: tuple[int | str, ...] | None) -> int:
+    """Backward calls the recording run may make (0: all): enough for the reads asked for."""
+    if at is None:
+        return 64
+    if any(isinstance(spec, str) for spec in at):
+        return 0  # "mid" and "last" need the whole run
+    return max(64, 4 * max(int(spec) for spec in at))
 
 
 def _bracket(cuts: list[CutResult]) -> tuple[int, int] | None:
@@ -350,22 +443,33 @@ def _conclude(result: Result) -> None:
             f"{off_tape}; the gradient agrees with finite differences of the objective it was computed "
             "for, but that is not the one the program uses it with"
         )
-    if not result.cuts:
+    plan = result.plan
+    if plan is None:
         return
     disagreeing = [c for c in result.cuts if c.comparison.verdict == "disagree"]
-    if not disagreeing:
-        if e2e.verdict == "disagree" and all(c.comparison.verdict == "agree" for c in result.cuts):
+    if disagreeing:
+        first_k = disagreeing[0].cut.k
+        agreeing = [c for c in result.cuts if c.cut.k < first_k and c.comparison.verdict == "agree"]
+        start = agreeing[-1].cut.k if agreeing else 0
+    else:
+        if e2e.verdict != "disagree" or not all(c.comparison.verdict == "agree" for c in result.cuts):
+            return
+        window = result.measurement.window if result.measurement else []
+        measured = {c.cut.k for c in result.cuts}
+        if len(window) != 1 or any(cut.live and cut.k not in measured for cut in plan.cuts):
             result.notes.append(
                 "every cut inside the tape agrees but the end-to-end check does not: the defect is across "
                 "tapes (horizon truncation, manual seeding, objective off the tape), not inside this tape"
             )
-        return
-    first = disagreeing[0]
-    agreeing = [c for c in result.cuts if c.cut.k < first.cut.k and c.comparison.verdict == "agree"]
-    start = agreeing[-1].cut.k if agreeing else 0
-    plan = result.plan
-    assert plan is not None
-    operations = plan.operations[start : first.cut.k]
+            return
+        # one tape, every cut agrees, the objective at its end does not: the defect is after the last cut
+        first_k = len(plan.operations)
+        start = max(measured, default=0)
+        result.notes.append(
+            "every cut agrees but the objective at the end of the tape does not: the defect is in the "
+            "operations after the last cut"
+        )
+    operations = plan.operations[start:first_k]
     locations: list[dict[str, Any]] = []
     for op in operations:
         loc = {"file": op["file"], "line": op["line"]}
@@ -390,9 +494,9 @@ def _conclude(result: Result) -> None:
                 {"code": finding.code, "file": finding.location.file, "line": finding.location.line}
             )
     result.first_disagreeing = {
-        "cut": first.cut.k,
+        "cut": first_k,
         "last_agreeing_cut": start,
-        "step": plan.steps.step_of(first.cut.k - 1),
+        "step": plan.steps.step_of(first_k - 1),
         "operations": operations,
         "locations": locations,
         "findings": related,

@@ -12,9 +12,17 @@ reaches the same positions again. The hooks:
   the surrogate of a cut right after the operation before it executed;
 - ``launch`` / ``copy`` (both bindings): perturb a parameter just before the operation
   that first reads it on the tape executes (its array object is known only there);
-- ``Tape.backward``: read the objective, compute the cut adjoints (backpropagating only
-  the launches recorded before each cut), let the program's own backward run, read the
-  gradient it produced, and stop the script with :class:`ProbeStop`.
+- ``Tape.backward``: read the objective (:mod:`~warptrace.probe.objective`), check that
+  no parameter gradient was cleared out of the recording's sight, compute the cut
+  adjoints (backpropagating only the launches recorded before each cut), let the
+  program's own backward run, read the gradient it produced, and stop the script with
+  :class:`ProbeStop`.
+
+A parameter is the same *role* in every run (``params[i]["role"]``: allocation site,
+ordinal of the arrays of its kind and shape made there, shape), whatever its address;
+the tape position of its first read is how a probe run reaches that array. Memory read
+only by a graph replay has no tape position: reaching it there means finding the array
+by its role.
 
 Warp's results are untouched except where the probe perturbs on purpose; the probe's
 own copies run with no tape active so they are never recorded.
@@ -26,12 +34,14 @@ import inspect
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import warp
 import warp._src.context as wp_context
 from warp._src.tape import Tape
+
+from warptrace.probe.objective import Objective, float_view
 
 
 class ProbeStop(BaseException):
@@ -47,11 +57,6 @@ class _TapeState:
     ordinal: int
     epoch: int = 0
     args: list[list[Any]] = field(default_factory=list)  # arrays of each position of the epoch
-
-
-def float_view(values: np.ndarray) -> np.ndarray:
-    """A float64 copy of an array's values, vector/matrix components flattened."""
-    return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
 def direction(seed: int, index: int, size: int) -> np.ndarray:
@@ -133,10 +138,21 @@ class Probe:
             "cut_ad": {},
             "perturbed": [],
             "notes": [],
+            "objective_resolution": [],
         }
+        self.objective = Objective(config, self._resolve_at)
+        self.filled: dict[int, tuple[int, bool]] = {}  # param index -> (backward, grad held values after it)
         self._originals: list[tuple[Any, str, Any]] = []
 
-    def _mismatch(self, message: str) -> None:
+    @staticmethod
+    def _resolve_at(state: _TapeState, spec: dict[str, Any]) -> Any:
+        """The array at a recorded place of a tape: operation ``position``, argument ``arg``, field."""
+        position = int(spec["position"])
+        if position >= len(state.args):
+            return None
+        return _resolve(state.args[position], int(spec["arg"]), spec.get("field", ""))
+
+    def _mismatch(self, message: str) -> NoReturn:
         self.result["mismatch"] = message
         raise ProbeMismatch(message)
 
@@ -386,6 +402,12 @@ class Probe:
             if number not in probe.window:
                 return original(tape, loss, grads)
             state = probe._state(tape)
+            probe._check_cleared(number)
+            term = probe.objective.term(number, state, loss, grads)
+            if term is None:
+                probe._mismatch(probe.objective.problem or f"backward {number}: no objective")
+            probe.result["objective"].append(term[0])
+            probe.result["objective_resolution"].append(term[1])
             if number == probe.cut_backward and probe.target is not None:
                 if (
                     not probe._is_target(state, probe.target)
@@ -397,31 +419,57 @@ class Probe:
                     )
                 if probe.compute_ad and probe.cuts:
                     probe._cut_adjoints(tape, state, original)
-            if loss is None:
-                probe.result["objective"].append(None)
-                probe.result["notes"].append(f"backward {number} has no loss= (seeded by hand)")
-            else:
-                probe.result["objective"].append(float(float_view(loss.numpy())[0]))
             if number == probe.window[-1] and not probe.compute_ad:
-                raise ProbeStop
+                probe._finish()
             result = original(tape, loss, grads)
             if number == probe.window[-1]:
                 probe.result["ad"] = probe._projected_gradients()
-                raise ProbeStop
+                probe._finish()
+            probe._note_filled(number)
             return result
 
         return backward
 
-    def _projected_gradients(self) -> dict[str, float] | None:
-        """For each eps: sum over parameters of grad . (delta_plus - delta_minus) / 2h."""
-        if len(self.param_arrays) < len(self.params):
+    def _finish(self) -> None:
+        """End the run after the window's last backward (the objective terms are all read)."""
+        self.objective.save()
+        self.result["seed_digest"] = self.objective.digest()
+        raise ProbeStop
+
+    def _note_filled(self, number: int) -> None:
+        """After window backward ``number``: which parameters' gradients hold something."""
+        for index, arr in self.param_arrays.items():
+            if arr.grad is not None and number in self.params[index].get("window", ()):
+                self.filled[index] = (number, bool(np.any(arr.grad.numpy() != 0)))
+
+    def _check_cleared(self, number: int) -> None:
+        """A parameter gradient that held values after the previous backward of its window and is
+        all zero before this one was cleared where the recording did not see it (another
+        framework zeroed shared memory: ``optimizer.zero_grad()`` on a ``from_torch`` leaf)."""
+        for index, arr in self.param_arrays.items():
+            window = self.params[index].get("window", ())
+            held = self.filled.get(index)
+            if held is None or number not in window or not held[1] or arr.grad is None:
+                continue
+            if not np.any(arr.grad.numpy() != 0):
+                self.result["unseen_clear"] = {"param": index, "after": held[0], "before": number}
+                self._mismatch(
+                    f"the gradient of {self.params[index]['label']} was cleared between backward {held[0]} and "
+                    f"{number} where warptrace cannot see it (memory shared with another framework?)"
+                )
+
+    def _projected_gradients(self, only: set[int] | None = None) -> dict[str, float] | None:
+        """For each eps: sum over parameters of grad . (delta_plus - delta_minus) / 2h. ``only``:
+        the ids of the arrays to count (a cut's adjoint: the parameters its tape reads, perturbed
+        so far; the others cannot change its surrogates)."""
+        if len(self.param_arrays) < len(self.params) and only is None:
             missing = [p["label"] for i, p in enumerate(self.params) if i not in self.param_arrays]
             self._mismatch(f"parameter(s) {', '.join(missing)} never reached their recorded first read")
         projected: dict[str, float] = {}
         for h in self.sweep:
             total = 0.0
             for index, arr in self.param_arrays.items():
-                if arr.grad is None:
+                if arr.grad is None or (only is not None and id(arr) not in only):
                     continue
                 plus, minus = self.param_deltas[index][str(h)]
                 total += float(np.dot(float_view(arr.grad.numpy()), plus - minus)) / (2.0 * h)
@@ -468,7 +516,7 @@ class Probe:
                         note = "an adjoint launch writes forward memory (restored after each cut's backward)"
                         if note not in self.result["notes"]:
                             self.result["notes"].append(note)
-                self.result["cut_ad"][str(cut)] = self._projected_gradients()
+                self.result["cut_ad"][str(cut)] = self._projected_gradients(set(forward_arrays))
         finally:
             tape.launches = saved_launches
             for key, g in grad_arrays.items():

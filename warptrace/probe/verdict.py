@@ -15,7 +15,7 @@ proves nothing); otherwise ``undecided`` with the reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -76,8 +76,10 @@ def compare(
     resolution: float,
     jitter: float = 0.0,
     rtol: float = DEFAULT_RTOL,
+    one_sided: list[tuple[float, float]] | None = None,
 ) -> Comparison:
-    """``sweep``: (eps, fd_change, ad_change, 2h) per eps; ``jitter``: |difference| of two unperturbed runs."""
+    """``sweep``: (eps, fd_change, ad_change, 2h) per eps; ``jitter``: |difference| of two unperturbed
+    runs; ``one_sided``: per eps, (Q(+h) - Q(0), Q(0) - Q(-h)), which tell a kink (see :func:`kink`)."""
     noise = NOISE_ULPS * resolution + 2.0 * jitter
     points = []
     for eps, fd_change, ad_change, two_h in sweep:
@@ -113,7 +115,10 @@ def compare(
         stable = any(
             abs(a - b) <= FD_STABILITY * max(abs(a), abs(b)) for i, a in enumerate(fds) for b in fds[i + 1 :]
         )
-        if stable:
+        at_kink = kink(sweep, one_sided, noise, rtol) if one_sided else None
+        if stable and at_kink:
+            result.reason = at_kink
+        elif stable:
             result.verdict = "disagree"
         else:
             result.reason = (
@@ -121,6 +126,45 @@ def compare(
                 "they prove nothing here"
             )
     return result
+
+
+def kink(
+    sweep: list[tuple[float, float, float, float]],
+    one_sided: list[tuple[float, float]],
+    noise: float,
+    rtol: float = DEFAULT_RTOL,
+) -> str | None:
+    """Why the measured point sits on a kink, or None. Around a smooth point the right and left
+    differences ``Q(+h) - Q(0)`` and ``Q(0) - Q(-h)`` part by O(h²), so relative to the central
+    difference their gap shrinks with eps; at a kink (``max(x, 0)`` at 0, a contact switching)
+    they are two different slopes whatever the eps, and any value between them is a valid
+    subgradient: finite differences cannot judge the gradient there. A kink: the gap exceeds
+    ``FD_STABILITY`` of the larger side at every resolved eps and does not halve from the
+    largest eps to the smallest."""
+    gaps = []
+    for (eps, _fd, ad_change, two_h), (right, left) in zip(sweep, one_sided):
+        larger = max(abs(right), abs(left))
+        if larger <= noise:
+            continue
+        gap = max(abs(right - left) - noise, 0.0) / larger
+        gaps.append((eps, gap, right / (two_h / 2.0), left / (two_h / 2.0), ad_change / two_h))
+    if not gaps or any(gap <= FD_STABILITY for _, gap, _, _, _ in gaps):
+        return None
+    largest = max(gaps, key=lambda item: item[0])
+    smallest = min(gaps, key=lambda item: item[0])
+    if len(gaps) > 1 and smallest[1] < 0.5 * largest[1]:
+        return None
+    eps, _, right, left, ad = smallest
+    low, high = sorted((left, right))
+    slack = rtol * max(abs(low), abs(high))
+    between = low - slack <= ad <= high + slack
+    return (
+        f"the objective has a kink at the measured point: its one-sided slopes differ whatever the eps "
+        f"(left {left:.6g}, right {right:.6g} at eps {eps:g}) and the gradient's directional derivative "
+        f"({ad:.6g}) "
+        + ("lies between them, as a valid subgradient does" if between else "lies outside them")
+        + ": finite differences cannot judge a gradient at a kink"
+    )
 
 
 # --------------------------------------------------------------------------- results
@@ -157,3 +201,44 @@ class Result:
     seed: int = 0
     rtol: float = DEFAULT_RTOL
     cwd: str | None = None
+    # on agree: the error findings this measurement did not exercise, with the read that would
+    unexercised: list[tuple[Any, int | None]] = field(default_factory=list)
+    samples: list[Result] = field(default_factory=list)  # --at first,mid,last: one result per read
+
+
+def combine(samples: list[Result]) -> Result:
+    """One verdict over several reads measured: ``disagree`` when one read disagrees (each
+    measurement is sound on its own), ``agree`` when every read agrees, else ``undecided``.
+    The reported details are the disagreeing read's (else the first undecided one's, else the
+    first read's); every read stays in ``samples``."""
+    disagreeing = [s for s in samples if s.verdict == "disagree"]
+    undecided = [s for s in samples if s.verdict == "undecided"]
+    lead = (disagreeing or undecided or samples)[0]
+    out = replace(lead, samples=samples)
+    if disagreeing:
+        out.verdict, out.reason = "disagree", lead.reason
+    elif undecided:
+        agreeing = [s for s in samples if s.verdict == "agree"]
+        out.verdict = "undecided"
+        out.reason = f"{_read_name(lead)}: {lead.reason}" + (
+            f" ({', '.join(_read_name(s) for s in agreeing)} agree)" if agreeing else ""
+        )
+    else:
+        out.verdict = "agree"
+        # a finding one read did not exercise but another did is covered
+        seen: dict[int, tuple[Any, int | None]] = {}
+        for sample in samples:
+            for finding, later in sample.unexercised:
+                seen.setdefault(id(finding), (finding, later))
+        exercised = {
+            id(f) for s in samples for f in s.findings if all(id(f) != id(g) for g, _ in s.unexercised)
+        }
+        out.unexercised = [item for key, item in seen.items() if key not in exercised]
+    return out
+
+
+def _read_name(result: Result) -> str:
+    chosen = result.measurement
+    if chosen is not None and chosen.read is not None:
+        return f"read {chosen.read.number}"
+    return "a read"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import linecache
+from dataclasses import replace
 from typing import Any
 
 from warptrace.probe.verdict import Comparison, Result
@@ -49,16 +50,32 @@ def render_text(result: Result, command: str) -> str:
     chosen = result.measurement
     if chosen is not None:
         for param in chosen.params:
+            role = param.role
+            if role is not None:
+                where = file_line(role.file, role.line, cwd)
+                where += f", allocation {role.ordinal + 1} there" if role.ordinal else ""
+            else:
+                where = file_line(param.allocation.file, param.allocation.line, cwd)
             lines.append(
-                f"parameter  {param.label} ({param.dtype}[{param.size}], allocated at "
-                f"{file_line(param.allocation.file, param.allocation.line, cwd)}), perturbed before its first "
-                f"read at {file_line(param.read_location.file, param.read_location.line, cwd)} "
+                f"parameter  {param.label} ({param.dtype}[{param.size}], allocated at {where}), perturbed before "
+                f"its first read at {file_line(param.read_location.file, param.read_location.line, cwd)} "
                 f"(tape {next((r.tape_id for r in chosen.window if r.backward == param.backward), '?')}, "
                 f"backward {param.backward})"
             )
+        if chosen.read is not None:
+            at = chosen.read_location
+            place = f" at {file_line(at.file, at.line, cwd)}" if at is not None and at.line else ""
+            shared = (
+                " (memory shared with another framework: read after the backward)"
+                if chosen.read.implicit
+                else ""
+            )
+            lines.append(
+                f"read       gradient read {chosen.read.number} of {len(chosen.reads)}{place}{shared}"
+            )
         if chosen.window:
             backs = ", ".join(
-                f"{r.loss_label or 'loss'} at backward {r.backward} "
+                f"{' + '.join(chosen.terms(r)) or 'nothing'} at backward {r.backward} "
                 f"({file_line(r.location.file, r.location.line, cwd)})"
                 for r in chosen.window
             )
@@ -68,6 +85,14 @@ def render_text(result: Result, command: str) -> str:
             )
             summed = "sum of " if len(chosen.window) > 1 else ""
             lines.append(f"objective  {summed}{backs}{value}{resolution}")
+            for seed in chosen.seeds:
+                lines.append(
+                    f"seed       {seed.label} ({seed.size} values) seeded by {seed.how} at "
+                    f"{file_line(seed.location.file, seed.location.line, cwd)}: the seed's values weigh "
+                    f"{seed.label} (those of the first unperturbed run)"
+                )
+            if chosen.seeds:
+                lines.append(f"measured   {chosen.describe()}")
     if result.deterministic is not None:
         lines.append(
             "deterministic: yes (two unperturbed runs agree bitwise)"
@@ -111,6 +136,23 @@ def render_text(result: Result, command: str) -> str:
             lines.append("  no rule finding there: `python -m warptrace analyze` names known patterns only")
     if result.reason:
         lines.append(f"{'undecided' if result.verdict == 'undecided' else 'note'}: {result.reason}")
+    if len(result.samples) > 1:
+        lines.append("reads measured:")
+        for sample in result.samples:
+            read = sample.measurement.read if sample.measurement is not None else None
+            name = f"read {read.number}" if read is not None else "read ?"
+            why = f" ({sample.reason})" if sample.verdict == "undecided" and sample.reason else ""
+            lines.append(
+                f"  {name:<9} {sample.verdict.upper() if sample.verdict != 'agree' else 'agree'}{why}"
+            )
+    if result.verdict == "agree" and result.unexercised:
+        lines.append("not exercised by this measurement (agree says nothing about them):")
+        for finding, later in result.unexercised:
+            hint = f"; --at {later} measures it" if later is not None else ""
+            lines.append(
+                f"  {finding.code} {file_line(finding.location.file, finding.location.line, cwd)}  "
+                f"{finding.message}{hint}"
+            )
     for note in result.notes:
         lines.append(f"note: {note}")
     if result.runs:
@@ -130,9 +172,20 @@ def result_dict(result: Result, command: str) -> dict[str, Any]:
             {
                 "backward": r.backward,
                 "tape": r.tape_id,
-                "loss": r.loss_label,
+                "loss": r.loss_label if r.loss_array >= 0 else None,
                 "file": r.location.file,
                 "line": r.location.line,
+                "seeds": [
+                    {
+                        "array": seed.label,
+                        "size": seed.size,
+                        "how": seed.how,
+                        "file": seed.location.file,
+                        "line": seed.location.line,
+                    }
+                    for seed in chosen.seeds
+                    if seed.backward == r.backward
+                ],
             }
             for r in chosen.window
         ]
@@ -142,12 +195,32 @@ def result_dict(result: Result, command: str) -> dict[str, Any]:
                 "dtype": p.dtype,
                 "size": p.size,
                 "allocation": {"file": p.allocation.file, "line": p.allocation.line},
+                "role": None
+                if p.role is None
+                else {
+                    "file": p.role.file,
+                    "line": p.role.line,
+                    "ordinal": p.role.ordinal,
+                    "shape": list(p.role.shape),
+                },
                 "first_read": {"file": p.read_location.file, "line": p.read_location.line},
                 "backward": p.backward,
                 "position": p.position,
+                "window": p.window,
             }
             for p in chosen.params
         ]
+        if chosen.read is not None:
+            at = chosen.read_location
+            out["read"] = {
+                "number": chosen.read.number,
+                "of": len(chosen.reads),
+                "file": at.file if at is not None else None,
+                "line": at.line if at is not None else None,
+                "shared": chosen.read.implicit,
+            }
+        if chosen.window:
+            out["measured"] = chosen.describe()
     out["objective"] = result.objective
     out["deterministic"] = result.deterministic
     out["seed"] = result.seed
@@ -167,6 +240,19 @@ def result_dict(result: Result, command: str) -> dict[str, Any]:
         out["first_disagreeing"] = result.first_disagreeing
     out["runs"] = [{"name": r.name, "wall_s": round(r.wall_s, 3), "status": r.status} for r in result.runs]
     out["notes"] = result.notes
+    if result.verdict == "agree":
+        out["unexercised_findings"] = [
+            {
+                "code": finding.code,
+                "file": finding.location.file,
+                "line": finding.location.line,
+                "message": finding.message,
+                "at": later,
+            }
+            for finding, later in result.unexercised
+        ]
+    if len(result.samples) > 1:
+        out["samples"] = [result_dict(replace(sample, samples=[]), command) for sample in result.samples]
     return out
 
 
