@@ -18,6 +18,7 @@ kernel source of an older trace). Neither side parses source: they ask the model
 - :mod:`.local_flow` - def-use of locals, the state a loop carries from one iteration to
   the next, the history of local vector components (what the facts record about them).
 - :mod:`.guards` - what "possibly zero" and "possibly non-finite" mean, from syntax.
+- :mod:`.unroll` - whether Warp unrolls a loop (its own decision, restated on the AST).
 - :mod:`.replay` - what the adjoint's replay sees after a loop Warp does not unroll (the
   facts' ``stale_reads``, WT403).
 - :mod:`.elements` - which elements one thread reads and then overwrites, and whether an

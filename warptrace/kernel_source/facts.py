@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-from warptrace.kernel_source import guards, local_flow, replay, result_uses
+from warptrace.kernel_source import guards, local_flow, replay, result_uses, unroll
 from warptrace.kernel_source.replay import StaleRead
 from warptrace.kernel_source.syntax import call_name, names_in, parse_function, root_name, text_of, walk
 
@@ -338,60 +338,6 @@ def _is_array_annotation(node: ast.expr | None) -> bool:
     return local_flow.array_annotation_ndim(node) is not None
 
 
-def _range_bounds(node: ast.expr, constants: dict[str, int]) -> tuple[tuple[str, ...], int | None]:
-    """The ``range(...)`` argument texts and the trip count when every bound is an integer
-    literal or a name the recorder resolved to an integer (``wp.constant``, a module int)."""
-    if not isinstance(node, ast.Call) or call_name(node.func) != "range" or node.keywords:
-        return (), None
-    bounds = tuple(text_of(a) for a in node.args)
-    values = [_integer(a, constants) for a in node.args]
-    if any(v is None for v in values) or not 1 <= len(values) <= 3:
-        return bounds, None
-    try:
-        return bounds, len(range(*values))  # type: ignore[arg-type]
-    except ValueError:  # range(0, 4, 0)
-        return bounds, None
-
-
-def _static_call(node: ast.expr) -> bool:
-    return isinstance(node, ast.Call) and call_name(node.func) == "static"
-
-
-def _integer(node: ast.expr, constants: dict[str, int]) -> int | None:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _integer(node.operand, constants)
-        return -value if value is not None else None
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name):
-        return constants.get(node.id)
-    return None
-
-
-def _unrolled(node: ast.For, trips: int | None, max_unroll: int, constants: dict[str, int]) -> bool:
-    """Warp's decision (``Adjoint.get_unroll_range``): the builtin name ``range`` with constant
-    bounds, no ``break``, and a trip count up to ``max_unroll`` unless the loop holds
-    ``wp.static`` (then always unrolled). A bound written ``wp.static(...)`` is a constant
-    Warp evaluates at compile time (``range(wp.static(2 * N))``), whose count is not known here."""
-    if not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, ast.Name):
-        return False
-    if trips is None:
-        args = node.iter.args
-        static_bounds = (
-            call_name(node.iter.func) == "range"
-            and 1 <= len(args) <= 3
-            and not node.iter.keywords
-            and all(_integer(a, constants) is not None or _static_call(a) for a in args)
-            and any(_static_call(a) for a in args)
-        )
-        return static_bounds
-    if any(isinstance(n, ast.Call) and call_name(n.func) == "static" for n in walk(node)):
-        return True
-    if any(isinstance(n, ast.Break) for s in node.body for n in walk(s)):
-        return False
-    return trips <= max_unroll
-
-
 class _Collector:
     """One pass over a function body collecting every fact list."""
 
@@ -495,7 +441,7 @@ class _Collector:
         offset = line - node.lineno
         carried_at = tuple(n + offset for n in carried_lines)
         if isinstance(node, ast.For):
-            bounds, trips = _range_bounds(node.iter, self.constants)
+            bounds, trips = unroll.range_bounds(node.iter, self.constants)
             self.loops.append(
                 Loop(
                     line,
@@ -507,7 +453,7 @@ class _Collector:
                     trips,
                     tuple(assigned),
                     parent,
-                    _unrolled(node, trips, self.max_unroll, self.constants),
+                    unroll.unrolled(node, trips, self.max_unroll, self.constants),
                     carried,
                     carried_at,
                     carried_kinds,
