@@ -6,8 +6,8 @@ filling the gradient of the 16 per-sample terms with ones, which backpropagates 
 every gradient is 16 times the gradient of the reported objective. The step size 0.15 is
 stable for the mean (0.15 L = 0.4) but not for the sum (16x that): the fit diverges and the
 squared errors overflow float32 after a few dozen steps. The cause is the seed, not the
-kernel that overflows (no WT501). WT304 on the seed is allowed, not required, until the rule
-sees a mean formed off the tape after the update (the seed-semantics work on WT304).
+kernel that overflows (no WT501). WT304 names the seed: the program reduces the same terms
+by a mean (off the tape, after the update), which the sum the seed backpropagates is not.
 """
 # check-numerics
 
@@ -55,7 +55,7 @@ def run() -> dict:
         tape = wp.Tape()
         with tape:
             wp.launch(residual_terms, dim=N, inputs=[x, y, w], outputs=[terms], device=DEVICE)
-        terms.grad.fill_(1.0)  # allow: WT304
+        terms.grad.fill_(1.0)  # expect: WT304
         tape.backward()
         if first is None:
             w_np = w.numpy().astype(np.float64)

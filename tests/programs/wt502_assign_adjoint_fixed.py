@@ -1,8 +1,9 @@
 """Fixed twin of wt502_assign_adjoint: the custom adjoint accumulates with +=.
 
-``scaled_product(a, b)`` has a custom adjoint written with ``wp.adjoint[a] += ...``. With
-distinct inputs that is harmless, but ``energy`` passes the same value twice (``v * v``):
-the second assignment overwrites the first term and the gradient is half what it should be.
+``scaled_product(a, b)`` has a custom adjoint written with ``wp.adjoint[a] += ...``.
+``energy`` passes the same value twice (``v * v``): both terms add into the one adjoint, and
+the gradient is the full ``v`` (the buggy twin assigns with ``=``, so the second term
+overwrites the first and the gradient is half).
 """
 # check-numerics
 
