@@ -19,8 +19,8 @@ and compares: stdout and exit status identical, the trace readable and complete,
 warning finding. ``gradcheck_*`` scenarios instead run ``python -m warptrace gradcheck``
 and expect the verdict "agree". A scenario that cannot run on the device (streams on the
 CPU, torch not installed) exits 77 and is listed as skipped with its reason. Then, with
-``--bench`` (default on a CUDA device), the recorder's per-operation rows of
-``tools/bench_record.py --device``.
+``--bench`` (default on a CUDA device), the recorder's per-operation cost on the device
+(``device_scenarios/_bench_ops.py``; the full CPU benchmark is ``tools/bench_record.py``).
 
 It prints one summary table and exits 1 on any difference (0 otherwise, 2 on usage
 errors). On a CUDA device it is meant to finish in a few minutes; in CI it runs its CPU
@@ -161,13 +161,18 @@ def check_gradcheck(script: Path, work: Path, env: dict[str, str], timeout: floa
 
 
 def check_bench(device: str, work: Path, env: dict[str, str], timeout: float) -> Outcome:
-    out = Outcome("bench_record (d)")
-    result = run([sys.executable, str(REPO / "tools" / "bench_record.py"), "--device", device, "--only", "ops",
-                  "--ops", "500", "--repeat", "3"], work, env, timeout * 10)  # fmt: skip
-    if result.returncode != 0:
-        out.fail(f"bench_record.py exited {result.returncode}: {result.stderr.strip()[-300:]}")
-    else:
-        out.detail.extend(line for line in result.stdout.splitlines() if line.strip())
+    """The per-operation rows of ``device_scenarios/_bench_ops.py`` on the device."""
+    out = Outcome("bench: µs per operation")
+    result = run([sys.executable, str(SCENARIOS / "_bench_ops.py"), "--ops", "500", "--repeat", "3"],
+                 work, env, timeout * 10)  # fmt: skip
+    try:
+        rows = json.loads(result.stdout.strip().splitlines()[-1])["rows"]
+    except (ValueError, IndexError, KeyError):
+        out.fail(f"_bench_ops.py exited {result.returncode}: {result.stderr.strip()[-300:]}")
+        return out
+    out.detail.append(f"{'operation':<26}{'plain':>9}{'traced':>9}{'added':>9}")
+    for name, row in rows.items():
+        out.detail.append(f"{name:<26}{row['plain_us']:9.2f}{row['traced_us']:9.2f}{row['added_us']:9.2f}")
     return out
 
 
