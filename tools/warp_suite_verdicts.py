@@ -47,6 +47,11 @@ _ROOT = (
 VERDICTS: dict[tuple[str, str, int], str] = {
     ("WT202", "test_tape.py", 586): _RETAIN,
     ("WT202", "test_array.py", 3164): _RETAIN,
+    ("WT310", "test_array.py", 3139): (
+        "true: x_a is read on the tape only by multiply_by_two, whose store into y multiply_by_three "
+        "overwrites before the loss; Warp zeroes y.grad between their adjoints (no retain_grad), so "
+        "x_a.grad is zero by construction, which the test asserts"
+    ),
     ("WT307", "test_options.py", 68): _NO_BACKWARD,
     ("WT307", "test_options.py", 115): _NO_BACKWARD,
     ("WT405", "test_deterministic_counter.py", 113): (

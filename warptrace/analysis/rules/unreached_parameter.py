@@ -42,8 +42,12 @@ WT310 unreached-parameter
         unrecorded launch on its way (WT301, WT309, WT503 name the cut); backward calls seeded
         by hand (an adjoint launched by the program, a copy into a ``.grad``: the seeds may be
         more than the trace shows) and tapes holding custom ``record_func`` callbacks (they may
-        write any gradient).
-    Look-alikes: ok_flow_param_flat, ok_mem_mesh_constant
+        write any gradient); a gradient the program wrote itself before reading it (an adjoint
+        it launched, ``adjoint=True``, or a copy into ``.grad``); the gradient of a seeded
+        output; an array read only by a launch whose output keeps its gradient
+        (``retain_grad=True``: Warp passes it to every write); traces recorded before
+        schema 6, whose reads through mesh/BVH/volume handles were not recorded.
+    Look-alikes: ok_flow_param_flat, ok_mem_mesh_constant, ok_flow_grad_by_hand
     Warp documentation:
         "Differentiability", sections "Debugging Gradients" and "Limitations and Workarounds".
 """
@@ -101,6 +105,8 @@ def unreached(model: Model) -> list[tuple[int, list[int], list[BackwardCall], _R
 
 
 def _unreached(model: Model) -> list[tuple[int, list[int], list[BackwardCall], _Reach]]:
+    if int(model.meta.get("schema_version", S.SCHEMA_VERSION)) < 6:
+        return []  # before schema 6 the reads through mesh/BVH/volume handles were not recorded
     df = dataflow_of(model)
     calls = [call for call in df.backward_calls if call.end_seq >= 0]
     if not calls:
@@ -116,12 +122,15 @@ def _unreached(model: Model) -> list[tuple[int, list[int], list[BackwardCall], _
         owner = df.owner_of(int(model.acc_array[row]))
         if owner >= 0:
             by_owner.setdefault(owner, []).append(row)
+    written = _written_by_hand(model, df)
     found = []
     for owner, rows in by_owner.items():
         first_seq = int(model.seq[df.acc_ev[rows[0]]])
         before = [call for call in calls if call.end_seq < first_seq]
         if (
             not before
+            or written.get(owner, first_seq) < first_seq
+            or any(owner == call.loss or owner in call.grads for call in before)  # a seed
             or _custom_callbacks(model, df, before)
             or any(_hand_seeded(model, df, c) for c in before)
         ):
@@ -144,6 +153,31 @@ def _gradient_reads(model: Model, df: Dataflow) -> np.ndarray:
         (kinds == K[S.VALUE_READ]) | (kinds == K[S.COPY]) | ((kinds == K[S.LAUNCH]) & ~model.recorded[evs])
     )
     return rows[keep]
+
+
+def _written_by_hand(model: Model, df: Dataflow) -> dict[int, int]:
+    """Per array, the first seq at which something outside a backward wrote its gradient with
+    values: a copy into ``.grad``, a non-zero fill, or an adjoint launched by the program
+    (``wp.launch(..., adjoint=True)`` adds into the ``.grad`` of its array arguments, which its
+    access rows name by the arrays themselves). A gradient read after it holds what that wrote,
+    not a zero by construction."""
+    first: dict[int, int] = {}
+
+    def note(owner: int, ev: int) -> None:
+        seq = int(model.seq[ev])
+        if owner >= 0 and seq < first.get(owner, seq + 1):
+            first[owner] = seq
+
+    rows = np.nonzero(df.grad_row_mask & df.is_write)[0]
+    evs = df.acc_ev[rows]
+    keep = (df.ev_backward[evs] < 0) & (model.parent[evs] < 0)
+    keep &= ~((model.kind[evs] == K[S.MEMSET]) & (model.value[evs] == 0.0))  # clears, not values
+    for row, ev in zip(rows[keep].tolist(), evs[keep].tolist()):
+        note(df.owner_of(int(model.acc_array[row])), ev)
+    adjoint = model.adjoint[df.acc_ev] & (df.ev_backward[df.acc_ev] < 0) & (model.parent[df.acc_ev] < 0)
+    for row in np.nonzero(adjoint & ~df.grad_row_mask)[0].tolist():
+        note(int(model.acc_array[row]), int(df.acc_ev[row]))
+    return first
 
 
 def _custom_callbacks(model: Model, df: Dataflow, calls: list[BackwardCall]) -> bool:
@@ -235,7 +269,21 @@ def _reach(model: Model, df: Dataflow, owner: int, calls: list[BackwardCall]) ->
         return None  # carried onto the tape another way (an unrecorded launch, a host round trip)
     if reach.read_on_tape < 0:
         reach.read_on_tape = _recorded_reader(model, df, owner, calls)
+    if reach.read_on_tape >= 0 and _writes_retained(model, df, reach.read_on_tape):
+        return None  # Warp keeps a retain_grad array's gradient across its overwrites: reached
     return reach
+
+
+def _writes_retained(model: Model, df: Dataflow, ev: int) -> bool:
+    """Whether event ``ev`` writes an array created with ``retain_grad=True``: Warp does not
+    zero such a gradient when a later launch overwrites the array, so the adjoint of ``ev``
+    still receives it (the dataflow's "an overwritten value is dead" does not hold)."""
+    rows, _ = df.rows_of_events(np.array([ev], dtype=np.int64))
+    for row in rows[df.is_write[rows] & ~df.grad_row_mask[rows]].tolist():
+        info = model.arrays.get(int(model.acc_array[row]))
+        if info is not None and info.retain_grad:
+            return True
+    return False
 
 
 def _reaches_loss(model: Model, df: Dataflow, call: BackwardCall, objective: np.ndarray, rows: np.ndarray,
