@@ -56,11 +56,17 @@ def test_featherstone_tree_walks_are_not_in_place_errors(tmp_path):
     # the one proven in-place update: eval_rigid_tau's body_f_ext (zero wrenches here)
     assert len(errors) == 1
     assert "`eval_rigid_tau`" in errors[0].message and "body_f_ext" in errors[0].message
+    # the tree walks are infos at most (the report keeps only the error on the user's
+    # `solver.step(...)` line where they all land: an info there adds nothing)
     for kernel in TREE_WALKS:
-        walks = [f for f in findings if f"`{kernel}`" in f.message]
-        assert walks and all(f.severity == Severity.INFO for f in walks), kernel
+        assert not [f for f in findings if f"`{kernel}`" in f.message and f.severity >= Severity.WARNING], (
+            kernel
+        )
     # dense_cholesky / dense_solve have custom adjoints that read what the call leaves
     assert not [f for f in findings if "eval_dense_" in f.message]
+    # the solver refreshes its input state's poses (read and overwrite both inside Newton, on a
+    # state it returned): no line of the program changes that, so no error
+    assert not [f for f in report.findings if f.code == "WT101" and f.severity == Severity.ERROR]
 
 
 def test_featherstone_with_external_wrenches_gets_a_wrong_gradient(tmp_path):

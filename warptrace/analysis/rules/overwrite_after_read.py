@@ -3,9 +3,9 @@
 WT101 overwrite-after-read
     Summary: memory a taped launch read is overwritten on the same tape before its backward
     Severity: error (warning when the write only accumulates into memory whose old values the
-    reading kernel's adjoint needs, or when ``--check-numerics`` summaries prove that every
-    overwrite stored the bytes the reader saw; info when the reading kernel uses the values
-    only linearly)
+    reading kernel's adjoint needs, when ``--check-numerics`` summaries prove that every
+    overwrite stored the bytes the reader saw, or when a library makes both the read and the
+    overwrite on memory it returned to the program; info when the adjoint is linear in it)
     Proves:
         A launch recorded on tape T read buffer B; later, while T was still the active tape and
         before T's backward, something T recorded wrote B: a launch, a copy
@@ -622,7 +622,7 @@ def _overwrite_finding(
             "; on Warp >= 1.17 a copy that writes back unchanged values still gives the right gradient, but "
             "the first copy that changes them does not, and the fix is the same"
         )
-    clauses, fix = unchanged_and_owner_clauses(model, group, subject, r_array, write_ev)
+    clauses, fix = unchanged_and_owner_clauses(model, group, subject, r_array, write_ev, read_ev)
     message += clauses
     related: list[Location] = []
     append_loc(related, model.event_location(read_ev, "read"))

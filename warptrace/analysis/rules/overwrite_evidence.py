@@ -423,7 +423,7 @@ def alias_clause(
 
 
 def unchanged_and_owner_clauses(
-    model: Model, group: Group, subject: str, read_array: int, write_ev: int
+    model: Model, group: Group, subject: str, read_array: int, write_ev: int, read_ev: int
 ) -> tuple[str, str]:
     """What WT101/WT104 add about the values and the owner of an overwritten buffer: (message
     clauses, a fix replacing the rule's, or ""). An error whose overwrites the value summaries
@@ -442,6 +442,22 @@ def unchanged_and_owner_clauses(
         message += f"; {subject} belongs to the library: {owner.phrase()}"
         if owner.owner_class:
             fix = kept_buffer_fix(owner)
+        elif (
+            group.severity == Severity.ERROR
+            and group.code == "WT101"
+            and library_site(model, int(model.site[read_ev])) >= 0
+        ):
+            # read and overwrite both inside the library, on memory it handed to the program
+            # (a state it returned) rather than keeps: no line of the program's changes it, and
+            # without values the trace cannot tell a change from a recomputation of the same
+            # values (a solver refreshing its input state's poses)
+            group.severity = Severity.WARNING
+            message += (
+                f"; both the read and the overwrite are made inside {owner.library}, on memory it returned to "
+                "your code, so no change at your line avoids them: whether the overwrite changes the values the "
+                "adjoint needs (a library bug) or recomputes the same ones (harmless) is for the value "
+                "summaries to tell (--check-numerics)"
+            )
     return message, fix
 
 
