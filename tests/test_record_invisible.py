@@ -6,6 +6,7 @@ import contextlib
 import inspect
 import io
 import linecache
+import os
 import types
 import warnings
 
@@ -76,8 +77,10 @@ def test_wrapper_frames_keep_their_source(tracing):
         if isinstance(f, types.FunctionType)
     ]
     if native.COMPILED:
-        assert wrappers == []
-        return
+        # only the --check-numerics layer (record/numerics.py, not compiled) runs as source
+        assert all(os.path.basename(f.__code__.co_filename) == "numerics.py" for f in wrappers)
+        if not wrappers:
+            return
     code = wrappers[0].__code__
     assert code.co_filename.startswith(warp._src.context.__file__.rsplit("context.py", 1)[0])
     # the path resolves to warptrace's file: tracebacks show the wrapper's real source
