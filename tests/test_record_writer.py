@@ -133,9 +133,11 @@ def _launches(x, y, n: int) -> None:
         wp.launch(store_kernel, dim=4, inputs=[x], outputs=[y], device=DEVICE)
 
 
-def test_a_short_run_never_starts_the_process(trace_path):
+def test_a_short_run_never_starts_the_process(trace_path, monkeypatch):
     """Only a flush before the end starts the child: a run whose rows all fit in memory
     (most tests, short scripts) encodes its parts in process, at stop()."""
+    # no timed flush inside the run, however slow a loaded machine makes it
+    monkeypatch.setattr(session, "FLUSH_SECONDS", 3600.0)
     warptrace.start(trace_path)
     x = wp.zeros(4, dtype=float, device=DEVICE)
     _launches(x, x, 20)
