@@ -160,6 +160,23 @@ def test_a_tape_never_reset_moves_the_default_to_the_read_that_replays_old_forwa
     assert param.position > 0 and param.read_location.line == _line_of(script, "wp.launch(predict")
 
 
+def test_a_tape_backpropagated_again_without_a_new_forward_keeps_the_first_read(record):
+    # Jacobian rows: one recording, a seed per backward, nothing recorded after read 1
+    chosen = measurement(record("ok_acc_jacobian_rows"))
+    assert chosen.read is not None and chosen.read.number == 1 and chosen.undecided is None
+    # read 2 replays only the forward recorded before read 1: its objective was not recomputed
+    later = measurement(record("ok_acc_jacobian_rows"), at=2)
+    assert later.undecided is not None and "the objective is not recomputed" in later.undecided
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_a_recording_replayed_after_a_torch_step_is_not_measured_at_the_later_reads(record):
+    # recorded once, backpropagated after each torch optimizer step: the loss array keeps the
+    # first forward's value, so only read 1 is a gradient of what the program computed
+    chosen = measurement(record("ok_bridge_torch_optimizer"))
+    assert chosen.read is not None and chosen.read.number == 1 and chosen.undecided is None
+
+
 def test_a_gradient_handed_to_another_segment_is_no_read(record):
     # q_end.grad.assign(ckpt_q[s + 1].grad) between checkpoint segments: the read is force.grad at the end
     chosen = measurement(record("wt303_checkpoint_fixed"))

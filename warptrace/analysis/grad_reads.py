@@ -57,6 +57,7 @@ class ArrayReads:
 
 STALE_ACCUMULATED = "accumulated"
 STALE_REPLAYED = "replayed"
+STALE_OLD_FORWARD = "old-forward"
 
 
 @dataclass
@@ -68,7 +69,9 @@ class ReadPoint:
     windows: dict[int, list[Recording]]  # array_id -> the backward calls its value holds
     # why the value read here also holds what an earlier read saw ("" when it does not):
     # STALE_ACCUMULATED (backward calls from before the array's previous read, never cleared) or
-    # STALE_REPLAYED (a tape never reset replays forwards recorded before that read)
+    # STALE_REPLAYED (a tape never reset replays forwards recorded before that read) or
+    # STALE_OLD_FORWARD (its backward calls replay only forwards recorded before that read:
+    # nothing recomputed the objective since, whatever changed the parameters in between)
     stale: str
     implicit: bool  # every read of the point is implicit (memory shared with another framework)
     start: int  # seq of the earliest clear among the windows (-1: before the run)
@@ -201,12 +204,16 @@ def _handovers(model: Model) -> set[int]:
 
 
 def read_points(
-    executed: list[Recording], reads_of: Iterable[ArrayReads], first_seq: dict[int, int] | None = None
+    executed: list[Recording],
+    reads_of: Iterable[ArrayReads],
+    first_seq: dict[int, int] | None = None,
+    last_seq: dict[int, int] | None = None,
 ) -> list[ReadPoint]:
     """The read points of the run, in time order: reads grouped by the backward calls before
     them; a group is a read point when some value read there holds a backward call that no
     earlier read of that array saw. ``first_seq``: backward seq -> seq of the first operation
-    its recording replays (a tape never reset replays forwards older than the last read)."""
+    its recording replays (a tape never reset replays forwards older than the last read);
+    ``last_seq``: backward seq -> seq of its recording's last operation."""
     backward_seqs = [r.backward_seq for r in executed]
     groups: dict[int, list[tuple[int, bool, ArrayReads]]] = {}
     for reads in reads_of:
@@ -238,6 +245,12 @@ def read_points(
                 continue
             if previous >= 0 and len(fresh) < len(window):
                 stale = stale or STALE_ACCUMULATED
+            elif (
+                previous >= 0
+                and last_seq
+                and all(last_seq.get(r.backward_seq, seq) < previous for r in fresh)
+            ):
+                stale = stale or STALE_OLD_FORWARD
             elif (
                 previous >= 0
                 and first_seq

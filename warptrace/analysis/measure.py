@@ -32,6 +32,7 @@ from warptrace.analysis.bisect import Leaf, Recording, arg_index, leaves, record
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, Severity
 from warptrace.analysis.grad_reads import (
+    STALE_OLD_FORWARD,
     STALE_REPLAYED,
     ArrayReads,
     ReadPoint,
@@ -395,7 +396,8 @@ def measurement(
     notes: list[str] = []
     if chosen and any(reads[a].reads or reads[a].implicit for a in chosen):
         first_seq = {r.backward_seq: int(model.seq[r.events[0]]) for r in executed if r.events}
-        points = read_points(executed, [reads[a] for a in chosen], first_seq)
+        last_seq = {r.backward_seq: int(model.seq[r.events[-1]]) for r in executed if r.events}
+        points = read_points(executed, [reads[a] for a in chosen], first_seq, last_seq)
     else:
         orphan = None if labels else _unfilled_read(model, all_recordings)
         if orphan is not None:
@@ -428,7 +430,8 @@ def measurement(
         number = plain[0] + 1 if plain else 1
         if number > 1:
             notes.append(f"gradient reads 1-{number - 1} follow graph replays; measuring read {number}")
-        if number < len(points) and points[number].stale and not replayed[number]:
+        stale_next = points[number].stale if number < len(points) else ""
+        if stale_next and stale_next != STALE_OLD_FORWARD and not replayed[number]:
             number += 1
             if points[number - 1].stale == STALE_REPLAYED:
                 notes.append(
@@ -467,6 +470,13 @@ def measurement(
         result.undecided = (
             "the measured gradient comes from a captured graph (wp.capture_launch replays the backward): "
             "the probe cannot perturb or read inside a replay; measure a gradient read after a plain backward (--at)"
+        )
+    elif point.stale == STALE_OLD_FORWARD:
+        result.undecided = (
+            f"the backward before read {number} replays only operations recorded before read {number - 1} (the "
+            "tape is backpropagated again without recording anything new): the objective is not recomputed, so "
+            "finite differences of it measure the gradient where it was recorded, not where this read is taken "
+            f"(--at {number - 1} measures an earlier read)"
         )
     elif seed_problem:
         result.undecided = seed_problem
