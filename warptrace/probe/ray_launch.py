@@ -103,6 +103,24 @@ def _node_id() -> str | None:
         return None
 
 
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A ``host:port`` (or ``ray://host:port``) address must accept a connection: Ray's own
+    client retries an unreachable one for minutes."""
+    import socket
+
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return  # "auto" and the like: Ray answers those at once
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise LaunchError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or type(exc).__name__}"
+        ) from None
+
+
 def import_ray() -> Any:
     try:
         import ray
@@ -123,9 +141,19 @@ class RayLauncher(Launcher):
         ray = import_ray()
         self.ray = ray
         self.root = os.getcwd()
+        # the working directory goes with the job (Ray uploads a directory at the job level only);
+        # a process already connected to Ray (the Python API) keeps its job's own runtime_env
+        self.joined = ray.is_initialized()
+        if address and not self.joined:
+            check_reachable(address)
         try:
-            if not ray.is_initialized():
-                ray.init(address=address or None, logging_level="ERROR", log_to_driver=False)
+            if not self.joined:
+                ray.init(
+                    address=address or None,
+                    runtime_env={"working_dir": self.root},
+                    logging_level="ERROR",
+                    log_to_driver=False,
+                )
             resources = ray.cluster_resources()
         except Exception as exc:  # ConnectionError, RuntimeError, ValueError, ...: Ray's own
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -163,7 +191,6 @@ class RayLauncher(Launcher):
             "timeout": self.timeout,
         }
         options: dict[str, Any] = {
-            "runtime_env": {"working_dir": self.root},
             "num_gpus": 1 if self.uses_cuda and self.gpus else 0,
             "max_retries": 0,
         }
@@ -171,10 +198,7 @@ class RayLauncher(Launcher):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.nodes[run.pin], soft=False)
-        try:
-            self.tasks[id(run)] = self.remote.options(**options).remote(task)
-        except Exception as exc:  # the working directory could not be shipped (too big, unreadable)
-            raise LaunchError(f"cannot start a Ray task: {str(exc).strip().splitlines()[0]}") from None
+        self.tasks[id(run)] = self.remote.options(**options).remote(task)
         run.started = True
         run.info.status = "running"
         started = time.perf_counter()
@@ -213,6 +237,11 @@ class RayLauncher(Launcher):
             self.local._finish(run)
             return
         run.done.wait()
+
+    def close(self) -> None:
+        super().close()
+        if not self.joined:
+            self.ray.shutdown()
 
     def cancel(self, runs: list[Run]) -> None:
         for run in runs:
