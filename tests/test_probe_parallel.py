@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 EPS = "1e-2,1e-3"
 TIMING = ("runs", "elapsed_s", "parallel")
+RAY_COMMAND = (sys.executable, "-m", "warptrace", "gradcheck")
 
 
 @cache
@@ -140,8 +141,7 @@ def test_ray_runs_give_the_serial_verdict(tmp_path):
     try:
         address = context.address_info["address"]
         done = subprocess.run(
-            [sys.executable, "-m", "warptrace", "gradcheck", f"--ray={address}"]
-            + ["-q", "--format", "json", "--eps", EPS, "projectile.py"],
+            [*RAY_COMMAND, f"--ray={address}", "-q", "--format", "json", "--eps", EPS, "projectile.py"],
             cwd=tmp_path,
             capture_output=True,
             text=True,
