@@ -173,7 +173,7 @@ class Driver:
         )
         trace = read_trace(trace_path)
         model = Model(trace)
-        self.launcher.uses_cuda = any(info.device.startswith("cuda") for info in model.arrays.values())
+        self.launcher.devices_used({info.device for info in model.arrays.values() if info.device})
         report = analyze_trace(trace)
         specs: tuple[int | str | None, ...] = options.at or (None,)
         results = []

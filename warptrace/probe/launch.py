@@ -134,7 +134,7 @@ class Launcher:
 
     jobs = 1
     where = ""  # for the report: "2 jobs", "Ray cluster at ..."
-    uses_cuda = False  # the recorded program launched on a CUDA device (set by the driver)
+    uses_cuda = False  # the recorded program used a CUDA device (set by the driver, :meth:`devices_used`)
 
     def __init__(self, timeout: float, progress: Callable[[str], None]) -> None:
         self.timeout = timeout
@@ -144,6 +144,10 @@ class Launcher:
 
     def describe_worker(self, worker: int | None) -> str:
         return "" if worker is None else f"worker {worker + 1}"
+
+    def devices_used(self, devices: set[str]) -> None:
+        """The Warp devices the recording run used ("cpu", "cuda:0", ...), before the other runs start."""
+        self.uses_cuda = any(device.startswith("cuda") for device in devices)
 
     def submit(self, run: Run) -> None:
         """Queue ``run`` (it may start at once)."""
@@ -228,11 +232,23 @@ class LocalLauncher(Launcher):
         ]
         for thread in self.threads:
             thread.start()
-        self.where = f"{jobs} jobs" + (
+        self._describe()
+
+    def _describe(self) -> None:
+        split = any(self.envs)
+        self.where = f"{self.jobs} jobs" + (
             f" on CUDA devices {', '.join(dict.fromkeys(env['CUDA_VISIBLE_DEVICES'] for env in self.envs))}"
-            if len(self.devices) > 1
+            if split
             else ""
         )
+
+    def devices_used(self, devices: set[str]) -> None:
+        """A program that names a CUDA device other than the first (``cuda:1``) needs to see them
+        all: then every worker sees every device."""
+        super().devices_used(devices)
+        if any(device.startswith("cuda:") and device != "cuda:0" for device in devices):
+            self.envs = [{} for _ in self.envs]
+            self._describe()
 
     def describe_worker(self, worker: int | None) -> str:
         if worker is None:
@@ -268,8 +284,10 @@ class LocalLauncher(Launcher):
             run = self._next(worker)
             if run is None:
                 return
+            # the recording sees every device (which ones the program uses is not known yet)
+            env = self.envs[worker] if run.config.get("mode") != "record" else {}
             try:
-                execute(run, self.envs[worker], self.timeout)
+                execute(run, env, self.timeout)
             except OSError as exc:  # the process could not be started
                 run.error = ProbeFailed(f"probe run '{run.name}' could not start: {exc}")
             self._report(run)
