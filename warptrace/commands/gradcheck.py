@@ -74,6 +74,35 @@ def add_probe_options(parser: CommandParser) -> None:
     parser.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: 1e-2)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random direction and weights")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=job_count,
+        default=1,
+        metavar="N",
+        help="probe runs at once on this machine (one CUDA device each when it has several; default: 1)",
+    )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the probe runs as Ray tasks, the working directory shipped with them: --ray (ray.init()'s "
+        "default cluster, else a local one) or --ray=ADDRESS (pip install 'warptrace[ray]')",
+    )
+    # `--ray SCRIPT.py` runs the script: the address only with `=`
+    parser.value_options.discard("--ray")
+
+
+def job_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of jobs: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("at least 1 job")
+    return value
 
 
 def add_module_option(parser: CommandParser) -> None:
@@ -118,13 +147,22 @@ def run_probe(
         rtol=args.rtol if args.rtol is not None else DEFAULT_RTOL,
         seed=args.seed if args.seed is not None else DEFAULT_SEED,
         cuts=cuts,
+        jobs=args.jobs,
+        ray=args.ray,
     )
     progress = None if args.quiet else (lambda line: write_stderr(f"warptrace: {line}"))
-    driver = Driver(options, progress)
+    driver = Driver(options, progress)  # LaunchError (exit 2): Ray missing or unreachable
     try:
         result = driver.run()
     except ProbeFailed as exc:  # its message names the log, which stays on disk
-        result = Result("undecided", reason=str(exc), runs=driver.runs, cwd=os.getcwd())
+        result = Result(
+            "undecided",
+            reason=str(exc),
+            runs=driver.runs,
+            cwd=os.getcwd(),
+            elapsed_s=driver.elapsed,
+            where=driver.launcher.where,
+        )
     else:
         driver.cleanup()
     if args.format == "json":

@@ -13,15 +13,20 @@ never altered; no state leaks between runs). For a plan of C cuts and E eps valu
 
 So ``3 + 2E`` runs whatever C is (9 with the default 3 eps). Each run's wall time is
 reported.
+
+The runs after the recording are independent processes: with ``--jobs N`` or ``--ray``
+(:mod:`warptrace.probe.launch`) the driver asks for them before it needs their results, so
+they run side by side. It waits for them in the order a serial driver would, and reads
+their results the same way, so the verdict is the serial one. The two unperturbed runs then
+run on different workers (the determinism check covers the workers too); when they differ,
+a third unperturbed run on the first one's worker tells a worker mismatch from a program
+that does not repeat itself.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,8 +37,7 @@ from warptrace.analysis.bisect import MAX_CUTS, Cut, make_plan
 from warptrace.analysis.measure import measurement, unexercised
 from warptrace.analysis.model import Model
 from warptrace.analysis.report import analyze_trace
-from warptrace.errors import WarptraceError
-from warptrace.probe.child import CONFIG_ENV
+from warptrace.probe.launch import Launcher, LocalLauncher, ProbeFailed, Run, SerialLauncher
 from warptrace.probe.verdict import (
     DEFAULT_RTOL,
     NOISE_ULPS,
@@ -65,16 +69,31 @@ class Options:
     seed: int = DEFAULT_SEED
     cuts: bool = False  # bisect --run: measure the cuts too
     timeout: float = RUN_TIMEOUT_S
+    jobs: int = 1  # probe runs at once on this machine
+    ray: str | None = None  # run them as Ray tasks: the cluster's address ("": ray.init()'s default)
 
 
-class ProbeFailed(WarptraceError):
-    """A probe run could not be made (the script failed or diverged)."""
+__all__ = ["Driver", "Options", "ProbeFailed"]
+
+
+def make_launcher(options: Options, progress: Callable[[str], None]) -> Launcher:
+    """Where the runs go: a Ray cluster, N jobs here, or one after another (LaunchError: Ray missing or unreachable)."""
+    if options.ray is not None:
+        from warptrace.probe.ray_launch import RayLauncher
+
+        return RayLauncher(options.ray, options.timeout, progress)
+    if options.jobs > 1:
+        return LocalLauncher(options.jobs, options.timeout, progress)
+    return SerialLauncher(options.timeout, progress)
 
 
 class Driver:
     def __init__(self, options: Options, progress: Callable[[str], None] | None = None) -> None:
         self.options = options
         self.progress = progress or (lambda line: None)
+        self.launcher = make_launcher(options, self.progress)
+        self.parallel = options.ray is not None or options.jobs > 1  # ask for runs before they are needed
+        self.elapsed: float | None = None
         self.workdir = tempfile.mkdtemp(prefix="warptrace-probe-")
         self.runs: list[RunInfo] = []
         self.sweep: list[float] = []
@@ -83,6 +102,7 @@ class Driver:
         self.prefix = ""  # of run names, per read measured (--at first,last)
         # array_id -> backward seqs after which another framework cleared its gradient (seen in a probe run)
         self.unseen_clears: dict[int, list[int]] = {}
+        self.started = 0  # runs asked for
 
     def cleanup(self) -> None:
         """Remove the runs' folder (the recording, configs, results and logs)."""
@@ -90,7 +110,8 @@ class Driver:
 
     # ------------------------------------------------------------------ runs
 
-    def _child(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
+    def _start(self, name: str, config: dict[str, Any], pin: int | None = None) -> Run:
+        """Ask for a run (the launcher may start it now); its result comes from :meth:`_result`."""
         config = {
             "script": self.options.script,
             "args": self.options.args,
@@ -98,44 +119,53 @@ class Driver:
             **config,
         }
         name = self.prefix + name
-        file_name = f"run{len(self.runs) + 1}"
+        self.started += 1
+        file_name = f"run{self.started}"
         config["result"] = os.path.join(self.workdir, f"{file_name}.json")
-        config_path = os.path.join(self.workdir, f"{file_name}.config.json")
-        with open(config_path, "w") as config_file:
-            json.dump(config, config_file)
-        env = dict(os.environ)
-        env[CONFIG_ENV] = config_path
-        env.setdefault("PYTHONHASHSEED", "0")  # every run the same set/dict order
-        log_path = os.path.join(self.workdir, f"{file_name}.log")
-        started = time.perf_counter()
-        with open(log_path, "w") as log:
-            try:
-                subprocess.run(
-                    [sys.executable, "-m", "warptrace.probe.child"],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    timeout=self.options.timeout,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                raise ProbeFailed(f"probe run '{name}' took more than {self.options.timeout:.0f} s") from None
-        wall = time.perf_counter() - started
-        try:
-            with open(config["result"]) as result_file:
-                out: dict[str, Any] = json.load(result_file)
-        except (OSError, ValueError):
-            raise ProbeFailed(f"probe run '{name}' died without a result (log: {log_path})") from None
-        self.runs.append(RunInfo(name, wall, str(out.get("status"))))
-        self.progress(f"run {len(self.runs)}: {name} {wall:.1f} s ({out.get('status')})")
-        if out.get("status") == "failed":
-            raise ProbeFailed(f"probe run '{name}' failed: {out.get('error')} (log: {log_path})")
-        return out
+        info = RunInfo(name, 0.0, "queued")
+        self.runs.append(info)
+        run = Run(
+            name=name,
+            number=self.started,
+            config=config,
+            config_path=os.path.join(self.workdir, f"{file_name}.config.json"),
+            log_path=os.path.join(self.workdir, f"{file_name}.log"),
+            info=info,
+            pin=pin,
+        )
+        self.launcher.submit(run)
+        return run
+
+    def _result(self, run: Run) -> dict[str, Any]:
+        """The run's result, waiting for it (ProbeFailed when it failed or died)."""
+        return self.launcher.result(run)
+
+    def _child(self, name: str, config: dict[str, Any], pin: int | None = None) -> dict[str, Any]:
+        return self._result(self._start(name, config, pin))
+
+    def _abandon(self, runs: list[Run]) -> None:
+        """Runs asked for ahead whose results are not needed after all: stop them; forget the unstarted ones."""
+        self.launcher.cancel(runs)
+        for run in runs:
+            if not run.started and run.info in self.runs:
+                self.runs.remove(run.info)
 
     # ------------------------------------------------------------------ main
 
     def run(self) -> Result:
+        started = time.perf_counter()
+        try:
+            result = self._run()
+        finally:
+            self.launcher.close()
+            self.elapsed = time.perf_counter() - started
+        result.elapsed_s = self.elapsed
+        result.where = self.launcher.where
+        for sample in result.samples:
+            sample.elapsed_s, sample.where = self.elapsed, self.launcher.where
+        return result
+
+    def _run(self) -> Result:
         options = self.options
         trace_path = os.path.join(self.workdir, "record.wtrace")
         recorded = self._child(
@@ -143,6 +173,7 @@ class Driver:
         )
         trace = read_trace(trace_path)
         model = Model(trace)
+        self.launcher.devices_used({info.device for info in model.arrays.values() if info.device})
         report = analyze_trace(trace)
         specs: tuple[int | str | None, ...] = options.at or (None,)
         results = []
@@ -234,11 +265,24 @@ class Driver:
             "seed_in": seed_file,
             "sweep": self.sweep,
         }
-        first = self._child(
-            "unperturbed-1", {**self._config(cuts, 0.0, ad=True), "seed_in": None, "seed_out": seed_file}
+        # in parallel, the two unperturbed runs go to different workers (pins 0 and 1), so that the
+        # determinism check covers the workers too; the other runs need the first one's seeds when
+        # the program seeds by hand, else they all start at once
+        ahead = self.parallel and not chosen.seeds
+        first_run = self._start(
+            "unperturbed-1",
+            {**self._config(cuts, 0.0, ad=True), "seed_in": None, "seed_out": seed_file},
+            pin=0 if self.parallel else None,
         )
+        second_run: Run | None = None
+        perturbed_runs: list[Run] | None = None
+        if ahead:
+            second_run = self._start("unperturbed-2", self._config(cuts, 0.0, ad=False), pin=1)
+            perturbed_runs = self._start_perturbed(cuts, "")
+        first = self._result(first_run)
         unseen = first.get("unseen_clear")
         if unseen is not None and len(self.unseen_clears) < MAX_UNSEEN_CLEARS:
+            self._abandon([run for run in [second_run, *(perturbed_runs or [])] if run is not None])
             # another framework zeroed a shared gradient between two backward calls: measure again
             # with that clear, so the read's window is what the program really reads
             param = chosen.params[int(unseen["param"])]
@@ -253,9 +297,16 @@ class Driver:
             if note not in remeasured.notes:
                 remeasured.notes.append(note)
             return remeasured
-        second = self._child("unperturbed-2", self._config(cuts, 0.0, ad=False))
+        if second_run is None:
+            second_run = self._start(
+                "unperturbed-2", self._config(cuts, 0.0, ad=False), pin=1 if self.parallel else None
+            )
+            if self.parallel:
+                perturbed_runs = self._start_perturbed(cuts, "")
+        second = self._result(second_run)
         for run in (first, second):
             if run.get("status") != "ok":
+                self._abandon(perturbed_runs or [])
                 result.reason = _not_ok(run)
                 return result
         for note in first.get("notes") or []:
@@ -263,11 +314,13 @@ class Driver:
                 result.notes.append(note)
         objective = _objective(first)
         if objective is None:
+            self._abandon(perturbed_runs or [])
             result.reason = "a backward in the window has nothing to difference (no loss= and no seed)"
             return result
         result.objective = objective
         if first.get("seed_digest") != second.get("seed_digest"):
-            result.reason = (
+            self._abandon(perturbed_runs or [])
+            result.reason = self._workers_differ(first_run, second_run, first, second) or (
                 "the hand seed's values differ between two unperturbed runs (a seed from outside the process "
                 "or an unseeded random number generator): finite differences need a repeatable objective"
             )
@@ -280,7 +333,8 @@ class Driver:
         result.jitter = jitter
         result.deterministic = jitter == 0.0 and first["surrogates"] == second["surrogates"]
         if jitter > NOISE_ULPS * resolution:
-            result.reason = (
+            self._abandon(perturbed_runs or [])
+            result.reason = self._workers_differ(first_run, second_run, first, second) or (
                 f"the program is not deterministic: two unperturbed runs give objectives {objective!r} and "
                 f"{other!r} (seed every random number generator; finite differences need a repeatable run)"
             )
@@ -289,7 +343,7 @@ class Driver:
             result.notes.append(
                 f"two unperturbed runs differ by {jitter:.3g} in the objective (within its resolution)"
             )
-        perturbed = self._perturbed_runs(cuts, "")
+        perturbed = self._perturbed_results(perturbed_runs or self._start_perturbed(cuts, ""))
         if perturbed is None:
             result.reason = self.failure
             return result
@@ -315,8 +369,12 @@ class Driver:
                 break
             refine = inside[:MAX_CUTS]
             measured |= {cut.k for cut in refine}
-            again = self._child(f"round{round_number}-unperturbed", self._config(refine, 0.0, ad=True))
-            runs = self._perturbed_runs(refine, f"round{round_number}-")
+            again_run = self._start(f"round{round_number}-unperturbed", self._config(refine, 0.0, ad=True))
+            ahead_runs = self._start_perturbed(refine, f"round{round_number}-") if self.parallel else None
+            again = self._result(again_run)
+            runs = self._perturbed_results(
+                ahead_runs or self._start_perturbed(refine, f"round{round_number}-")
+            )
             if again.get("status") != "ok" or runs is None:
                 result.notes.append(
                     f"refinement round {round_number} failed: {self.failure or _not_ok(again)}"
@@ -348,20 +406,57 @@ class Driver:
             ],
         }
 
-    def _perturbed_runs(
-        self, cuts: list[Cut], prefix: str
-    ) -> dict[float, tuple[dict[str, Any], dict[str, Any]]] | None:
-        """The +h and -h runs of every eps; None (and ``self.failure``) when one did not get there."""
-        perturbed = {}
+    def _start_perturbed(self, cuts: list[Cut], prefix: str) -> list[Run]:
+        """Ask for the +h and -h runs of every eps (in that order)."""
+        runs = []
         for eps in self.sweep:
-            plus = self._child(f"{prefix}eps={eps:g}+", self._config(cuts, eps))
-            minus = self._child(f"{prefix}eps={eps:g}-", self._config(cuts, -eps))
+            runs.append(self._start(f"{prefix}eps={eps:g}+", self._config(cuts, eps)))
+            runs.append(self._start(f"{prefix}eps={eps:g}-", self._config(cuts, -eps)))
+        return runs
+
+    def _perturbed_results(
+        self, runs: list[Run]
+    ) -> dict[float, tuple[dict[str, Any], dict[str, Any]]] | None:
+        """The +h and -h results of every eps; None (and ``self.failure``) when one did not get there."""
+        perturbed = {}
+        for index, eps in enumerate(self.sweep):
+            try:
+                plus = self._result(runs[2 * index])
+                minus = self._result(runs[2 * index + 1])
+            except ProbeFailed:
+                self._abandon(runs[2 * index + 2 :])
+                raise
             for run in (plus, minus):
                 if run.get("status") != "ok":
                     self.failure = _not_ok(run)
+                    self._abandon(runs[2 * index + 2 :])
                     return None
             perturbed[eps] = (plus, minus)
         return perturbed
+
+    def _workers_differ(
+        self, first_run: Run, second_run: Run, first: dict[str, Any], second: dict[str, Any]
+    ) -> str | None:
+        """When two unperturbed runs on different workers differ: rerun the second on the first's
+        worker; the reason when that one repeats the first (the workers differ, not the program)."""
+        if first_run.worker is None or second_run.worker is None or first_run.worker == second_run.worker:
+            return None
+        config = dict(second_run.config)
+        config.pop("result", None)
+        third = self._child("unperturbed-3", config, pin=first_run.worker)
+        if third.get("status") != "ok" or _objective(third) != _objective(first):
+            return None
+        if third.get("seed_digest") != first.get("seed_digest") or third.get("surrogates") != first.get(
+            "surrogates"
+        ):
+            return None
+        here, there = first_run.info.worker or "one worker", second_run.info.worker or "another"
+        return (
+            f"the workers do not compute the same result: two unperturbed runs give objectives "
+            f"{_objective(first)!r} on {here} and {_objective(second)!r} on {there}, and a third run on "
+            f"{here} repeats the first (different devices, drivers or files per worker?); "
+            "measure with --jobs 1 or on identical workers"
+        )
 
     def _cut_results(
         self,

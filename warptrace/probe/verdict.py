@@ -175,6 +175,7 @@ class RunInfo:
     name: str
     wall_s: float
     status: str
+    worker: str | None = None  # with --jobs N / --ray: which worker ran it
 
 
 @dataclass
@@ -204,6 +205,8 @@ class Result:
     # on agree: the error findings this measurement did not exercise, with the read that would
     unexercised: list[tuple[Any, int | None]] = field(default_factory=list)
     samples: list[Result] = field(default_factory=list)  # --at first,mid,last: one result per read
+    elapsed_s: float | None = None  # wall time of all runs together (they may overlap: --jobs, --ray)
+    where: str = ""  # how the runs were spread ("2 jobs", "a Ray cluster"); "" one after another
 
 
 def combine(samples: list[Result]) -> Result:

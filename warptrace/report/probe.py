@@ -158,7 +158,14 @@ def render_text(result: Result, command: str) -> str:
     if result.runs:
         total = sum(run.wall_s for run in result.runs)
         each = ", ".join(f"{run.name} {run.wall_s:.1f} s" for run in result.runs)
-        lines.append(f"runs: {len(result.runs)} fresh processes, {total:.1f} s in all ({each})")
+        if result.where and result.elapsed_s:
+            # side by side: the runs' own time against the time they took together
+            lines.append(
+                f"runs: {len(result.runs)} fresh processes, {total:.1f} s in all, {result.elapsed_s:.1f} s "
+                f"elapsed with {result.where} ({each})"
+            )
+        else:
+            lines.append(f"runs: {len(result.runs)} fresh processes, {total:.1f} s in all ({each})")
     return "\n".join(lines) + "\n"
 
 
@@ -238,7 +245,12 @@ def result_dict(result: Result, command: str) -> dict[str, Any]:
             for c in result.cuts
         ]
         out["first_disagreeing"] = result.first_disagreeing
-    out["runs"] = [{"name": r.name, "wall_s": round(r.wall_s, 3), "status": r.status} for r in result.runs]
+    out["runs"] = [
+        {"name": r.name, "wall_s": round(r.wall_s, 3), "status": r.status, "worker": r.worker}
+        for r in result.runs
+    ]
+    out["elapsed_s"] = round(result.elapsed_s, 3) if result.elapsed_s is not None else None
+    out["parallel"] = result.where or None
     out["notes"] = result.notes
     if result.verdict == "agree":
         out["unexercised_findings"] = [
