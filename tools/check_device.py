@@ -41,7 +41,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "tools" / "device_scenarios"
@@ -70,7 +69,9 @@ def pick_device(requested: str | None) -> tuple[str, str]:
         [sys.executable, "-c", "import warp as wp; wp.config.quiet = True; print(wp.get_cuda_device_count())"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-    count = int(probe.stdout.strip().splitlines()[-1]) if probe.returncode == 0 and probe.stdout.strip() else 0
+    count = (
+        int(probe.stdout.strip().splitlines()[-1]) if probe.returncode == 0 and probe.stdout.strip() else 0
+    )
     if count:
         return "cuda:0", f"{count} CUDA device(s)"
     return "cpu", "no CUDA device: the same scenarios run on the CPU"
@@ -95,9 +96,13 @@ def normalize(text: str) -> list[str]:
 
 def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired as exc:
-        return subprocess.CompletedProcess(argv, -9, str(exc.stdout or ""), f"timed out after {timeout:.0f} s")
+        return subprocess.CompletedProcess(
+            argv, -9, str(exc.stdout or ""), f"timed out after {timeout:.0f} s"
+        )
 
 
 def check_traced(script: Path, work: Path, env: dict[str, str], timeout: float) -> Outcome:
@@ -116,7 +121,9 @@ def check_traced(script: Path, work: Path, env: dict[str, str], timeout: float) 
     if plain.returncode != 0:
         out.fail(f"plain run exited {plain.returncode}: {plain.stderr.strip()[-300:]}")
     if traced.returncode != plain.returncode:
-        out.fail(f"exit status: plain {plain.returncode}, traced {traced.returncode}: {traced.stderr.strip()[-300:]}")
+        out.fail(
+            f"exit status: plain {plain.returncode}, traced {traced.returncode}: {traced.stderr.strip()[-300:]}"
+        )
     if normalize(traced.stdout) != normalize(plain.stdout):
         out.fail(f"stdout differs: plain {plain.stdout.strip()!r}, traced {traced.stdout.strip()!r}")
     if not (trace / "meta.json").is_file():
@@ -156,7 +163,9 @@ def check_gradcheck(script: Path, work: Path, env: dict[str, str], timeout: floa
         return out
     out.findings.append(f"verdict {verdict.get('verdict')}")
     if verdict.get("verdict") != "agree" or result.returncode != 0:
-        out.fail(f"gradcheck: {verdict.get('verdict')} ({verdict.get('reason', '')}), exit {result.returncode}")
+        out.fail(
+            f"gradcheck: {verdict.get('verdict')} ({verdict.get('reason', '')}), exit {result.returncode}"
+        )
     return out
 
 
@@ -232,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(outcomes)} checks on {device} in {total:.0f} s: {len(failed)} failed"
           + (f" ({', '.join(failed)})" if failed else ""))  # fmt: skip
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": device, "seconds": total, "outcomes": [o.__dict__ for o in outcomes]}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {"device": device, "seconds": total, "outcomes": [o.__dict__ for o in outcomes]}, indent=2
+            )
+        )
     return 1 if failed else 0
 
 

@@ -23,9 +23,9 @@ import warp as wp
 from _common import device
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import warptrace  # noqa: E402
-from warptrace.record import recorder  # noqa: E402
-from warptrace.record.recorder import flush  # noqa: E402
+import warptrace
+from warptrace.record import recorder
+from warptrace.record.recorder import flush
 
 DEV = device()
 N = 16

@@ -4,6 +4,7 @@ Correct: the Warp tape fills the shared gradient once; torch reads it through
 ``wp.to_torch`` and through a DLPack export (``__cuda_array_interface__``/DLPack on a GPU).
 """
 
+import hashlib
 import sys
 
 import warp as wp
@@ -18,7 +19,6 @@ except ImportError:
 if wp.get_device(DEV).is_cuda and not torch.cuda.is_available():
     print("skip: torch has no CUDA")
     sys.exit(77)
-import hashlib
 
 tdev = "cuda" if wp.get_device(DEV).is_cuda else "cpu"
 
@@ -41,3 +41,8 @@ grad = wp.to_torch(x.grad).cpu().numpy()
 print("grad", hashlib.sha256(grad.tobytes()).hexdigest()[:16])
 exported = torch.utils.dlpack.from_dlpack(wp.to_dlpack(x.grad)).cpu().numpy()
 print("dlpack", hashlib.sha256(exported.tobytes()).hexdigest()[:16])
+# release the shared memory while both runtimes are alive (torch, Warp 1.19, CPU: a crash at
+# interpreter exit otherwise, in plain runs too)
+del exported, grad, tape, x, loss
+leaf.grad = None
+del leaf
