@@ -172,6 +172,8 @@ class Recorder:
 
         self.errors: list[str] = []
         self.error_count = 0
+        # the recording schedule (warptrace.record.gate.StepGate), None: every step is recorded
+        self.gate: Any = None
 
         self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
 
@@ -422,6 +424,11 @@ class Recorder:
         with self.lock:
             if self.closed or os.getpid() != self.pid:
                 return  # (a forked child: the parent's writer is not this process')
+            gate = self.gate
+            if gate is not None and gate.holding:  # --record-last: event rows stay in memory
+                gate.hold(self.ev, self.ev_extra, self.acc)
+                self.ev, self.ev_extra, self.acc = [], [], []
+                self.disordered = True
             ev, extra, acc = self.ev, self.ev_extra, self.acc
             if self.open_seqs:
                 # a parent event is still open (a copy between its reserved seq and its row):
@@ -468,6 +475,12 @@ class Recorder:
         """Queue rows of other tables (``numerics``) after the parts flushed before them."""
         with self.lock:
             if self.closed or os.getpid() != self.pid:
+                return
+            gate = self.gate
+            if gate is not None and gate.holding:  # --record-last: held with their step
+                for name, rows in batch:
+                    if name == "numerics":
+                        gate.hold_numerics(rows)
                 return
             if self.writer_mode == "sync":
                 self._write_batch(batch, False, False)
@@ -620,6 +633,11 @@ class Recorder:
             return self.summary()
         with self.lock:  # nothing can be appended between the last flush and closing
             self.open_seqs.clear()  # an event still open now is never appended: write the rest
+            if self.gate is not None:
+                try:
+                    self.gate.finish()
+                except Exception as exc:  # a bug: the trace must still close
+                    self._note(exc)
             self.flush(force=True)
             self.closed = True
             self._queue.put(None)
