@@ -94,6 +94,7 @@ class StepGate:
         self.tapes: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self.nonfinite_step = -1  # the step in which a value first became non-finite
         self.trigger = TRIGGER_END
+        self.floor = 0  # released: the first seq written (numerics rows below it are dropped)
 
     # ---------------------------------------------------------------- meta
     def meta(self) -> dict[str, Any]:
@@ -244,6 +245,17 @@ class StepGate:
             seqs = set(kept[:, 0].tolist())
             self.kept_extra.extend(row for row in dropped.extra if row[0] in seqs)
 
+    def numerics_rows(self, rows: list[Any]) -> list[Any]:
+        """Of flat ``numerics`` rows, those of events the flight recorder kept: a summary is
+        submitted in batches, maybe steps after its event."""
+        if self.floor <= 0 or not rows:
+            return rows
+        from warptrace.record.numerics import _width
+
+        width, floor = _width(), self.floor
+        return [value for i in range(0, len(rows), width) if rows[i] >= floor
+                for value in rows[i : i + width]]  # fmt: skip
+
     def nonfinite(self) -> None:
         """A numeric summary saw a non-finite value: write the held steps once this step ends."""
         if self.holding and self.nonfinite_step < 0:
@@ -290,11 +302,13 @@ class StepGate:
                 {"first_step": steps[0].step, "last_step": last_step, "first_seq": steps[0].first_seq,
                  "end_seq": end_seq}
             ]  # fmt: skip
+        if steps:
+            self.floor = steps[0].first_seq
+            numerics = self.numerics_rows(numerics)
         if numerics:
             rec.flush(force=True)
             rec.submit((("numerics", numerics),))
-        if trigger == TRIGGER_NONFINITE:
-            rec.seq += 1
+        if trigger == TRIGGER_NONFINITE:  # (never resumes: no seq to skip)
             self.recording = False
             rec.ident.defer = True
             state.rec = None

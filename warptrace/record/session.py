@@ -477,11 +477,14 @@ class Recorder:
             if self.closed or os.getpid() != self.pid:
                 return
             gate = self.gate
-            if gate is not None and gate.holding:  # --record-last: held with their step
-                for name, rows in batch:
-                    if name == "numerics":
-                        gate.hold_numerics(rows)
-                return
+            if gate is not None and gate.mode == "last":  # --record-last: held with their step
+                if gate.holding:
+                    for name, rows in batch:
+                        if name == "numerics":
+                            gate.hold_numerics(rows)
+                    return
+                batch = tuple((name, gate.numerics_rows(rows) if name == "numerics" else rows)
+                              for name, rows in batch)  # fmt: skip
             if self.writer_mode == "sync":
                 self._write_batch(batch, False, False)
             else:
