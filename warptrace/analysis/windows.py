@@ -85,28 +85,40 @@ def restricted_meta(trace: Trace, ranges: StepRanges) -> dict[str, Any]:
     return meta
 
 
+WINDOW_KEY = "window"  # the slice's meta: the window it holds (first_step, ..., end_seq)
+
+
 def window_slices(trace: Trace) -> list[Trace] | None:
     """One trace per recorded window, or None when the trace is read whole (recorded without a
-    schedule, or in one window with nothing recorded outside it)."""
+    schedule, or in one window from step 0 with nothing recorded outside it)."""
     windows = windows_of(trace.meta)
     if windows is None:
         return None
     if not windows:
-        return [_slice(trace, 0, 0)]
-    if len(windows) == 1:
+        return [_slice(trace, {"first_step": 0, "last_step": -1, "first_seq": 0, "end_seq": 0})]
+    if len(windows) == 1 and windows[0]["first_step"] == 0:
         window = windows[0]
         seqs = trace.tables["events"].column("seq")
-        lo, hi = pc.min_max(seqs).values() if len(seqs) else (pa.scalar(0), pa.scalar(-1))
-        inside = (lo.as_py() or 0) >= window["first_seq"] and (
-            window["end_seq"] < 0 or (hi.as_py() or -1) < window["end_seq"]
-        )
-        if inside:
+        hi = pc.max(seqs).as_py() if len(seqs) else -1
+        if window["end_seq"] < 0 or (hi if hi is not None else -1) < window["end_seq"]:
             return None
-    return [_slice(trace, w["first_seq"], w["end_seq"]) for w in windows]
+    return [_slice(trace, window) for window in windows]
 
 
-def _slice(trace: Trace, first: int, end: int) -> Trace:
-    """The events of ``[first, end)`` (``end`` -1: to the end) with what they need from before."""
+def unrecorded_before(model: Any) -> int:
+    """The first seq of the model's window when steps before it were not recorded (evidence in
+    them is not in the trace: a rule whose claim needs the run's history says "not recorded"
+    instead of guessing), else -1."""
+    window = model.meta.get(WINDOW_KEY)
+    if isinstance(window, dict) and window.get("first_step", 0) > 0:
+        return int(window.get("first_seq", 0))
+    return -1
+
+
+def _slice(trace: Trace, window: dict[str, int]) -> Trace:
+    """The events of the window's ``[first_seq, end_seq)`` (``end_seq`` -1: to the end) with what
+    they need from before."""
+    first, end = window["first_seq"], window["end_seq"]
     ev = trace.tables["events"]
     seq = ev.column("seq")
     inside = pc.greater_equal(seq, first)
@@ -129,7 +141,9 @@ def _slice(trace: Trace, first: int, end: int) -> Trace:
         if end >= 0:
             keep = pc.and_(keep, pc.less(table.column("seq"), end))
         tables[name] = table.filter(keep)
-    return dataclasses.replace(trace, tables=tables)
+    meta = dict(trace.meta)
+    meta[WINDOW_KEY] = dict(window)
+    return dataclasses.replace(trace, tables=tables, meta=meta)
 
 
-__all__ = ["restricted_meta", "step_windows", "window_slices"]
+__all__ = ["WINDOW_KEY", "restricted_meta", "step_windows", "unrecorded_before", "window_slices"]

@@ -1,0 +1,156 @@
+"""Recording schedules on a long run: trace size and overhead against the steps recorded.
+
+    python tools/bench_record_schedule.py                      # 100000 iterations
+    python tools/bench_record_schedule.py --iters 20000 --runs 2 --no-full
+
+A toy training loop (a tape per iteration: two taped launches, backward, an SGD launch,
+``tape.zero()``, the loss zeroed: one step per iteration, 12 events of which 5 launches) runs
+``--iters`` times as a script of its own: plainly, under ``python -m warptrace -q --no-analyze``
+with ``--record-steps`` schedules of 10, 100 and 1000 steps, with ``--record-last 10``, and
+(unless ``--no-full``) recorded whole. The script times its own loop (after one warm-up
+iteration; startup, imports and the final ``stop()`` are not in the figure). Reported per
+mode: the loop's wall time, its overhead over the plain run (in all, per iteration, and divided
+by the steps recorded), the trace's size on disk, its event rows and the steps it holds. Alternated ``--runs`` times; the medians are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SCRIPT = r"""
+import sys, time
+import warp as wp
+
+wp.config.quiet = True
+wp.init()
+iters = int(sys.argv[1])
+
+
+@wp.kernel
+def fwd(x: wp.array(dtype=float), w: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = wp.tanh(x[i] * w[i])
+
+
+@wp.kernel
+def loss_k(y: wp.array(dtype=float), l: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(l, 0, y[i] * y[i])
+
+
+@wp.kernel
+def sgd(w: wp.array(dtype=float), g: wp.array(dtype=float)):
+    i = wp.tid()
+    w[i] = w[i] - 0.001 * g[i]
+
+
+n = 64
+x = wp.full(n, 0.5, dtype=float)
+w = wp.ones(n, dtype=float, requires_grad=True)
+y = wp.zeros(n, dtype=float, requires_grad=True)
+l = wp.zeros(1, dtype=float, requires_grad=True)
+
+
+def step():
+    tape = wp.Tape()
+    with tape:
+        wp.launch(fwd, dim=n, inputs=[x, w], outputs=[y])
+        wp.launch(loss_k, dim=n, inputs=[y], outputs=[l])
+    tape.backward(l)
+    wp.launch(sgd, dim=n, inputs=[w, w.grad])
+    tape.zero()
+    l.zero_()
+
+
+step()  # warm-up: kernels loaded
+t0 = time.perf_counter()
+for _ in range(iters - 1):
+    step()
+wall = time.perf_counter() - t0
+print("LOOP", wall)
+"""
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_mode(script: Path, iters: int, options: list[str] | None, out: Path) -> dict[str, float]:
+    if options is None:
+        command = [sys.executable, str(script), str(iters)]
+    else:
+        command = [sys.executable, "-m", "warptrace", "-q", "--no-analyze", "-o", str(out), *options,
+                   str(script), str(iters)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    wall = next(float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("LOOP"))
+    result = {"wall": wall}
+    if options is not None:
+        meta = json.loads((out / "meta.json").read_text())
+        result["bytes"] = _size(out)
+        result["events"] = meta.get("counts", {}).get("events", 0)
+        recording = meta.get("recording") or {}
+        result["recorded"] = sum(w["last_step"] - w["first_step"] + 1 for w in recording.get("windows", [])) or (
+            iters if not recording else 0
+        )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iters", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--no-full", action="store_true", help="skip the full recording (the slowest)")
+    args = parser.parse_args()
+    iters = args.iters
+    mid = iters // 2
+    modes: list[tuple[str, list[str] | None]] = [
+        ("plain", None),
+        ("steps: 10", ["--record-steps", f"0-4,{mid}-{mid + 4}"]),
+        ("steps: 100", ["--record-steps", f"0-49,{mid}-{mid + 49}"]),
+        ("steps: 1000", ["--record-steps", f"0-499,{mid}-{mid + 499}"]),
+        ("last: 10", ["--record-last", "10"]),
+    ]
+    if not args.no_full:
+        modes.append(("full", []))
+    from warptrace.record.native import summary
+
+    print(f"{iters} iterations, {args.runs} run(s) per mode; {summary()}")
+    results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in modes}
+    with tempfile.TemporaryDirectory(prefix="bench_schedule_") as folder:
+        script = Path(folder) / "loop.py"
+        script.write_text(SCRIPT)
+        for _ in range(args.runs):
+            for name, options in modes:
+                out = Path(folder) / "run.wtrace"
+                results[name].append(run_mode(script, iters, options, out))
+    plain = statistics.median(r["wall"] for r in results["plain"])
+    header = (
+        f"{'mode':<12} {'loop s':>8} {'overhead s':>10} {'us/iter':>8} {'us/recorded step':>17} "
+        f"{'trace MB':>9} {'events':>9} {'steps':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, _ in modes:
+        rows = results[name]
+        wall = statistics.median(r["wall"] for r in rows)
+        if name == "plain":
+            print(f"{name:<12} {wall:>8.2f}")
+            continue
+        recorded = int(rows[0]["recorded"])
+        overhead = wall - plain
+        per_iter = overhead / iters * 1e6
+        print(
+            f"{name:<12} {wall:>8.2f} {overhead:>10.2f} {per_iter:>8.2f} "
+            f"{overhead / max(recorded, 1) * 1e6:>17.1f} {statistics.median(r['bytes'] for r in rows) / 1e6:>9.2f} "
+            f"{int(statistics.median(r['events'] for r in rows)):>9} {recorded:>7}"
+        )
+
+
+if __name__ == "__main__":
+    main()
