@@ -33,7 +33,12 @@ _NAMES = (
     "wt304_mean_after_update", "wt306_delayed", "wt310_copy_not_view", "wt401_class_rebuilt",
     "wt501_log_overshoot", "wt504_jacobi_reused",
 )  # fmt: skip
-_LOOKALIKES = ("ok_acc_two_stage", "ok_mem_tree_gather_scatter", "ok_num_store_then_read", "ok_flow_microbatch")
+_LOOKALIKES = (
+    "ok_acc_two_stage",
+    "ok_mem_tree_gather_scatter",
+    "ok_num_store_then_read",
+    "ok_flow_microbatch",
+)
 _WANTED = {*_NAMES, *(name + "_fixed" for name in _NAMES), *_LOOKALIKES}
 PROGRAMS = [p for p in discover() if p.name in _WANTED]
 
@@ -233,5 +238,7 @@ def test_scheduled_findings_equal_restricted_full_findings(program: Program, zoo
     assert sorted(map(_key, scheduled)) == sorted(map(_key, restricted))
 
     whole = {_key(f)[0:1] + _key(f)[2:4] for f in analyze_trace(full).findings}
-    invented = [f for f in scheduled if f.severity >= Severity.WARNING and _key(f)[0:1] + _key(f)[2:4] not in whole]
+    invented = [
+        f for f in scheduled if f.severity >= Severity.WARNING and _key(f)[0:1] + _key(f)[2:4] not in whole
+    ]
     assert not invented, json.dumps([f.message for f in invented], indent=1)

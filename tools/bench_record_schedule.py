@@ -95,9 +95,9 @@ def run_mode(script: Path, iters: int, options: list[str] | None, out: Path) -> 
         result["bytes"] = _size(out)
         result["events"] = meta.get("counts", {}).get("events", 0)
         recording = meta.get("recording") or {}
-        result["recorded"] = sum(w["last_step"] - w["first_step"] + 1 for w in recording.get("windows", [])) or (
-            iters if not recording else 0
-        )
+        result["recorded"] = sum(
+            w["last_step"] - w["first_step"] + 1 for w in recording.get("windows", [])
+        ) or (iters if not recording else 0)
     return result
 
 

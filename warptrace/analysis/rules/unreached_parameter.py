@@ -133,7 +133,9 @@ def _unreached(model: Model) -> list[tuple[int, list[int], list[BackwardCall], _
         reach = _reach(model, df, owner, before)
         if reach is not None:  # None: some backward reaches it (or another rule's cut explains the zero)
             edge = unrecorded_before(model)
-            reach.unrecorded = edge >= 0 and not _cleared_in_window(model, df, owner, edge, before[0].begin_seq)
+            reach.unrecorded = edge >= 0 and not _cleared_in_window(
+                model, df, owner, edge, before[0].begin_seq
+            )
             found.append((owner, rows, before, reach))
     return found
 
