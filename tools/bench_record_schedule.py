@@ -8,9 +8,10 @@ A toy training loop (a tape per iteration: two taped launches, backward, an SGD 
 ``--iters`` times as a script of its own: plainly, under ``python -m warptrace -q --no-analyze``
 with ``--record-steps`` schedules of 10, 100 and 1000 steps, with ``--record-last 10``, and
 (unless ``--no-full``) recorded whole. The script times its own loop (after one warm-up
-iteration; startup, imports and the final ``stop()`` are not in the figure). Reported per
-mode: the loop's wall time, its overhead over the plain run (in all, per iteration, and divided
-by the steps recorded), the trace's size on disk, its event rows and the steps it holds. Alternated ``--runs`` times; the medians are printed.
+iteration; startup, imports and the final ``stop()`` are not in the figure): wall time and the
+CPU time of the program's thread ("main CPU", steadier than wall time on a loaded machine).
+Reported per mode: the main-thread CPU time over the plain run's (in all, per iteration, and
+divided by the steps recorded), the trace's size on disk, its event rows and the steps it holds. Alternated ``--runs`` times; the medians are printed.
 """
 
 from __future__ import annotations
@@ -69,11 +70,10 @@ def step():
 
 
 step()  # warm-up: kernels loaded
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.thread_time()
 for _ in range(iters - 1):
     step()
-wall = time.perf_counter() - t0
-print("LOOP", wall)
+print("LOOP", time.perf_counter() - t0, time.thread_time() - c0)
 """
 
 
@@ -88,8 +88,8 @@ def run_mode(script: Path, iters: int, options: list[str] | None, out: Path) -> 
         command = [sys.executable, "-m", "warptrace", "-q", "--no-analyze", "-o", str(out), *options,
                    str(script), str(iters)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=True)
-    wall = next(float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("LOOP"))
-    result = {"wall": wall}
+    loop = next(line.split() for line in done.stdout.splitlines() if line.startswith("LOOP"))
+    result = {"wall": float(loop[1]), "cpu": float(loop[2])}
     if options is not None:
         meta = json.loads((out / "meta.json").read_text())
         result["bytes"] = _size(out)
@@ -129,26 +129,27 @@ def main() -> None:
             for name, options in modes:
                 out = Path(folder) / "run.wtrace"
                 results[name].append(run_mode(script, iters, options, out))
-    plain = statistics.median(r["wall"] for r in results["plain"])
+    plain = {k: statistics.median(r[k] for r in results["plain"]) for k in ("wall", "cpu")}
     header = (
-        f"{'mode':<12} {'loop s':>8} {'overhead s':>10} {'us/iter':>8} {'us/recorded step':>17} "
-        f"{'trace MB':>9} {'events':>9} {'steps':>7}"
+        f"{'mode':<12} {'loop s':>7} {'main CPU s':>10} {'CPU over':>8} {'us/iter':>8} {'us/rec. step':>12} "
+        f"{'trace MB':>9} {'events':>8} {'steps':>6}"
     )
     print(header)
     print("-" * len(header))
     for name, _ in modes:
         rows = results[name]
         wall = statistics.median(r["wall"] for r in rows)
+        cpu = statistics.median(r["cpu"] for r in rows)
         if name == "plain":
-            print(f"{name:<12} {wall:>8.2f}")
+            print(f"{name:<12} {wall:>7.2f} {cpu:>10.2f}")
             continue
         recorded = int(rows[0]["recorded"])
-        overhead = wall - plain
-        per_iter = overhead / iters * 1e6
+        over = cpu - plain["cpu"]
+        size = statistics.median(r["bytes"] for r in rows) / 1e6
+        events = int(statistics.median(r["events"] for r in rows))
         print(
-            f"{name:<12} {wall:>8.2f} {overhead:>10.2f} {per_iter:>8.2f} "
-            f"{overhead / max(recorded, 1) * 1e6:>17.1f} {statistics.median(r['bytes'] for r in rows) / 1e6:>9.2f} "
-            f"{int(statistics.median(r['events'] for r in rows)):>9} {recorded:>7}"
+            f"{name:<12} {wall:>7.2f} {cpu:>10.2f} {over:>8.2f} {over / iters * 1e6:>8.2f} "
+            f"{over / max(recorded, 1) * 1e6:>12.1f} {size:>9.3f} {events:>8} {recorded:>6}"
         )
 
 

@@ -30,8 +30,6 @@ import weakref
 from collections import deque
 from typing import Any
 
-import numpy as np
-
 from warptrace.record import state
 from warptrace.trace.rows import EVENT_WIDTH
 from warptrace.trace.schedule import (
@@ -53,7 +51,7 @@ from warptrace.trace.schema import (
 
 _TAPE_CREATE = EVENT_KIND_CODES[TAPE_CREATE]
 # events of a dropped step that are kept (what later steps need to read their arrays)
-_KEPT_KINDS = np.array([EVENT_KIND_CODES[k] for k in (SET_REQUIRES_GRAD, SET_RETAIN_GRAD, SET_GRAD)])
+_KEPT_KINDS = frozenset(EVENT_KIND_CODES[k] for k in (SET_REQUIRES_GRAD, SET_RETAIN_GRAD, SET_GRAD))
 _TAPE_COLUMN = 2  # EVENT_ROW index of "tape"
 
 
@@ -89,7 +87,7 @@ class StepGate:
         # flight recorder: the held steps, the kept rows of dropped ones, the live tapes
         self.holding = self.mode == MODE_LAST
         self.held: deque[_Step] = deque()
-        self.kept_ev: list[np.ndarray] = []
+        self.kept_ev: list[list[int]] = []  # event rows
         self.kept_extra: list[Any] = []
         self.tapes: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self.nonfinite_step = -1  # the step in which a value first became non-finite
@@ -228,22 +226,22 @@ class StepGate:
     def _drop(self, dropped: _Step) -> None:
         """A step leaves the flight recorder: keep only its attribute changes and the creation of
         the tapes still alive."""
-        if not dropped.ev:
+        ev = dropped.ev
+        kinds = ev[1::EVENT_WIDTH]
+        hits = [i for i, kind in enumerate(kinds) if kind in _KEPT_KINDS or kind == _TAPE_CREATE]
+        if not hits:
             return
-        rows = np.asarray(dropped.ev, dtype=np.int64).reshape(-1, EVENT_WIDTH)
-        kind = rows[:, 1]
-        keep = np.isin(kind, _KEPT_KINDS)
-        creates = np.flatnonzero(kind == _TAPE_CREATE)
-        if creates.size:
-            alive = self.tapes
-            for i in creates.tolist():
-                if int(rows[i, _TAPE_COLUMN]) in alive:
-                    keep[i] = True
-        if keep.any():
-            kept = rows[keep]
-            self.kept_ev.append(kept)
-            seqs = set(kept[:, 0].tolist())
-            self.kept_extra.extend(row for row in dropped.extra if row[0] in seqs)
+        alive = self.tapes
+        kept = self.kept_ev
+        seqs = set()
+        for i in hits:
+            row = ev[i * EVENT_WIDTH : (i + 1) * EVENT_WIDTH]
+            if row[1] == _TAPE_CREATE and row[_TAPE_COLUMN] not in alive:
+                continue
+            kept.append(row)
+            seqs.add(row[0])
+        if seqs:
+            self.kept_extra.extend(extra for extra in dropped.extra if extra[0] in seqs)
 
     def numerics_rows(self, rows: list[Any]) -> list[Any]:
         """Of flat ``numerics`` rows, those of events the flight recorder kept: a summary is
@@ -284,12 +282,11 @@ class StepGate:
             acc.extend(step.acc)
             numerics.extend(step.numerics)
         if ev:
-            tape_ids = set(np.asarray(ev, dtype=np.int64).reshape(-1, EVENT_WIDTH)[:, _TAPE_COLUMN].tolist())
+            tape_ids = set(ev[_TAPE_COLUMN::EVENT_WIDTH])
         kept: list[int] = []
-        for rows in self.kept_ev:
-            for row in rows.tolist():
-                if row[1] != _TAPE_CREATE or row[_TAPE_COLUMN] in tape_ids:
-                    kept.extend(row)
+        for row in self.kept_ev:
+            if row[1] != _TAPE_CREATE or row[_TAPE_COLUMN] in tape_ids:
+                kept.extend(row)
         rec.ev = kept + ev
         rec.ev_extra = self.kept_extra + extra
         rec.acc = acc
