@@ -31,6 +31,7 @@ from collections import deque
 from typing import Any
 
 from warptrace.record import state
+from warptrace.record.numerics import _width as numerics_width
 from warptrace.trace.rows import EVENT_WIDTH
 from warptrace.trace.schedule import (
     META_KEY,
@@ -204,6 +205,21 @@ class StepGate:
         step.extra.extend(extra)
         step.acc.extend(acc)
 
+    def take_buffers(self) -> None:
+        """A flush while holding (lock held): the buffered event rows go to the current step."""
+        self._take_buffers()
+
+    def submitted(self, batch: Any) -> Any:
+        """Rows of other tables submitted to the writer (lock held): while holding, the numeric
+        summaries are held with the current step (nothing is left to write); after, only those of
+        the kept steps' events are written."""
+        if self.holding:
+            for name, rows in batch:
+                if name == "numerics":
+                    self.hold_numerics(rows)
+            return ()
+        return tuple((name, self.numerics_rows(rows) if name == "numerics" else rows) for name, rows in batch)
+
     def hold_numerics(self, rows: list[Any]) -> None:
         if not self.held:
             self.held.append(_Step(self.step, self.rec.seq))
@@ -248,9 +264,7 @@ class StepGate:
         submitted in batches, maybe steps after its event."""
         if self.floor <= 0 or not rows:
             return rows
-        from warptrace.record.numerics import _width
-
-        width, floor = _width(), self.floor
+        width, floor = numerics_width(), self.floor
         return [value for i in range(0, len(rows), width) if rows[i] >= floor
                 for value in rows[i : i + width]]  # fmt: skip
 
@@ -312,7 +326,14 @@ class StepGate:
         self._update_meta()
 
     def finish(self) -> None:
-        """At stop(), before the last flush (lock held): close the window, write what is held."""
+        """At stop(), before the last flush (lock held): close the window, write what is held.
+        Never raises (a bug is noted: the trace must still close)."""
+        try:
+            self._finish()
+        except Exception as exc:
+            self.rec._note(exc)
+
+    def _finish(self) -> None:
         if self.holding:
             self._release(TRIGGER_NONFINITE if self.nonfinite_step >= 0 else TRIGGER_END)
             return

@@ -424,11 +424,8 @@ class Recorder:
         with self.lock:
             if self.closed or os.getpid() != self.pid:
                 return  # (a forked child: the parent's writer is not this process')
-            gate = self.gate
-            if gate is not None and gate.holding:  # --record-last: event rows stay in memory
-                gate.hold(self.ev, self.ev_extra, self.acc)
-                self.ev, self.ev_extra, self.acc = [], [], []
-                self.disordered = True
+            if self.gate is not None and self.gate.holding:  # --record-last: event rows stay in memory
+                self.gate.take_buffers()
             ev, extra, acc = self.ev, self.ev_extra, self.acc
             if self.open_seqs:
                 # a parent event is still open (a copy between its reserved seq and its row):
@@ -476,15 +473,10 @@ class Recorder:
         with self.lock:
             if self.closed or os.getpid() != self.pid:
                 return
-            gate = self.gate
-            if gate is not None and gate.mode == "last":  # --record-last: held with their step
-                if gate.holding:
-                    for name, rows in batch:
-                        if name == "numerics":
-                            gate.hold_numerics(rows)
+            if self.gate is not None and self.gate.mode == "last":  # --record-last: held with their step
+                batch = self.gate.submitted(batch)
+                if not batch:
                     return
-                batch = tuple((name, gate.numerics_rows(rows) if name == "numerics" else rows)
-                              for name, rows in batch)  # fmt: skip
             if self.writer_mode == "sync":
                 self._write_batch(batch, False, False)
             else:
@@ -637,10 +629,7 @@ class Recorder:
         with self.lock:  # nothing can be appended between the last flush and closing
             self.open_seqs.clear()  # an event still open now is never appended: write the rest
             if self.gate is not None:
-                try:
-                    self.gate.finish()
-                except Exception as exc:  # a bug: the trace must still close
-                    self._note(exc)
+                self.gate.finish()  # (never raises: a bug is noted, the trace still closes)
             self.flush(force=True)
             self.closed = True
             self._queue.put(None)

@@ -134,18 +134,20 @@ def describe(meta: dict[str, Any]) -> str | None:
     ranges = [(w["first_step"], w["last_step"]) for w in windows]
     held = format_ranges(ranges) if ranges else "none"
     total = f" of {steps}" if isinstance(steps, int) else ""
-    how = (
-        f"--record-steps {recording.get('spec')}"
-        if recording.get("mode") == MODE_STEPS
-        else f"--record-last {recording.get('spec')}"
-    )
-    text = f"recorded steps {held}{total} ({how}; a step is counted by {UNIT} calls)"
+    if recording.get("restricted"):
+        how, what = f"analyze --steps {recording.get('spec')}", "analyzed steps"
+    elif recording.get("mode") == MODE_STEPS:
+        how, what = f"--record-steps {recording.get('spec')}", "recorded steps"
+    else:
+        how, what = f"--record-last {recording.get('spec')}", "recorded steps"
+    text = f"{what} {held}{total} ({how}; a step is counted by {UNIT} calls)"
     if recording.get("trigger") == TRIGGER_NONFINITE:
         text += "; written at the first non-finite value"
     if isinstance(steps, int) and sum(b - a + 1 for a, b in ranges) < steps:
+        left = "left out" if recording.get("restricted") else "not recorded"
         text += (
-            "; other steps not recorded: rules compare steps within one window only, "
-            "and evidence in a step that was not recorded is not seen"
+            f"; other steps {left}: rules compare steps within one window only, "
+            f"and evidence in a step {left} is not seen"
         )
     return text
 
