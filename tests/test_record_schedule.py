@@ -165,6 +165,11 @@ def test_scheduled_trace_holds_the_steps(zoo_traces, tmp_path):
 
     report = warptrace.analyze(path)
     assert "recorded steps 1, 3 of 4" in render(report)
+    # the other commands read a trace of two windows too
+    assert main(["show", str(path)]) == 0
+    assert main(["export", str(path), "--perfetto", str(tmp_path / "t.json")]) == 0
+    assert main(["analyze", str(path), "--format", "html", "-o", str(tmp_path / "r.html")]) in (0, 1)
+    assert main(["analyze", str(zoo_traces(program)), "--steps", "1-x"]) == 2
 
 
 def test_scheduled_trace_is_smaller(zoo_traces, tmp_path):

@@ -41,7 +41,7 @@ class AnalyzeCommand(Command):
         from warptrace.analysis.report import analyze_trace
         from warptrace.trace.schedule import parse_steps
 
-        steps = parse_steps(args.steps) if args.steps is not None else None
+        steps = parse_steps(args.steps, "--steps") if args.steps is not None else None
         with Progress(f"analyzing {args.trace}") as progress:
             progress.update("reading the trace")
             trace = load_trace(args.trace)

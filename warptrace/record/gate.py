@@ -128,13 +128,22 @@ class StepGate:
         """A top-level ``tape.backward()`` returned: the next tape event starts the next step."""
         self.pending = True
         if self.nonfinite_step >= 0 and self.holding:
-            with self.rec.lock:
-                self._release(TRIGGER_NONFINITE)
+            try:
+                with self.rec.lock:
+                    self._release(TRIGGER_NONFINITE)
+            except Exception as exc:  # a warptrace bug must not reach the program
+                self.rec.fail(exc)
 
     def tape_event(self) -> None:
         """Before a top-level tape event (create, enter, reset, backward): a new step if pending."""
         if not self.pending:
             return
+        try:
+            self._next_step()
+        except Exception as exc:  # a warptrace bug must not reach the program
+            self.rec.fail(exc)
+
+    def _next_step(self) -> None:
         rec = self.rec
         with rec.lock:
             if not self.pending:

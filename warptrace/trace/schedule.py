@@ -58,13 +58,13 @@ class StepRanges:
         return False
 
 
-def parse_steps(spec: str) -> StepRanges:
+def parse_steps(spec: str, option: str = "--record-steps") -> StepRanges:
     """``"0-4,100-104"`` (also ``"7"``, ``"10-"``) as :class:`StepRanges`; a :class:`UsageError`
-    naming the bad item otherwise."""
+    naming ``option`` and the bad item otherwise."""
     items: list[tuple[int, int | None]] = []
     text = spec.strip()
     if not text:
-        raise UsageError("--record-steps needs steps, e.g. 0-4,100-104")
+        raise UsageError(f"{option} needs steps, e.g. 0-4,100-104")
     for raw in text.split(","):
         item = raw.strip()
         first_text, dash, last_text = item.partition("-")
@@ -73,10 +73,10 @@ def parse_steps(spec: str) -> StepRanges:
             last: int | None = first if not dash else (int(last_text) if last_text.strip() else None)
         except ValueError:
             raise UsageError(
-                f"--record-steps: {item!r} is not a step or a range (N, A-B or A-; steps count from 0)"
+                f"{option}: {item!r} is not a step or a range (N, A-B or A-; steps count from 0)"
             ) from None
         if first < 0 or (last is not None and last < first):
-            raise UsageError(f"--record-steps: {item!r} is not a range of steps (A-B needs 0 <= A <= B)")
+            raise UsageError(f"{option}: {item!r} is not a range of steps (A-B needs 0 <= A <= B)")
         items.append((first, last))
     items.sort(key=lambda r: r[0])
     merged: list[tuple[int, int | None]] = []
