@@ -101,12 +101,62 @@ def run_mode(script: Path, iters: int, options: list[str] | None, out: Path) -> 
     return result
 
 
+def in_process(script: Path, block: int, repeats: int, folder: Path) -> None:
+    """Main-thread CPU per iteration, in one process: the loop plain, under a session paused by a
+    schedule (no step recorded), and recorded; blocks alternated, the minimum of ``repeats``
+    kept (on a loaded machine the minimum is the figure that noise does not inflate)."""
+    import importlib.util
+    import time
+
+    import warptrace
+
+    sys.argv = [str(script), "2"]
+    spec = importlib.util.spec_from_file_location("bench_schedule_loop", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # (runs its 2-iteration loop: kernels loaded)
+    step = module.step
+    best: dict[str, float] = {}
+    for repeat in range(repeats):
+        for name, schedule in (("plain", None), ("paused", "1000000000"), ("recorded", "0-")):
+            if schedule is not None:
+                warptrace.start(folder / f"inproc-{repeat}-{name}.wtrace", record_steps=schedule)
+            try:
+                start = time.thread_time()
+                for _ in range(block):
+                    step()
+                per = (time.thread_time() - start) / block * 1e6
+            finally:
+                if schedule is not None:
+                    warptrace.stop()
+            best[name] = min(best.get(name, per), per)
+    print(
+        f"in one process, {block} iterations per block, minimum of {repeats} (main-thread CPU µs per iteration):"
+    )
+    print(f"  plain {best['plain']:.1f}   paused {best['paused']:.1f} (+{best['paused'] - best['plain']:.1f})   "
+          f"recorded {best['recorded']:.1f} (+{best['recorded'] - best['plain']:.1f})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iters", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--no-full", action="store_true", help="skip the full recording (the slowest)")
+    parser.add_argument(
+        "--in-process",
+        type=int,
+        metavar="REPEATS",
+        default=0,
+        help="instead: plain / paused / recorded blocks of --iters iterations in one process, the "
+        "minimum of REPEATS (the overhead outside recorded steps, steadier on a loaded machine)",
+    )
     args = parser.parse_args()
+    if args.in_process:
+        with tempfile.TemporaryDirectory(prefix="bench_schedule_") as folder:
+            script = Path(folder) / "loop.py"
+            script.write_text(SCRIPT)
+            in_process(script, args.iters, args.in_process, Path(folder))
+        return
     iters = args.iters
     mid = iters // 2
     modes: list[tuple[str, list[str] | None]] = [

@@ -12,8 +12,8 @@ start the next step), so a launch pays nothing for the schedule:
   attributes, tapes) read ``state.tracker`` and go on: allocations get their ``alloc_id`` and
   their interval in the index (their ``allocs`` row is written only if a recorded event reaches
   them, :attr:`Identity.defer`), attribute changes of arrays already in the trace are still
-  events, and tapes made while paused get their id (their ``tape_create`` row is written when
-  a window starts while they live). The sequence number skips one at each pause and resume,
+  events, and tapes made while paused get their id (their ``tape_create`` row is written when a
+  recorded event first uses them). The sequence number skips one at each pause and resume,
   so nothing made in a gap looks "just made" to the first event after it.
 - ``--record-last K``: every step is recorded, but the event, access and numerics rows are
   held in memory per step (:meth:`Recorder.flush` hands them here instead of to the writer),
@@ -82,9 +82,9 @@ class StepGate:
         self.pending = False  # a backward ended: the next tape event starts a step
         self.recording = True
         self.windows: list[dict[str, int]] = []
-        # tapes made while paused: id -> tape, weakly (their rows are written at the next resume)
-        self.paused_tapes: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-        self.paused_sites: dict[int, int] = {}
+        # the token of tapes made while paused (TAPE_ATTR (paused_tok, id, site)): their creation
+        # row is written by wrap.common.tape_id_of when a recorded event first uses them
+        self.paused_tok = object()
         # flight recorder: the held steps, the kept rows of dropped ones, the live tapes
         self.holding = self.mode == MODE_LAST
         self.held: deque[_Step] = deque()
@@ -185,20 +185,6 @@ class StepGate:
             {"first_step": self.step, "last_step": self.step, "first_seq": rec.seq, "end_seq": -1}
         )
         state.rec = rec
-        for tape_id, _tape in list(self.paused_tapes.items()):
-            site = self.paused_sites.get(tape_id, -1)
-            rec.row(rec.thread_state().thread, _TAPE_CREATE, tape_id, False, 0, False, True, site, -1, -1, -1,
-                    None, None, (), -1)  # fmt: skip
-        self.paused_tapes = weakref.WeakValueDictionary()
-        self.paused_sites.clear()
-
-    def paused_tape(self, tape: Any, tape_id: int, site: int) -> None:
-        """A tape made while paused: its ``tape_create`` row waits for the next window."""
-        self.paused_tapes[tape_id] = tape
-        self.paused_sites[tape_id] = site
-        if len(self.paused_sites) > 2 * len(self.paused_tapes) + 64:
-            live = set(self.paused_tapes.keys())
-            self.paused_sites = {k: v for k, v in self.paused_sites.items() if k in live}
 
     # ---------------------------------------------------------------- --record-last
     def made_tape(self, tape: Any, tape_id: int) -> None:

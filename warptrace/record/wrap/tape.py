@@ -102,8 +102,8 @@ def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
                 rec.next_tape = tape_id + 1
             setattr(self, TAPE_ATTR, (rec.tok, tape_id))
             if gate is not None:
-                if state.rec is None:  # paused: its row is written if a window starts while it lives
-                    gate.paused_tape(self, tape_id, call_site(rec, depth + 1))
+                if state.rec is None:  # paused: its row is written when a recorded event first uses it
+                    setattr(self, TAPE_ATTR, (gate.paused_tok, tape_id, call_site(rec, depth + 1)))
                     return
                 gate.made_tape(self, tape_id)
             rec.row(ts.thread, _TAPE_CREATE_CODE, tape_id, False, ts.phase, False, True, call_site(rec, depth + 1),
