@@ -30,7 +30,9 @@ def start(path: str | PathLike[str] = "warptrace.wtrace", *, numerics: bool = Fa
     """Start recording every Warp memory effect into the trace directory ``path`` (idempotent).
 
     ``numerics=True`` also summarizes the values every launch, copy and memset writes
-    (``--check-numerics``: rules WT501-WT504 and the gradient health timeline)."""
+    (``--check-numerics``: rules WT501-WT504 and the gradient health timeline).
+    ``record_steps="0-4,100-104"`` records only those steps, ``record_last=K`` keeps the last
+    ``K`` (``--record-steps``, ``--record-last``: docs/guide/long-runs.md)."""
     from warptrace.record import recorder
 
     recorder.start(path, numerics=numerics, **meta)

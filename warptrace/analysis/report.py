@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,8 +15,10 @@ from warptrace.analysis.model import Model
 from warptrace.analysis.pages import small_pages
 from warptrace.analysis.replay import expand_replays
 from warptrace.analysis.rules import ALL_RULES, RULE_INFO
+from warptrace.analysis.windows import restricted_meta, window_slices
 from warptrace.progress import Progress
 from warptrace.trace.reader import Trace
+from warptrace.trace.schedule import StepRanges
 
 NUMERIC = "numeric"  # the family of the rules that read the value summaries
 
@@ -44,11 +47,38 @@ class Report:
         return [f for f in self.findings if f.code == code]
 
 
-def analyze_trace(trace: Trace, progress: Progress | None = None) -> Report:
-    """Run every rule over ``trace``; ``progress`` (if given) is told the stage as it goes."""
-    if progress is not None:
-        progress.update("building the model")
-    return analyze_model(build_model(trace), progress)
+def analyze_trace(trace: Trace, progress: Progress | None = None, steps: StepRanges | None = None) -> Report:
+    """Run every rule over ``trace``; ``progress`` (if given) is told the stage as it goes.
+
+    A trace recorded with a schedule is analyzed window by window (:mod:`.windows`); ``steps``
+    restricts a full trace to those steps the same way (``analyze --steps``)."""
+    if steps is not None:
+        trace = dataclasses.replace(trace, meta=restricted_meta(trace, steps))
+    slices = window_slices(trace)
+    if slices is None:
+        if progress is not None:
+            progress.update("building the model")
+        return analyze_model(build_model(trace), progress)
+    reports = []
+    for index, window in enumerate(slices):
+        if progress is not None:
+            progress.update(f"window {index + 1} of {len(slices)}: building the model")
+        reports.append(analyze_model(build_model(window), progress))
+    first = reports[0]
+    counts: dict[str, int] = {}
+    for report in reports:
+        for key, value in report.counts.items():
+            counts[key] = counts.get(key, 0) + value
+    counts["arrays"] = max(report.counts.get("arrays", 0) for report in reports)
+    return Report(
+        trace_path=str(trace.path),
+        meta=dict(trace.meta),
+        findings=merge_findings([f for report in reports for f in report.findings]),
+        families_checked=first.families_checked,
+        counts=counts,
+        health=[row for report in reports for row in report.health],
+        model=None,  # (a renderer that draws the run builds the model of the whole trace)
+    )
 
 
 def build_model(trace: Trace) -> Model:

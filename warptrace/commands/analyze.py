@@ -30,15 +30,23 @@ class AnalyzeCommand(Command):
             default=Severity.ERROR.label,
             help="exit 1 when a finding of this severity or worse exists (default: %(default)s)",
         )
+        parser.add_argument(
+            "--steps",
+            metavar="STEPS",
+            help="analyze only these steps of a full trace, e.g. 0-4,100-104 (as --record-steps would "
+            "have recorded them: each window on its own)",
+        )
 
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
         from warptrace.analysis.report import analyze_trace
+        from warptrace.trace.schedule import parse_steps
 
+        steps = parse_steps(args.steps, "--steps") if args.steps is not None else None
         with Progress(f"analyzing {args.trace}") as progress:
             progress.update("reading the trace")
             trace = load_trace(args.trace)
             trace_notes(trace)
-            report = analyze_trace(trace, progress)
+            report = analyze_trace(trace, progress, steps)
             progress.update(f"writing the {args.format} report")
             text = render(report, args.format)
         if args.output:

@@ -25,7 +25,7 @@ class ExportCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
-        from warptrace.analysis.report import analyze_trace
+        from warptrace.analysis.report import analyze_trace, build_model
         from warptrace.report import perfetto
 
         with Progress(f"exporting {args.trace}") as progress:
@@ -33,10 +33,11 @@ class ExportCommand(Command):
             trace = load_trace(args.trace)
             trace_notes(trace)
             report = analyze_trace(trace, progress)  # the findings become instants and flows
-            assert report.model is not None
+            # (a trace recorded in several windows is analyzed per window: draw the whole trace)
+            model = report.model if report.model is not None else build_model(trace)
             try:
                 with open(args.perfetto, "w", encoding="utf-8") as out:
-                    count = perfetto.write(report.model, report.findings, out, progress)
+                    count = perfetto.write(model, report.findings, out, progress)
             except OSError as exc:
                 raise WarptraceError(f"cannot write {args.perfetto}: {exc.strerror or exc}") from None
         write_stderr(

@@ -26,6 +26,7 @@ from warptrace.commands.base import PROG, Command, CommandParser, flush_stdout, 
 from warptrace.errors import UsageError, WarptraceError
 from warptrace.progress import Progress
 from warptrace.report import render
+from warptrace.trace.schedule import parse_last, parse_steps
 
 MODULE_OPTION = "-m"
 
@@ -42,6 +43,8 @@ class RunOptions:
     analyze: bool = True
     numerics: bool = False
     html: str | None = None
+    record_steps: str | None = None
+    record_last: int | None = None
 
 
 def split_program(parser: CommandParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -119,6 +122,18 @@ class RunCommand(Command):
             "custom adjoints, dead gradients, unconverged solves: WT501-WT504; `show --numerics`); slower",
         )
         parser.add_argument(
+            "--record-steps",
+            metavar="STEPS",
+            help="record only these steps of a long run, e.g. 0-4,100-104 (N, A-B, A-; a step is counted "
+            "by tape.backward() calls); allocations and array identity are still tracked in between",
+        )
+        parser.add_argument(
+            "--record-last",
+            metavar="K",
+            help="flight recorder: keep the last K steps in memory and write them when the run ends "
+            "(with --check-numerics: at the end of the step where a value first became non-finite)",
+        )
+        parser.add_argument(
             MODULE_OPTION,
             dest="module",
             metavar="MODULE",
@@ -150,11 +165,19 @@ class RunCommand(Command):
         if args.html == "":
             raise UsageError(f"--html needs a non-empty PATH (see '{PROG} --help')")
         target, rest, as_module = program_of(parser, program)
+        record_last = None
+        if args.record_steps is not None:
+            parse_steps(args.record_steps)  # a bad schedule is a usage error before the run
+        if args.record_last is not None:
+            record_last = parse_last(args.record_last)
+            if args.record_steps is not None:
+                raise UsageError("--record-steps and --record-last cannot be combined")
         return argparse.Namespace(
             options=RunOptions(
-                target, rest, as_module, args.output, args.quiet, args.analyze, args.numerics, args.html
+                target, rest, as_module, args.output, args.quiet, args.analyze, args.numerics, args.html,
+                args.record_steps, record_last,
             )
-        )
+        )  # fmt: skip
 
     def run(self, args: argparse.Namespace, parser: CommandParser) -> int:
         return run_command(args.options)
@@ -177,8 +200,12 @@ def run_command(options: RunOptions) -> int:
     # Absolute: the program may chdir, and the recorder writes parts as the run goes.
     trace_file = os.path.abspath(output)
     try:
-        numerics = {"numerics": True} if options.numerics else {}
-        recorder.start(trace_file, argv=runner.command, script=options.target, **numerics)
+        extra: dict[str, Any] = {"numerics": True} if options.numerics else {}
+        if options.record_steps is not None:
+            extra["record_steps"] = options.record_steps
+        if options.record_last is not None:
+            extra["record_last"] = options.record_last
+        recorder.start(trace_file, argv=runner.command, script=options.target, **extra)
     except OSError as exc:  # the trace folder cannot be created or written
         raise WarptraceError(f"cannot write the trace {output}: {exc.strerror or exc}") from None
     exit_status: int | None = None

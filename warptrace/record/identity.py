@@ -123,6 +123,9 @@ class AllocIndex:
         self.pending: list[tuple[int, int, int]] = []  # (start, end, alloc_id) not inserted yet
         # alloc_id -> weakref whose callback reports the free; kept alive until reaped
         self.keepers: dict[int, weakref.ref[Any]] = {}
+        # alloc_id -> the allocs row of an allocation made while a recording schedule paused the
+        # session (Identity.defer), written when a recorded event first reaches it; dropped at free
+        self.unwritten: dict[int, tuple[Any, ...]] = {}
 
     def add(self, start: int, end: int, alloc_id: int, keeper: Any) -> None:
         """Register an allocation (inserted at the next lookup); ``keeper`` dying frees it."""
@@ -154,6 +157,8 @@ class AllocIndex:
         while dead:
             alloc_id = dead.pop().alloc_id
             self.keepers.pop(alloc_id, None)
+            if self.unwritten:
+                self.unwritten.pop(alloc_id, None)
             where = self.where.pop(alloc_id, None)
             if where is None:
                 continue
@@ -213,6 +218,9 @@ class Identity:
         self.next_alloc = 0
         self.next_array = 0
         self.external: set[int] = set()  # alloc ids of ALLOC_EXTERNAL allocations
+        # a recording schedule paused the session (warptrace.record.gate): fresh allocations keep
+        # their allocs row in AllocIndex.unwritten until an event reaches them
+        self.defer = False
         self._dtype_cache: dict[Any, tuple[str, int]] = {}
         self._device_cache: dict[int, tuple[Any, str]] = {}  # Device is unhashable
 
@@ -269,7 +277,10 @@ class Identity:
             device = arr.device
             hit = self._device_cache.get(id(device))
             name = hit[1] if hit is not None and hit[0] is device else self.device_name(device)
-            self.rec.alloc_rows.extend((alloc_id, ptr, nbytes, name, ALLOC_OWNED, seq, site))
+            if self.defer:
+                self.index.unwritten[alloc_id] = (alloc_id, ptr, nbytes, name, ALLOC_OWNED, seq, site)
+            else:
+                self.rec.alloc_rows.extend((alloc_id, ptr, nbytes, name, ALLOC_OWNED, seq, site))
         attrs = arr.__dict__
         attrs[NEW] = (self.tok, site, seq, alloc_id, labelled)
         if owner is not None:
@@ -406,6 +417,10 @@ class Identity:
                 alloc_id = self._new_alloc(lo, hi - lo, device, ALLOC_EXTERNAL, site, keeper)
                 offset = ptr - lo
                 external = True
+        if alloc_id >= 0 and self.index.unwritten:
+            row = self.index.unwritten.pop(alloc_id, None)
+            if row is not None:  # made while the session was paused: its row now
+                self.rec.alloc_rows.extend(row)
 
         if new is None:
             kind = ARRAY_PREEXISTING

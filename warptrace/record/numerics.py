@@ -173,6 +173,8 @@ class Numerics:
         summary = summarize(arr)
         if summary is None:
             return None
+        if summary[1] and self.rec.gate is not None:  # a non-finite value: the flight recorder writes
+            self.rec.gate.nonfinite()
         array_id = array_state(self.rec, arr)[1]
         with self.lock:
             self.rows.extend((seq, array_id, owner, what, arg, field, *summary))

@@ -14,9 +14,12 @@ import os
 import threading
 from typing import Any
 
+from warptrace.errors import UsageError
 from warptrace.record import install
+from warptrace.record.gate import StepGate
 from warptrace.record.numerics import Numerics, current
 from warptrace.record.session import Recorder
+from warptrace.trace.schedule import parse_last, parse_steps
 
 last_summary: dict[str, Any] | None = None
 _active: Recorder | None = None
@@ -28,20 +31,37 @@ def active() -> Recorder | None:
     return _active
 
 
-def start(path: str | os.PathLike[str] = "warptrace.wtrace", *, numerics: bool = False, **meta: Any) -> None:
+def start(
+    path: str | os.PathLike[str] = "warptrace.wtrace",
+    *,
+    numerics: bool = False,
+    record_steps: str | None = None,
+    record_last: int | None = None,
+    **meta: Any,
+) -> None:
     """Start recording into ``path`` and install the patches (a second call is a no-op).
 
-    ``numerics``: also summarize the values each event writes (:mod:`warptrace.record.numerics`)."""
+    ``numerics``: also summarize the values each event writes (:mod:`warptrace.record.numerics`).
+    ``record_steps`` (``"0-4,100-104"``) / ``record_last`` (``K``): a recording schedule
+    (:mod:`warptrace.trace.schedule`); a bad one raises :class:`~warptrace.errors.UsageError`."""
     global _active
+    ranges = parse_steps(record_steps) if record_steps is not None else None
+    last = parse_last(record_last) if record_last is not None else None
+    if ranges is not None and last is not None:
+        raise UsageError("--record-steps and --record-last cannot be combined")
     with _start_lock:
         if _active is not None:
             return
         rec = Recorder(path, meta)
         with rec.lock:
             rec.ident.scan_preexisting()
+        if ranges is not None or last is not None:
+            rec.gate = StepGate(rec, ranges, last)
         if numerics:
             current.numerics = Numerics(rec)
         install.install(rec, numerics=numerics)
+        if rec.gate is not None:
+            rec.gate.begin()
         _active = rec
         atexit.register(_stop_at_exit)
 

@@ -172,6 +172,8 @@ class Recorder:
 
         self.errors: list[str] = []
         self.error_count = 0
+        # the recording schedule (warptrace.record.gate.StepGate), None: every step is recorded
+        self.gate: Any = None
 
         self.flush_deadline = time.perf_counter_ns() + int(FLUSH_SECONDS * 1e9)
 
@@ -422,6 +424,8 @@ class Recorder:
         with self.lock:
             if self.closed or os.getpid() != self.pid:
                 return  # (a forked child: the parent's writer is not this process')
+            if self.gate is not None and self.gate.holding:  # --record-last: event rows stay in memory
+                self.gate.take_buffers()
             ev, extra, acc = self.ev, self.ev_extra, self.acc
             if self.open_seqs:
                 # a parent event is still open (a copy between its reserved seq and its row):
@@ -469,6 +473,10 @@ class Recorder:
         with self.lock:
             if self.closed or os.getpid() != self.pid:
                 return
+            if self.gate is not None and self.gate.mode == "last":  # --record-last: held with their step
+                batch = self.gate.submitted(batch)
+                if not batch:
+                    return
             if self.writer_mode == "sync":
                 self._write_batch(batch, False, False)
             else:
@@ -620,6 +628,8 @@ class Recorder:
             return self.summary()
         with self.lock:  # nothing can be appended between the last flush and closing
             self.open_seqs.clear()  # an event still open now is never appended: write the rest
+            if self.gate is not None:
+                self.gate.finish()  # (never raises: a bug is noted, the trace still closes)
             self.flush(force=True)
             self.closed = True
             self._queue.put(None)

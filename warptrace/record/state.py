@@ -17,6 +17,10 @@ from typing import Any
 from warptrace.record.session import Recorder
 
 rec: Recorder | None = None  # the active session, None when not recording
+# The session while it is started, also while a recording schedule pauses it (rec is None
+# then: warptrace.record.gate): what the wrappers that keep identity (allocations, grads,
+# array attributes) and count steps (tapes) read.
+tracker: Recorder | None = None
 
 # kernel object -> LaunchPlan; id(facts) -> (facts, plan); (generic kernel, type key) -> plan
 plans: dict[Any, Any] = {}
@@ -52,8 +56,9 @@ torch_hooks: list[Any] = []
 
 def bind(session: Recorder | None) -> None:
     """Point every wrapper at ``session`` (None: all wrappers become pass-through)."""
-    global rec, src_dest
+    global rec, src_dest, tracker
     rec = None  # first: no wrapper starts an event against half-reset caches
+    tracker = None
     plans.clear()
     plans_by_facts.clear()
     generic_plans.clear()
@@ -70,7 +75,8 @@ def bind(session: Recorder | None) -> None:
     if session is None:
         return
     src_dest = (session.name_code("src"), session.name_code("dest"))
+    tracker = session
     rec = session
 
 
-__all__ = ["bind", "rec"]
+__all__ = ["bind", "rec", "tracker"]

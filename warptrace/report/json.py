@@ -60,6 +60,8 @@ def to_dict(report: Report) -> dict[str, Any]:
         "summary": summary,
         "findings": [finding.to_dict() for finding in report.findings],
         **({"health": list(report.health)} if report.health else {}),
+        # a recording schedule: the recorded windows of steps (meta.json "recording")
+        **({"recording": report.meta["recording"]} if isinstance(report.meta.get("recording"), dict) else {}),
     }
 
 

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from warptrace.report.counts import format_counts, has_activity
 from warptrace.trace.reader import Trace
+from warptrace.trace.schedule import describe as describe_recording
 from warptrace.trace.schema import (
     BACKWARD,
     BACKWARD_BEGIN,
@@ -249,6 +250,9 @@ def _header(trace: Trace, counts: Mapping[str, int]) -> list[str]:
         lines.append(f"time      {meta['start_time']} .. {meta.get('end_time') or '?'}")
     activity = format_counts(counts) if has_activity(counts) else "none"
     lines.append(f"activity  {activity}")
+    recorded = describe_recording(meta)
+    if recorded:
+        lines.append(f"steps     {recorded}")
     return lines
 
 

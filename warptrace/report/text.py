@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from warptrace.analysis.command import display_path, gradcheck_command
 from warptrace.analysis.findings import Finding, Location, Severity
+from warptrace.trace.schedule import describe as describe_recording
 
 if TYPE_CHECKING:
     from warptrace.analysis.report import Report
@@ -63,6 +64,9 @@ def render(report: Report) -> str:
             "note: the trace is incomplete (the run stopped before warptrace finished writing it); "
             "findings cover only what was recorded"
         )
+    recorded = describe_recording(report.meta)
+    if recorded:
+        lines.append(f"note: {recorded}")
     for finding in report.findings:
         lines.append("")
         lines.extend(_finding_lines(finding, cwd))

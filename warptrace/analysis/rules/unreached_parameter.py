@@ -62,6 +62,7 @@ from warptrace.analysis.dataflow import BackwardCall, Dataflow, dataflow_of
 from warptrace.analysis.findings import Finding, Location, RuleInfo, Severity
 from warptrace.analysis.model import K, Model
 from warptrace.analysis.rules.common import DOC_DEBUG, Rule, access_rows, array_label, finding, quote, shared
+from warptrace.analysis.windows import unrecorded_before
 from warptrace.trace import schema as S
 
 WT310 = RuleInfo(
@@ -92,6 +93,9 @@ class _Reach:
     read_on_tape: int = -1  # a recorded forward event of a backpropagated epoch that read it
     through_query: bool = False  # reaches the loss if reads that carry no gradient counted
     query: int = -1  # then: an objective event reading through a handle query (no gradient flows)
+    # a recording schedule left out the steps before the window, and the gradient was not cleared
+    # in it before these backward calls: one of those steps may have filled it (info: not recorded)
+    unrecorded: bool = False
 
 
 def check(model: Model) -> list[Finding]:
@@ -137,8 +141,27 @@ def _unreached(model: Model) -> list[tuple[int, list[int], list[BackwardCall], _
             continue
         reach = _reach(model, df, owner, before)
         if reach is not None:  # None: some backward reaches it (or another rule's cut explains the zero)
+            edge = unrecorded_before(model)
+            reach.unrecorded = edge >= 0 and not _cleared_in_window(
+                model, df, owner, edge, before[0].begin_seq
+            )
             found.append((owner, rows, before, reach))
     return found
+
+
+def _cleared_in_window(model: Model, df: Dataflow, owner: int, edge: int, before_seq: int) -> bool:
+    """A recording schedule left the steps before this window (from seq ``edge``) out: whether the
+    array's gradient was allocated or written in the window before ``before_seq`` (a backward of
+    an unrecorded step cannot have left anything in it then)."""
+    grads = [info for info in model.arrays.values() if info.grad_of == owner and info.alloc_id >= 0]
+    if any(info.seq >= edge for info in grads):
+        return True
+    allocs = np.array(sorted({info.alloc_id for info in grads}), dtype=np.int64)
+    if not allocs.size:
+        return False
+    rows = np.nonzero(df.is_write & np.isin(model.acc_alloc, allocs))[0]
+    seqs = model.seq[df.acc_ev[rows]]
+    return bool(((seqs >= edge) & (seqs < before_seq)).any())
 
 
 def _gradient_reads(model: Model, df: Dataflow) -> np.ndarray:
@@ -478,9 +501,15 @@ def _finding(model: Model, df: Dataflow, owner: int, rows: list[int], calls: lis
             f"{read_at.line}), is zero by construction"
         )
     related += [backward_at, read_at]
+    if reach.unrecorded:
+        message = (
+            f"not recorded: within the recorded steps, {message}; but the steps before them were not "
+            f"recorded, and a backward there may have written {grad} (record from an earlier step, or the "
+            "step that clears it, to decide)"
+        )
     result = finding(
         WT310,
-        Severity.ERROR,
+        Severity.INFO if reach.unrecorded else Severity.ERROR,
         message,
         location,
         related=related,

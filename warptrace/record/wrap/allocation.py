@@ -21,6 +21,13 @@ from warptrace.trace.schema import SET_GRAD, SET_REQUIRES_GRAD
 _INIT_NEW_PARAMS = ("self", "dtype", "shape", "strides", "device", "pinned")
 
 
+def _registered(rec: Any, arr: Any) -> bool:
+    """The array has its row in this session's trace (its attribute changes are events even
+    while a recording schedule pauses the session)."""
+    st = getattr(arr, STATE, None)
+    return st is not None and st[0] is rec.tok
+
+
 def _generic_then(original: Callable[..., Any], record: Callable[..., None]) -> Callable[..., Any]:
     """The wrapper for an original of another signature: call it, then ``record(self)``."""
 
@@ -43,7 +50,7 @@ def make_init_new(original: Callable[..., Any]) -> Callable[..., Any]:
     def record(self: Any, depth: int = 2, maker: bool = True) -> None:
         """``depth``: warptrace's frames above the allocation's caller (record and the wrapper);
         ``maker``: the wrapper has the name of an array-making API (``Sites.alloc_caller``)."""
-        rec = state.rec
+        rec = state.tracker  # (also while a schedule pauses the session)
         if rec is None:
             return
         try:
@@ -104,7 +111,7 @@ def make_init_from_ptr(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def record(self: Any, depth: int = 2, maker: bool = True) -> None:
         """``depth``, ``maker``: as in :func:`make_init_new`'s ``record``."""
-        rec = state.rec
+        rec = state.tracker  # (also while a schedule pauses the session)
         if rec is None:
             return
         try:
@@ -164,7 +171,7 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
     if positional_params(original) == ("self",):
 
         def _alloc_grad(self: Any) -> Any:
-            rec = state.rec
+            rec = state.tracker  # (also while a schedule pauses the session)
             if rec is None:
                 return original(self)
             try:
@@ -184,7 +191,7 @@ def make_alloc_grad(original: Callable[..., Any]) -> Callable[..., Any]:
         return mark(original, _alloc_grad)
 
     def _alloc_grad_generic(self: Any, *args: Any, **kwargs: Any) -> Any:
-        rec = state.rec
+        rec = state.tracker  # (also while a schedule pauses the session)
         if rec is None:
             return original(self, *args, **kwargs)
         try:
@@ -207,15 +214,15 @@ def make_flag_setter(original: Callable[..., Any], kind: str) -> Callable[..., A
     """``requires_grad`` / ``retain_grad`` setters."""
 
     def setter(self: Any, value: Any) -> None:
-        rec = state.rec
+        rec = state.tracker  # (also while a schedule pauses the session)
         if rec is None:
             return original(self, value)
         try:
             ts = rec.local.state
         except AttributeError:
             ts = rec.thread_state()
-        if ts.guard:
-            return original(self, value)
+        if ts.guard or (state.rec is None and not _registered(rec, self)):
+            return original(self, value)  # (paused: a row written later has the value)
         try:
             array_id = array_state(rec, self)[1]
         except Exception as exc:
@@ -241,7 +248,7 @@ def make_grad_setter(original: Callable[..., Any]) -> Callable[..., Any]:
     """``array.grad = g``: a SET_GRAD event, or a link when Warp builds the array with its grad."""
 
     def setter(self: Any, grad: Any) -> None:
-        rec = state.rec
+        rec = state.tracker  # (also while a schedule pauses the session)
         if rec is None:
             return original(self, grad)
         try:
@@ -259,6 +266,8 @@ def make_grad_setter(original: Callable[..., Any]) -> Callable[..., Any]:
             except Exception as exc:
                 rec.fail(exc)
             return None
+        if state.rec is None and not _registered(rec, self):
+            return original(self, grad)  # (paused: the owner's row, written later, links its grad)
         try:
             owner_st = array_state(rec, self)
         except Exception as exc:

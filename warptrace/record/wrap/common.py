@@ -132,6 +132,12 @@ def tape_id_of(rec: Recorder, tape: Any) -> int:
     tagged = getattr(tape, TAPE_ATTR, None)
     if tagged is not None and tagged[0] is rec.tok:
         return int(tagged[1])
+    gate = rec.gate
+    if tagged is not None and gate is not None and tagged[0] is gate.paused_tok:
+        # made while a recording schedule paused the session: its creation row now, at first use
+        setattr(tape, TAPE_ATTR, (rec.tok, tagged[1]))
+        rec.emit(TAPE_CREATE, tape=tagged[1], site=tagged[2], parent=-1)
+        return int(tagged[1])
     new_id = rec.new_id("next_tape")
     with contextlib.suppress(Exception):
         setattr(tape, TAPE_ATTR, (rec.tok, new_id))

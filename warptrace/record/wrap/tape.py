@@ -39,12 +39,13 @@ _RECORD_FUNC_CODE = EVENT_KIND_CODES[RECORD_FUNC]
 def _tape_event(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """__enter__/__exit__: the Warp call, then the event."""
     code = EVENT_KIND_CODES[kind]
+    starts_step = kind == TAPE_ENTER  # a step boundary of a recording schedule (record/gate.py)
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def after(self: Any, depth: int = 1) -> None:
             """The event of the Warp call that returned: the wrapper's second half. ``depth``:
             frames from here to the user's."""
-            rec = state.rec
+            rec = state.tracker
             if rec is None:
                 return
             try:
@@ -53,6 +54,12 @@ def _tape_event(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                 ts = rec.thread_state()
             if ts.guard:
                 return
+            gate = rec.gate
+            if gate is not None:
+                if starts_step and not ts.phase:
+                    gate.tape_event()  # (may start the next step: before its event)
+                if state.rec is None:  # paused by the schedule
+                    return
             try:
                 tape_id = tape_id_of(rec, self)
                 rec.row(ts.thread, code, tape_id, False, ts.phase, False, True, call_site(rec, depth + 1), -1, -1,
@@ -79,7 +86,7 @@ def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def after(self: Any, depth: int = 1) -> None:
         """The tape's id and event once Warp's __init__ returned (see _tape_event's after)."""
-        rec = state.rec
+        rec = state.tracker
         if rec is None:
             return
         try:
@@ -87,10 +94,18 @@ def make_tape_init(original: Callable[..., Any]) -> Callable[..., Any]:
         except AttributeError:
             ts = rec.thread_state()
         try:  # under the guard too: a tape made inside a Warp call still gets its id
+            gate = rec.gate
+            if gate is not None and not ts.guard and not ts.phase:
+                gate.tape_event()  # (may start the next step: before its event)
             with rec.lock:
                 tape_id = rec.next_tape
                 rec.next_tape = tape_id + 1
             setattr(self, TAPE_ATTR, (rec.tok, tape_id))
+            if gate is not None:
+                if state.rec is None:  # paused: its row is written when a recorded event first uses it
+                    setattr(self, TAPE_ATTR, (gate.paused_tok, tape_id, call_site(rec, depth + 1)))
+                    return
+                gate.made_tape(self, tape_id)
             rec.row(ts.thread, _TAPE_CREATE_CODE, tape_id, False, ts.phase, False, True, call_site(rec, depth + 1),
                     -1, -1, -1, None, None, (), -1)  # fmt: skip
         except Exception as exc:
@@ -107,13 +122,14 @@ def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., 
     """zero()/reset(): the event first; the memsets it causes name it as parent."""
 
     code = EVENT_KIND_CODES[kind]
+    starts_step = kind == TAPE_RESET  # a step boundary of a recording schedule (record/gate.py)
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         if kind == TAPE_ZERO:
             state.tape_zero_code = getattr(original, "__code__", None)
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            rec = state.rec
+            rec = state.tracker
             if rec is None:
                 return original(self, *args, **kwargs)
             try:
@@ -122,6 +138,12 @@ def make_tape_scoped(kind: str) -> Callable[[Callable[..., Any]], Callable[..., 
                 ts = rec.thread_state()
             if ts.guard:
                 return original(self, *args, **kwargs)
+            gate = rec.gate
+            if gate is not None:
+                if starts_step and not ts.phase:
+                    gate.tape_event()  # (may start the next step: before its event)
+                if state.rec is None:  # paused by the schedule
+                    return original(self, *args, **kwargs)
             try:
                 tape_id = tape_id_of(rec, self)
                 site = call_site(rec)
@@ -156,7 +178,7 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
     """``Tape.backward``: BACKWARD_BEGIN/END around it; events inside are in the backward phase."""
 
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        rec = state.rec
+        rec = state.tracker
         if rec is None:
             return original(self, *args, **kwargs)
         try:
@@ -165,6 +187,16 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
             ts = rec.thread_state()
         if ts.guard:
             return original(self, *args, **kwargs)
+        gate = rec.gate
+        top = gate is not None and not ts.phase  # a step of a recording schedule ends with it
+        if top:
+            gate.tape_event()  # (a second backward with no tape event between starts a step)
+        if state.rec is None:  # paused by the schedule
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                if top:
+                    gate.backward_end()
         try:
             tape_id = tape_id_of(rec, self)
             site = call_site(rec)
@@ -178,7 +210,11 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
                     None, detail, (), -1)  # fmt: skip
         except Exception as exc:
             rec.fail(exc)
-            return original(self, *args, **kwargs)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                if top:
+                    gate.backward_end()
         saved = (ts.phase, ts.bw_tape, ts.bw_site, ts.bw_frame)
         ts.phase, ts.bw_tape, ts.bw_site, ts.bw_frame = 1, tape_id, site, getframe(0)
         try:
@@ -190,6 +226,8 @@ def make_tape_backward(original: Callable[..., Any]) -> Callable[..., Any]:
                         None, None, (), -1)  # fmt: skip
             except Exception as exc:
                 rec.fail(exc)
+            if top:
+                gate.backward_end()
 
     state.backward_code = getattr(original, "__code__", None)
     return mark(original, backward)
