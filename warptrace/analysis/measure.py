@@ -31,6 +31,7 @@ import numpy as np
 from warptrace.analysis.bisect import Leaf, Recording, arg_index, leaves, recordings
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, Severity
+from warptrace.analysis.graphs import replayed_whole
 from warptrace.analysis.grad_reads import (
     STALE_REPLAYED,
     ArrayReads,
@@ -96,6 +97,7 @@ class Seed:
     position: int
     arg: int
     field: str
+    constant: float | None = None  # the value of a scalar ``fill_`` seed (the same in every run)
 
 
 @dataclass
@@ -215,6 +217,7 @@ def _seeds(model: Model, recording: Recording) -> tuple[list[Seed], str | None]:
         if how != "grads=" and len(installed):
             how = ".grad ="  # an array filled, then made y's gradient
         info = model.arrays.get(owner)
+        constant = float(model.value[ev]) if how == "fill_" and np.isfinite(model.value[ev]) else None
         found.append(
             Seed(
                 backward=recording.backward,
@@ -228,6 +231,7 @@ def _seeds(model: Model, recording: Recording) -> tuple[list[Seed], str | None]:
                 position=position,
                 arg=arg,
                 field=field_path,
+                constant=constant,
             )
         )
     return found, None
@@ -420,14 +424,21 @@ def measurement(
             )
         return Measurement([], [], None, notes, undecided=reason)
     replays = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
-    # a graph replayed between a window's start and the read adds its captured backward to the gradient
-    replayed = [bool(np.any((replays > point.start) & (replays < point.seq))) for point in points]
+    # a graph replayed between a window's start and the read adds its captured backward to the
+    # gradient: measurable when every backward of the window runs whole inside a replay
+    replayed = [
+        bool(np.any((replays > point.start) & (replays < point.seq))) and not replayed_whole(model, point.window)
+        for point in points
+    ]
     number = read_number(at, len(points))
     if number is None:
         plain = [i for i, flag in enumerate(replayed) if not flag]
         number = plain[0] + 1 if plain else 1
         if number > 1:
-            notes.append(f"gradient reads 1-{number - 1} follow graph replays; measuring read {number}")
+            notes.append(
+                f"gradient reads 1-{number - 1} hold backward calls replayed only in part by a graph; "
+                f"measuring read {number}"
+            )
         if number < len(points) and points[number].stale and not replayed[number]:
             number += 1
             if points[number - 1].stale == STALE_REPLAYED:
@@ -465,8 +476,9 @@ def measurement(
         result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
     elif replayed[number - 1]:
         result.undecided = (
-            "the measured gradient comes from a captured graph (wp.capture_launch replays the backward): "
-            "the probe cannot perturb or read inside a replay; measure a gradient read after a plain backward (--at)"
+            "the measured gradient mixes a graph replay with operations outside it (a forward captured alone "
+            "and backpropagated eagerly, or a replay between eager backward calls): the probe perturbs before "
+            "a replay and reads after it; measure another read (--at)"
         )
     elif seed_problem:
         result.undecided = seed_problem

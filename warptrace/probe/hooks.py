@@ -123,6 +123,14 @@ class Probe:
         self.step = float(config.get("step", 0.0))  # the signed perturbation t (0: unperturbed)
         self.sweep: list[float] = [float(h) for h in config.get("sweep", [])]
         self.compute_ad = bool(config.get("ad", False))
+        # the window's backward calls replayed by a graph: capture_launch call number -> captured call
+        self.replays: dict[int, list[int]] = {}
+        for entry in config.get("replays", []):
+            self.replays.setdefault(int(entry["replay"]), []).append(int(entry["backward"]))
+        self.captured_numbers = {number for numbers in self.replays.values() for number in numbers}
+        # captured backward call -> (tape, its state then, loss, grads, Warp's backward)
+        self.captured: dict[int, tuple[Tape, _TapeState, Any, Any, Any]] = {}
+        self.n_replays = 0
 
         self.tapes: weakref.WeakKeyDictionary[Tape, _TapeState] = weakref.WeakKeyDictionary()
         self.n_tapes = 0
@@ -224,6 +232,9 @@ class Probe:
 
         return reset
 
+    def _target_replay(self) -> int:
+        return int(self.target.get("replay", 0) or 0) if self.target is not None else 0
+
     def _is_target(self, state: _TapeState, spec: dict[str, Any] | None) -> bool:
         return spec is not None and state.ordinal == spec["tape"] and state.epoch == spec["epoch"]
 
@@ -234,7 +245,7 @@ class Probe:
         while len(state.args) < position:
             state.args.append([])
         state.args.append(arrays)
-        if self._is_target(state, self.target):
+        if self._is_target(state, self.target) and not self._target_replay():
             buffers = self.cuts.get(position + 1)
             if buffers is not None:
                 self.result["surrogates"][str(position + 1)] = self._surrogate(state, position + 1, buffers)
@@ -282,7 +293,7 @@ class Probe:
             return
         position = len(tape.launches)
         for index, param in enumerate(self.params):
-            if index in self.param_arrays or param["position"] != position:
+            if index in self.param_arrays or param["position"] != position or param.get("replay"):
                 continue
             if state.ordinal != param["tape"] or state.epoch != param["epoch"]:
                 continue
@@ -335,9 +346,20 @@ class Probe:
         probe = self
 
         def capture(*args: Any, **kwargs: Any) -> Any:
-            probe.result["notes"].append(f"the program calls wp.{name}")
+            note = f"the program calls wp.{name}"
+            if note not in probe.result["notes"]:
+                probe.result["notes"].append(note)
             probe.result["captured"] = True
-            return original(*args, **kwargs)
+            if name != "capture_launch":
+                return original(*args, **kwargs)
+            probe.n_replays += 1
+            number = probe.n_replays
+            if number not in probe.replays:
+                return original(*args, **kwargs)
+            probe._before_replay(number)
+            out = original(*args, **kwargs)
+            probe._after_replay(number)
+            return out
 
         return capture
 
@@ -399,6 +421,9 @@ class Probe:
         def backward(tape: Tape, loss: Any = None, grads: Any = None) -> Any:
             probe.n_backward += 1
             number = probe.n_backward
+            if number in probe.captured_numbers:
+                probe._captured_backward(number, tape, loss, grads, original)
+                return original(tape, loss, grads)
             if number not in probe.window:
                 return original(tape, loss, grads)
             state = probe._state(tape)
@@ -429,6 +454,66 @@ class Probe:
             return result
 
         return backward
+
+    # ------------------------------------------------------------------ graph replays
+
+    def _captured_backward(self, number: int, tape: Tape, loss: Any, grads: Any, original: Any) -> None:
+        """A backward call captured into a graph: it runs at each replay; keep what the replays
+        measured need (the tape, the arrays of each position, the loss and grads= handed in)."""
+        state = self._state(tape)
+        if number == self.cut_backward and self._target_replay():
+            if not self._is_target(state, self.target) or len(tape.launches) != self.target["n_events"]:
+                self._mismatch(
+                    f"the captured backward {number} holds {len(tape.launches)} operations of tape {state.ordinal}, "
+                    f"the recording had {self.target['n_events']} on tape {self.target['tape']}"
+                )
+        snapshot = _TapeState(state.ordinal, state.epoch, list(state.args))
+        self.captured[number] = (tape, snapshot, loss, grads, original)
+
+    def _replayed(self, number: int) -> tuple[Tape, _TapeState, Any, Any, Any]:
+        found = self.captured.get(number)
+        if found is None:
+            self._mismatch(f"the graph replay of backward {number} came before that backward was captured")
+        return found
+
+    def _before_replay(self, replay: int) -> None:
+        """Just before capture_launch call ``replay``: perturb the parameters first read in it (the
+        graph reads their memory; the recording checked that it does not write them before)."""
+        for index, param in enumerate(self.params):
+            if index in self.param_arrays or int(param.get("replay", 0) or 0) != replay:
+                continue
+            _, state, _, _, _ = self._replayed(int(param["backward"]))
+            if state.ordinal != param["tape"] or state.epoch != param["epoch"]:
+                self._mismatch(f"parameter {param['label']} is not on the captured tape the recording had")
+            position = int(param["position"])
+            arrays = state.args[position] if position < len(state.args) else []
+            arr = _resolve(arrays, int(param["arg"]), param.get("field", ""))
+            if arr is None:
+                self._mismatch(f"parameter {param['label']} is not at its recorded place in the graph")
+            self._perturb(index, arr)
+
+    def _after_replay(self, replay: int) -> None:
+        """Just after capture_launch call ``replay``: read its objective terms (the loss, Σ seed·y
+        with the seed still in y.grad), the cuts of a replayed target, and at the window's last
+        replay the gradient; then stop."""
+        for number in self.replays[replay]:
+            tape, state, loss, grads, original = self._replayed(number)
+            term = self.objective.term(-replay, state, loss, grads)
+            if term is None:
+                self._mismatch(self.objective.problem or f"replay {replay}: no objective")
+            self.result["objective"].append(term[0])
+            self.result["objective_resolution"].append(term[1])
+        last = max(self.replays)
+        ad = self._projected_gradients() if replay == last and self.compute_ad else None
+        if self._target_replay() == replay:
+            tape, state, _, _, original = self._replayed(self.cut_backward)
+            for cut, buffers in sorted(self.cuts.items()):
+                self.result["surrogates"][str(cut)] = self._surrogate(state, cut, buffers)
+            if self.compute_ad and self.cuts:
+                self._cut_adjoints(tape, state, original)
+        if replay == last:
+            self.result["ad"] = ad
+            self._finish()
 
     def _finish(self) -> None:
         """End the run after the window's last backward (the objective terms are all read)."""
