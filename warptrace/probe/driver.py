@@ -17,6 +17,7 @@ reported.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -220,7 +221,12 @@ class Driver:
             result.plan = make_plan(model, cut_recording, findings)
             cuts = [cut for cut in result.plan.cuts if cut.live][:MAX_CUTS]
             if cut_at.replay:
-                cuts, dropped = readable_cuts(model, cut_recording, cuts)
+                # a replay is read after it ends: a cut whose live buffers a later operation of the
+                # replay overwrites has nothing to read (left out of every round)
+                readable, dropped = readable_cuts(model, cut_recording, [c for c in result.plan.cuts if c.live])
+                keep = {cut.k for cut in readable}
+                result.plan.cuts = [c if c.k in keep else dataclasses.replace(c, live=[]) for c in result.plan.cuts]
+                cuts = [cut for cut in cuts if cut.k in keep]
                 if dropped:
                     result.notes.append(
                         f"{dropped} cut(s) inside the graph cannot be measured: a later operation of the replay "
