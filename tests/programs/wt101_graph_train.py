@@ -30,7 +30,9 @@ def advance(state: wp.array(dtype=float), k: wp.array(dtype=float), next_state: 
 
 
 @wp.kernel
-def squared_distance(state: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+def squared_distance(
+    state: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)
+):
     i = wp.tid()
     d = state[i] - target[i]
     wp.atomic_add(loss, 0, d * d)
@@ -78,7 +80,9 @@ class Trainer:
             for _ in range(STEPS):
                 wp.launch(advance, N, inputs=[self.state, self.k], outputs=[self.next_state], device=DEVICE)
                 self.state.assign(self.next_state)  # expect: WT101
-            wp.launch(squared_distance, N, inputs=[self.state, self.target], outputs=[self.loss], device=DEVICE)
+            wp.launch(
+                squared_distance, N, inputs=[self.state, self.target], outputs=[self.loss], device=DEVICE
+            )
         self.tape.backward(self.loss)
 
     def step(self) -> np.ndarray:

@@ -25,7 +25,9 @@ def advance(state: wp.array(dtype=float), k: wp.array(dtype=float), next_state: 
 
 
 @wp.kernel
-def squared_distance(state: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)):
+def squared_distance(
+    state: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.array(dtype=float)
+):
     i = wp.tid()
     d = state[i] - target[i]
     wp.atomic_add(loss, 0, d * d)
@@ -71,7 +73,11 @@ class Trainer:
         with self.tape:
             for step in range(STEPS):
                 wp.launch(
-                    advance, N, inputs=[self.states[step], self.k], outputs=[self.states[step + 1]], device=DEVICE
+                    advance,
+                    N,
+                    inputs=[self.states[step], self.k],
+                    outputs=[self.states[step + 1]],
+                    device=DEVICE,
                 )
             wp.launch(
                 squared_distance, N, inputs=[self.states[-1], self.target], outputs=[self.loss], device=DEVICE

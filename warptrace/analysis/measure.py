@@ -31,7 +31,6 @@ import numpy as np
 from warptrace.analysis.bisect import Leaf, Recording, arg_index, leaves, recordings
 from warptrace.analysis.dataflow import dataflow_of
 from warptrace.analysis.findings import Finding, Location, Severity
-from warptrace.analysis.graphs import replayed_whole
 from warptrace.analysis.grad_reads import (
     STALE_REPLAYED,
     ArrayReads,
@@ -40,6 +39,7 @@ from warptrace.analysis.grad_reads import (
     read_points,
     unread_points,
 )
+from warptrace.analysis.graphs import replayed_whole
 from warptrace.analysis.model import K, Model
 from warptrace.errors import UsageError
 from warptrace.trace import schema as S
@@ -427,7 +427,8 @@ def measurement(
     # a graph replayed between a window's start and the read adds its captured backward to the
     # gradient: measurable when every backward of the window runs whole inside a replay
     replayed = [
-        bool(np.any((replays > point.start) & (replays < point.seq))) and not replayed_whole(model, point.window)
+        bool(np.any((replays > point.start) & (replays < point.seq)))
+        and not replayed_whole(model, point.window)
         for point in points
     ]
     number = read_number(at, len(points))

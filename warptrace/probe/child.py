@@ -55,7 +55,11 @@ def _record(config: dict[str, Any], runner: ScriptRunner) -> dict[str, Any]:
     Tape.backward = backward  # type: ignore[method-assign, assignment]
     # a replay runs the captured backward again: stop at the same count of capture_launch calls
     launch = getattr(wp_context, "capture_launch", None)
-    owners = [owner for owner in (wp_context, warp) if launch is not None and getattr(owner, "capture_launch", None) is launch]
+    owners = [
+        owner
+        for owner in (wp_context, warp)
+        if launch is not None and getattr(owner, "capture_launch", None) is launch
+    ]
     replays = [0]
 
     def capture_launch(*args: Any, **kwargs: Any) -> Any:

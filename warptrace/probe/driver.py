@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from warptrace.analysis.bisect import MAX_CUTS, Cut, make_plan
+from warptrace.analysis.graphs import has_replays, probe_coordinates, readable_cuts, replay_problem
 from warptrace.analysis.measure import measurement, unexercised
 from warptrace.analysis.model import Model
-from warptrace.analysis.graphs import has_replays, probe_coordinates, readable_cuts, replay_problem
 from warptrace.analysis.report import analyze_model, build_model
 from warptrace.errors import WarptraceError
 from warptrace.probe.child import CONFIG_ENV
@@ -205,11 +205,7 @@ class Driver:
                 "measured through graph replays: the parameters are perturbed just before the replay of "
                 f"backward {chosen.window[0].backward} (capture_launch call {coords[chosen.window[0].backward].replay}), "
                 "the objective and gradient read just after "
-                + (
-                    f"replay {coords[chosen.window[-1].backward].replay}"
-                    if len(chosen.window) > 1
-                    else "it"
-                )
+                + (f"replay {coords[chosen.window[-1].backward].replay}" if len(chosen.window) > 1 else "it")
             )
 
         # cut the recording that reads a parameter first: its surrogates see every perturbation
@@ -223,9 +219,13 @@ class Driver:
             if cut_at.replay:
                 # a replay is read after it ends: a cut whose live buffers a later operation of the
                 # replay overwrites has nothing to read (left out of every round)
-                readable, dropped = readable_cuts(model, cut_recording, [c for c in result.plan.cuts if c.live])
+                readable, dropped = readable_cuts(
+                    model, cut_recording, [c for c in result.plan.cuts if c.live]
+                )
                 keep = {cut.k for cut in readable}
-                result.plan.cuts = [c if c.k in keep else dataclasses.replace(c, live=[]) for c in result.plan.cuts]
+                result.plan.cuts = [
+                    c if c.k in keep else dataclasses.replace(c, live=[]) for c in result.plan.cuts
+                ]
                 cuts = [cut for cut in cuts if cut.k in keep]
                 if dropped:
                     result.notes.append(

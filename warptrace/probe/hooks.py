@@ -461,12 +461,17 @@ class Probe:
         """A backward call captured into a graph: it runs at each replay; keep what the replays
         measured need (the tape, the arrays of each position, the loss and grads= handed in)."""
         state = self._state(tape)
-        if number == self.cut_backward and self._target_replay():
-            if not self._is_target(state, self.target) or len(tape.launches) != self.target["n_events"]:
-                self._mismatch(
-                    f"the captured backward {number} holds {len(tape.launches)} operations of tape {state.ordinal}, "
-                    f"the recording had {self.target['n_events']} on tape {self.target['tape']}"
-                )
+        target = self.target
+        if (
+            target is not None
+            and number == self.cut_backward
+            and self._target_replay()
+            and (not self._is_target(state, target) or len(tape.launches) != target["n_events"])
+        ):
+            self._mismatch(
+                f"the captured backward {number} holds {len(tape.launches)} operations of tape {state.ordinal}, "
+                f"the recording had {target['n_events']} on tape {target['tape']}"
+            )
         snapshot = _TapeState(state.ordinal, state.epoch, list(state.args))
         self.captured[number] = (tape, snapshot, loss, grads, original)
 

@@ -66,7 +66,9 @@ class Objective:
                 return None
             constant = seed.get("constant")
             weights = (
-                np.full(float_view(y.numpy()).size, float(constant)) if constant is not None else _seed_values(y, grads)
+                np.full(float_view(y.numpy()).size, float(constant))
+                if constant is not None
+                else _seed_values(y, grads)
             )
             if weights is None:
                 self.problem = f"backward {number}: the seeded array {seed['label']} has no gradient to seed"
