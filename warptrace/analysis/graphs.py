@@ -11,13 +11,12 @@ replays it. So a replayed recording is reached in a probe run by
   positions of the capture): where the probe finds the arrays of each operation;
 - the ``capture_launch`` call number of its replay: just before that call the probe
   perturbs the parameters (the graph reads their memory), just after it reads the
-  objective (the loss value, Σ seed·y with the seed still in ``y.grad``), the gradient, and
-  the live buffers of the cuts.
+  objective (the loss value, Σ seed·y), the gradient, and the cuts' live buffers (copied
+  into fresh memory by copies the probe run captured into the graph right after each
+  cut's operation, so later operations of the replay may overwrite the buffers).
 
 What is read after the replay is what the replay left in memory, so the measurement is
-sound only where that is what the program's backward and read saw (:func:`replay_problem`),
-and a cut inside the graph is measurable only when no later operation of the replay
-overwrites its live buffers (:func:`readable_cuts`).
+sound only where that is what the program's backward and read saw (:func:`replay_problem`).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from warptrace.analysis.bisect import Cut, Recording, recordings
+from warptrace.analysis.bisect import Recording, recordings
 from warptrace.analysis.model import Model
 from warptrace.trace import schema as S
 
@@ -170,24 +169,6 @@ def _backward_end(model: Model, recording: Recording) -> int | None:
     ends = model.events_of_kind(S.BACKWARD_END)
     later = ends[(ends > begin) & (model.replay[ends] == model.replay[begin])]
     return int(later[0]) if len(later) else None
-
-
-def readable_cuts(model: Model, recording: Recording, cuts: list[Cut]) -> tuple[list[Cut], int]:
-    """The cuts whose live buffers still hold, after the replay, what they held at the cut (no
-    later operation of the replay, forward or adjoint, writes them), and how many were dropped."""
-    evs = _replay_events(model, replay_of(model, recording))
-    kept = []
-    for cut in cuts:
-        after = evs[evs > recording.events[cut.k - 1]] if cut.k > 0 else evs
-        overwritten = False
-        for buffer in cut.live:
-            info = model.arrays.get(buffer.array_id)
-            if info is None or _writes(model, after, info.alloc_id, False) is not None:
-                overwritten = True
-                break
-        if not overwritten:
-            kept.append(cut)
-    return kept, len(cuts) - len(kept)
 
 
 def replayed_whole(model: Model, window: list[Recording]) -> bool:

@@ -17,7 +17,6 @@ reported.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warptrace.analysis.bisect import MAX_CUTS, Cut, make_plan
-from warptrace.analysis.graphs import has_replays, probe_coordinates, readable_cuts, replay_problem
+from warptrace.analysis.graphs import has_replays, probe_coordinates, replay_problem
 from warptrace.analysis.measure import measurement, unexercised
 from warptrace.analysis.model import Model
 from warptrace.analysis.report import analyze_model, build_model
@@ -216,22 +215,6 @@ class Driver:
         if options.cuts:
             result.plan = make_plan(model, cut_recording, findings)
             cuts = [cut for cut in result.plan.cuts if cut.live][:MAX_CUTS]
-            if cut_at.replay:
-                # a replay is read after it ends: a cut whose live buffers a later operation of the
-                # replay overwrites has nothing to read (left out of every round)
-                readable, dropped = readable_cuts(
-                    model, cut_recording, [c for c in result.plan.cuts if c.live]
-                )
-                keep = {cut.k for cut in readable}
-                result.plan.cuts = [
-                    c if c.k in keep else dataclasses.replace(c, live=[]) for c in result.plan.cuts
-                ]
-                cuts = [cut for cut in cuts if cut.k in keep]
-                if dropped:
-                    result.notes.append(
-                        f"{dropped} cut(s) inside the graph cannot be measured: a later operation of the replay "
-                        "overwrites their live buffers, and a replay is read only after it ends"
-                    )
         self.sweep = [float(eps) for eps in options.eps]
         seed_file = os.path.join(self.workdir, f"seeds-{len(self.runs)}.npz")
 

@@ -131,6 +131,7 @@ class Probe:
         # captured backward call -> (tape, its state then, loss, grads, Warp's backward)
         self.captured: dict[int, tuple[Tape, _TapeState, Any, Any, Any]] = {}
         self.n_replays = 0
+        self.snapshots: dict[int, dict[int, Any]] = {}  # cut -> buffer index -> its copy made in the graph
 
         self.tapes: weakref.WeakKeyDictionary[Tape, _TapeState] = weakref.WeakKeyDictionary()
         self.n_tapes = 0
@@ -245,9 +246,11 @@ class Probe:
         while len(state.args) < position:
             state.args.append([])
         state.args.append(arrays)
-        if self._is_target(state, self.target) and not self._target_replay():
+        if self._is_target(state, self.target):
             buffers = self.cuts.get(position + 1)
-            if buffers is not None:
+            if buffers is not None and self._target_replay():
+                self._snapshot(state, position + 1, buffers)
+            elif buffers is not None:
                 self.result["surrogates"][str(position + 1)] = self._surrogate(state, position + 1, buffers)
 
     def _wrap_record_launch(self, original: Any) -> Any:
@@ -399,12 +402,43 @@ class Probe:
                 {"param": index, "scale": scale, "applied_norm": float(np.linalg.norm(delta))}
             )
 
-    def _surrogate(self, state: _TapeState, cut: int, buffers: list[dict[str, Any]]) -> dict[str, float]:
+    def _snapshot(self, state: _TapeState, cut: int, buffers: list[dict[str, Any]]) -> None:
+        """While a graph is captured, right after the operation before ``cut``: capture a copy of
+        each live buffer into fresh memory, so that every replay leaves the values the buffers
+        held at the cut there (later operations of the replay may overwrite the buffers)."""
+        runtime = _runtime()
+        saved, runtime.tape = runtime.tape, None
+        copies: dict[int, Any] = {}
+        try:
+            for index, buffer in enumerate(buffers):
+                arrays = state.args[buffer["position"]] if buffer["position"] < len(state.args) else []
+                arr = _resolve(arrays, int(buffer["arg"]), buffer.get("field", ""))
+                if arr is None or not _is_float(arr):
+                    continue
+                copy = warp.empty(shape=arr.shape, dtype=arr.dtype, device=arr.device)
+                wp_context.copy(copy, arr)
+                copies[index] = copy
+        finally:
+            runtime.tape = saved
+        self.snapshots[cut] = copies
+
+    def _surrogate(
+        self,
+        state: _TapeState,
+        cut: int,
+        buffers: list[dict[str, Any]],
+        snapshot: dict[int, Any] | None = None,
+    ) -> dict[str, float]:
+        """The weighted sum of the live buffers of ``cut`` (from ``snapshot``, the copies a
+        replay made at the cut, when given)."""
         total = 0.0
         magnitude = 0.0
         for index, buffer in enumerate(buffers):
-            arrays = state.args[buffer["position"]] if buffer["position"] < len(state.args) else []
-            arr = _resolve(arrays, int(buffer["arg"]), buffer.get("field", ""))
+            if snapshot is not None:
+                arr = snapshot.get(index)
+            else:
+                arrays = state.args[buffer["position"]] if buffer["position"] < len(state.args) else []
+                arr = _resolve(arrays, int(buffer["arg"]), buffer.get("field", ""))
             if arr is None or not _is_float(arr):
                 continue
             values = float_view(arr.numpy())
@@ -513,7 +547,9 @@ class Probe:
         if self._target_replay() == replay:
             tape, state, _, _, original = self._replayed(self.cut_backward)
             for cut, buffers in sorted(self.cuts.items()):
-                self.result["surrogates"][str(cut)] = self._surrogate(state, cut, buffers)
+                self.result["surrogates"][str(cut)] = self._surrogate(
+                    state, cut, buffers, self.snapshots.get(cut, {})
+                )
             if self.compute_ad and self.cuts:
                 self._cut_adjoints(tape, state, original)
         if replay == last:
