@@ -154,8 +154,7 @@ def _measure(target: Target, command: list[str], eps: str | None) -> tuple[dict[
         "-q",
         "--format",
         "json",
-        "--eps",
-        eps,
+        *(["--eps", eps] if eps else []),
         *target.program,
     ]
     run = run_process(argv, target.cwd, target.timeout_s * 9, env)

@@ -414,7 +414,10 @@ def measurement(
         )
     if not points:
         if not executed:
-            reason = "every backward of the run is recorded into a captured graph"
+            reason = (
+                "every backward of the run is captured into a graph that no wp.capture_launch replays "
+                "(before the recording stopped)"
+            )
         else:
             first = min((s for a in chosen for s in reads[a].reads), default=None)
             where = f" (first read at {_where(model, model.ev_of_seq(first))})" if first is not None else ""
