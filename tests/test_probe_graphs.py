@@ -124,3 +124,15 @@ def test_a_parameter_the_graph_writes_before_reading_is_undecided(tmp_path):
     _, result = measure("gradcheck", script)
     assert result["verdict"] == "undecided", result
     assert "before its tape reads it" in result["reason"]
+
+
+def test_forward_captured_alone_and_backpropagated_eagerly():
+    # the replay runs the forward (the parameters are perturbed just before it); the backward,
+    # the objective and the gradient are eager. The buggy program overwrites the forward's input
+    # between the replay and the backward (WT103)
+    _, result = measure("gradcheck", PROGRAMS / "wt103_capture_eager_backward.py")
+    assert result["verdict"] == "disagree", result
+    assert any("at the eager backward that follows" in note for note in result["notes"])
+    status, result = measure("gradcheck", PROGRAMS / "wt103_capture_eager_backward_fixed.py")
+    assert status == 0, result
+    assert result["verdict"] == "agree"

@@ -38,6 +38,7 @@ class Coords:
     tape_ordinal: int
     epoch: int
     replay: int  # 1-based number of the capture_launch call that replays it; 0: an eager backward
+    forward_replay: int  # the same for its operations (a forward captured alone: an eager backward)
 
 
 def has_replays(model: Model) -> bool:
@@ -55,11 +56,44 @@ def replay_of(model: Model, recording: Recording) -> int:
     return replays.pop() if len(replays) == 1 else -2
 
 
+def forward_replay_of(model: Model, recording: Recording) -> int:
+    """Seq of the ``capture_launch`` whose replay runs every operation of the recording; -1 when
+    none of them is replayed, -2 when only some are."""
+    replays = {int(model.replay[ev]) for ev in recording.events}
+    if not replays or replays == {-1}:
+        return -1
+    return replays.pop() if len(replays) == 1 else -2
+
+
+def measurable(model: Model, window: list[Recording], start: int, read_seq: int) -> bool:
+    """A probe run can measure ``window`` (read at ``read_seq``, gradients cleared at ``start``)
+    around graph replays: each recording's operations all run in one replay or none, its backward
+    in that replay or eagerly (a forward captured alone), and every ``capture_launch`` between
+    the clear and the read replays operations of the window (no other graph touches them)."""
+    mine: set[int] = set()
+    for recording in window:
+        forward = forward_replay_of(model, recording)
+        backward = int(model.replay[model.ev_of_seq(recording.backward_seq)])
+        if forward == -2 or (backward >= 0 and backward != forward):
+            return False
+        mine.add(forward)
+    launches = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
+    between = launches[(launches > start) & (launches < read_seq)]
+    return all(int(seq) in mine for seq in between)
+
+
+def _launch_number(model: Model, seq: int) -> int:
+    if seq < 0:
+        return 0
+    launches = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
+    return int(np.searchsorted(launches, seq)) + 1
+
+
 def coordinates(plain: Model, model: Model, recording: Recording) -> Coords | None:
     """The probe coordinates of ``recording`` (of the expanded ``model``; ``plain``: the model of
     the trace as recorded), or None when its operations are not those of one recorded backward."""
     if plain is model:
-        return Coords(recording.backward, recording.tape_ordinal, recording.epoch, 0)
+        return Coords(recording.backward, recording.tape_ordinal, recording.epoch, 0, 0)
     by_seq = plain.derived.get("recordings_by_seq")
     if by_seq is None:
         by_seq = plain.derived["recordings_by_seq"] = {r.backward_seq: r for r in recordings(plain)}
@@ -71,12 +105,16 @@ def coordinates(plain: Model, model: Model, recording: Recording) -> Coords | No
     theirs = [int(plain.seq[ev]) for ev in original.events]
     if mine != theirs:
         return None
-    replay = int(model.replay[begin])
-    number = 0
-    if replay >= 0:
-        launches = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
-        number = int(np.searchsorted(launches, replay)) + 1
-    return Coords(original.backward, original.tape_ordinal, original.epoch, number)
+    forward = forward_replay_of(model, recording)
+    if forward == -2:
+        return None
+    return Coords(
+        original.backward,
+        original.tape_ordinal,
+        original.epoch,
+        _launch_number(model, int(model.replay[begin])),
+        _launch_number(model, forward),
+    )
 
 
 def _replay_events(model: Model, replay: int) -> np.ndarray:
@@ -122,7 +160,9 @@ def replay_problem(
     by_number = {r.backward: r for r in window}
     for array_id, number, position in params:
         recording = by_number[number]
-        replay = replay_of(model, recording)
+        replay = forward_replay_of(model, recording)
+        if replay < 0:
+            continue  # perturbed at its tape position, as without capture
         info = model.arrays.get(array_id)
         if info is None:
             return "a parameter is not a recorded array"
@@ -136,7 +176,7 @@ def replay_problem(
             )
         grad_id = model.grad_of_owner.get(array_id)
         grad = model.arrays.get(grad_id) if grad_id is not None else None
-        end = _backward_end(model, recording)
+        end = _backward_end(model, recording) if replay_of(model, recording) >= 0 else None
         if grad is not None and end is not None:
             ev = _writes(model, evs[evs > end], grad.alloc_id, True)
             if ev is not None:
@@ -147,8 +187,8 @@ def replay_problem(
     for array_id, number, seeded in objective_arrays:
         recording = by_number[number]
         info = model.arrays.get(array_id)
-        if info is None:
-            continue
+        if info is None or replay_of(model, recording) < 0:
+            continue  # an eager backward: the objective is read as it starts
         evs = _replay_events(model, replay_of(model, recording))
         after = evs[evs > model.ev_of_seq(recording.backward_seq)]
         ev = _writes(model, after, info.alloc_id, False)
@@ -169,11 +209,6 @@ def _backward_end(model: Model, recording: Recording) -> int | None:
     ends = model.events_of_kind(S.BACKWARD_END)
     later = ends[(ends > begin) & (model.replay[ends] == model.replay[begin])]
     return int(later[0]) if len(later) else None
-
-
-def replayed_whole(model: Model, window: list[Recording]) -> bool:
-    """Every backward of ``window`` runs, with all its operations, inside one graph replay."""
-    return bool(window) and all(replay_of(model, recording) >= 0 for recording in window)
 
 
 def probe_coordinates(

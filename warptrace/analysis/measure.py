@@ -39,7 +39,7 @@ from warptrace.analysis.grad_reads import (
     read_points,
     unread_points,
 )
-from warptrace.analysis.graphs import replayed_whole
+from warptrace.analysis.graphs import measurable
 from warptrace.analysis.model import K, Model
 from warptrace.errors import UsageError
 from warptrace.trace import schema as S
@@ -427,11 +427,11 @@ def measurement(
             )
         return Measurement([], [], None, notes, undecided=reason)
     replays = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
-    # a graph replayed between a window's start and the read adds its captured backward to the
-    # gradient: measurable when every backward of the window runs whole inside a replay
+    # a graph replayed between a window's start and the read runs work the gradient depends on:
+    # measurable when those replays run the window's operations (graphs.measurable)
     replayed = [
         bool(np.any((replays > point.start) & (replays < point.seq)))
-        and not replayed_whole(model, point.window)
+        and not measurable(model, point.window, point.start, point.seq)
         for point in points
     ]
     number = read_number(at, len(points))
@@ -440,7 +440,7 @@ def measurement(
         number = plain[0] + 1 if plain else 1
         if number > 1:
             notes.append(
-                f"gradient reads 1-{number - 1} hold backward calls replayed only in part by a graph; "
+                f"gradient reads 1-{number - 1} mix graph replays with operations outside them; "
                 f"measuring read {number}"
             )
         if number < len(points) and points[number].stale and not replayed[number]:
@@ -480,9 +480,9 @@ def measurement(
         result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
     elif replayed[number - 1]:
         result.undecided = (
-            "the measured gradient mixes a graph replay with operations outside it (a forward captured alone "
-            "and backpropagated eagerly, or a replay between eager backward calls): the probe perturbs before "
-            "a replay and reads after it; measure another read (--at)"
+            "the measured gradient mixes a graph replay with operations outside it (a tape recorded across a "
+            "capture's boundary, or a replay of other work between the gradient's clear and its read): the "
+            "probe perturbs before a replay and reads after it; measure another read (--at)"
         )
     elif seed_problem:
         result.undecided = seed_problem

@@ -187,7 +187,7 @@ class Driver:
 
         assert self.plain is not None
         coords, problem = probe_coordinates(self.plain, model, chosen.window)
-        replayed = any(c.replay for c in coords.values())
+        replayed = any(c.forward_replay for c in coords.values())
         if problem is None and replayed:
             problem = replay_problem(
                 model,
@@ -200,11 +200,15 @@ class Driver:
             result.reason = problem
             return result
         if replayed:
+            begin_at, end_at = coords[chosen.window[0].backward], coords[chosen.window[-1].backward]
             result.notes.append(
-                "measured through graph replays: the parameters are perturbed just before the replay of "
-                f"backward {chosen.window[0].backward} (capture_launch call {coords[chosen.window[0].backward].replay}), "
-                "the objective and gradient read just after "
-                + (f"replay {coords[chosen.window[-1].backward].replay}" if len(chosen.window) > 1 else "it")
+                "measured through graph replays: the parameters are perturbed just before capture_launch call "
+                f"{begin_at.forward_replay}, "
+                + (
+                    f"the objective and gradient read just after capture_launch call {end_at.replay}"
+                    if end_at.replay
+                    else "the objective and gradient read at the eager backward that follows"
+                )
             )
 
         # cut the recording that reads a parameter first: its surrogates see every perturbation
@@ -234,7 +238,7 @@ class Driver:
                 "tape": cut_at.tape_ordinal,
                 "epoch": cut_at.epoch,
                 "n_events": len(cut_recording.events),
-                "replay": cut_at.replay,
+                "replay": cut_at.forward_replay,
             },
             "cut_backward": cut_at.backward,
             "params": [
@@ -246,7 +250,7 @@ class Driver:
                     "arg": p.arg,
                     "field": p.field,
                     "window": eager(p.window),
-                    "replay": coords[p.backward].replay,
+                    "replay": coords[p.backward].forward_replay,
                     "backward": coords[p.backward].backward,
                     "role": None
                     if p.role is None

@@ -41,6 +41,7 @@ import warp
 import warp._src.context as wp_context
 from warp._src.tape import Tape
 
+from warptrace.probe import replays
 from warptrace.probe.objective import Objective, float_view
 
 
@@ -131,6 +132,8 @@ class Probe:
         # captured backward call -> (tape, its state then, loss, grads, Warp's backward)
         self.captured: dict[int, tuple[Tape, _TapeState, Any, Any, Any]] = {}
         self.n_replays = 0
+        # capture_launch calls before which parameters are perturbed (their first read is in the graph)
+        self.perturb_replays = {int(p.get("replay", 0) or 0) for p in self.params} - {0}
         self.snapshots: dict[int, dict[int, Any]] = {}  # cut -> buffer index -> its copy made in the graph
 
         self.tapes: weakref.WeakKeyDictionary[Tape, _TapeState] = weakref.WeakKeyDictionary()
@@ -233,7 +236,8 @@ class Probe:
 
         return reset
 
-    def _target_replay(self) -> int:
+    def target_replay(self) -> int:
+        """The capture_launch call whose replay runs the cut tape's operations (0: none)."""
         return int(self.target.get("replay", 0) or 0) if self.target is not None else 0
 
     def _is_target(self, state: _TapeState, spec: dict[str, Any] | None) -> bool:
@@ -248,7 +252,7 @@ class Probe:
         state.args.append(arrays)
         if self._is_target(state, self.target):
             buffers = self.cuts.get(position + 1)
-            if buffers is not None and self._target_replay():
+            if buffers is not None and self.target_replay():
                 self._snapshot(state, position + 1, buffers)
             elif buffers is not None:
                 self.result["surrogates"][str(position + 1)] = self._surrogate(state, position + 1, buffers)
@@ -357,11 +361,11 @@ class Probe:
                 return original(*args, **kwargs)
             probe.n_replays += 1
             number = probe.n_replays
-            if number not in probe.replays:
-                return original(*args, **kwargs)
-            probe._before_replay(number)
+            if number in probe.perturb_replays:
+                replays.before_replay(probe, number)
             out = original(*args, **kwargs)
-            probe._after_replay(number)
+            if number in probe.replays:
+                replays.after_replay(probe, number)
             return out
 
         return capture
@@ -456,7 +460,7 @@ class Probe:
             probe.n_backward += 1
             number = probe.n_backward
             if number in probe.captured_numbers:
-                probe._captured_backward(number, tape, loss, grads, original)
+                replays.captured_backward(probe, number, tape, loss, grads, original)
                 return original(tape, loss, grads)
             if number not in probe.window:
                 return original(tape, loss, grads)
@@ -476,6 +480,11 @@ class Probe:
                         f"backward {number} replays {len(tape.launches)} operations of tape {state.ordinal}, "
                         f"the recording had {probe.target['n_events']} on tape {probe.target['tape']}"
                     )
+                if probe.target_replay():  # a forward captured alone: the copies made at each cut
+                    for cut, buffers in sorted(probe.cuts.items()):
+                        probe.result["surrogates"][str(cut)] = probe._surrogate(
+                            state, cut, buffers, probe.snapshots.get(cut, {})
+                        )
                 if probe.compute_ad and probe.cuts:
                     probe._cut_adjoints(tape, state, original)
             if number == probe.window[-1] and not probe.compute_ad:
@@ -488,73 +497,6 @@ class Probe:
             return result
 
         return backward
-
-    # ------------------------------------------------------------------ graph replays
-
-    def _captured_backward(self, number: int, tape: Tape, loss: Any, grads: Any, original: Any) -> None:
-        """A backward call captured into a graph: it runs at each replay; keep what the replays
-        measured need (the tape, the arrays of each position, the loss and grads= handed in)."""
-        state = self._state(tape)
-        target = self.target
-        if (
-            target is not None
-            and number == self.cut_backward
-            and self._target_replay()
-            and (not self._is_target(state, target) or len(tape.launches) != target["n_events"])
-        ):
-            self._mismatch(
-                f"the captured backward {number} holds {len(tape.launches)} operations of tape {state.ordinal}, "
-                f"the recording had {target['n_events']} on tape {target['tape']}"
-            )
-        snapshot = _TapeState(state.ordinal, state.epoch, list(state.args))
-        self.captured[number] = (tape, snapshot, loss, grads, original)
-
-    def _replayed(self, number: int) -> tuple[Tape, _TapeState, Any, Any, Any]:
-        found = self.captured.get(number)
-        if found is None:
-            self._mismatch(f"the graph replay of backward {number} came before that backward was captured")
-        return found
-
-    def _before_replay(self, replay: int) -> None:
-        """Just before capture_launch call ``replay``: perturb the parameters first read in it (the
-        graph reads their memory; the recording checked that it does not write them before)."""
-        for index, param in enumerate(self.params):
-            if index in self.param_arrays or int(param.get("replay", 0) or 0) != replay:
-                continue
-            _, state, _, _, _ = self._replayed(int(param["backward"]))
-            if state.ordinal != param["tape"] or state.epoch != param["epoch"]:
-                self._mismatch(f"parameter {param['label']} is not on the captured tape the recording had")
-            position = int(param["position"])
-            arrays = state.args[position] if position < len(state.args) else []
-            arr = _resolve(arrays, int(param["arg"]), param.get("field", ""))
-            if arr is None:
-                self._mismatch(f"parameter {param['label']} is not at its recorded place in the graph")
-            self._perturb(index, arr)
-
-    def _after_replay(self, replay: int) -> None:
-        """Just after capture_launch call ``replay``: read its objective terms (the loss, Σ seed·y
-        with the seed still in y.grad), the cuts of a replayed target, and at the window's last
-        replay the gradient; then stop."""
-        for number in self.replays[replay]:
-            tape, state, loss, grads, original = self._replayed(number)
-            term = self.objective.term(-replay, state, loss, grads)
-            if term is None:
-                self._mismatch(self.objective.problem or f"replay {replay}: no objective")
-            self.result["objective"].append(term[0])
-            self.result["objective_resolution"].append(term[1])
-        last = max(self.replays)
-        ad = self._projected_gradients() if replay == last and self.compute_ad else None
-        if self._target_replay() == replay:
-            tape, state, _, _, original = self._replayed(self.cut_backward)
-            for cut, buffers in sorted(self.cuts.items()):
-                self.result["surrogates"][str(cut)] = self._surrogate(
-                    state, cut, buffers, self.snapshots.get(cut, {})
-                )
-            if self.compute_ad and self.cuts:
-                self._cut_adjoints(tape, state, original)
-        if replay == last:
-            self.result["ad"] = ad
-            self._finish()
 
     def _finish(self) -> None:
         """End the run after the window's last backward (the objective terms are all read)."""
