@@ -12,12 +12,13 @@ measured backward it reads the objective, the cuts (from the copies
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from warp._src.tape import Tape
-
-    from warptrace.probe.hooks import Probe, _TapeState
+# ``probe`` below is a :class:`warptrace.probe.hooks.Probe` (typed Any: hooks imports this
+# module, and the architecture keeps modules free of import cycles)
+Probe = Any
+Tape = Any
+_TapeState = Any
 
 
 def captured_backward(probe: Probe, number: int, tape: Tape, loss: Any, grads: Any, original: Any) -> None:
