@@ -4,6 +4,7 @@
     python tools/sweep_gradcheck.py --only zoo           # tests/programs only
     python tools/sweep_gradcheck.py --only real          # Warp's optim examples, Newton's diffsim ones
     python tools/sweep_gradcheck.py rebuilt seed         # programs whose name contains a word
+    python tools/sweep_gradcheck.py --captured           # programs that replay captured graphs
     python tools/sweep_gradcheck.py --json sweep.json --workdir /tmp/sweep
 
 Programs and what each must get:
@@ -57,6 +58,7 @@ class Target:
     cwd: Path
     timeout_s: float
     markers: set[tuple[str, int]] = field(default_factory=set)  # (code, line) of a buggy program's defect
+    captured: bool = False  # the program replays a captured graph (wp.capture_launch)
     source: Path | None = None  # the file holding the markers (and the kernels)
 
 
@@ -96,9 +98,16 @@ def zoo_targets(words: list[str]) -> list[Target]:
                 timeout_s=900,
                 markers=_markers(program),
                 source=program.path,
+                captured=any("capture_launch" in path.read_text() for path in _sources(program)),
             )
         )
     return targets
+
+
+def _sources(program: ZooProgram) -> list[Path]:
+    """The program's file, or every module of its package folder."""
+    folder = program.path.parent
+    return sorted(folder.glob("*.py")) if folder != ROOT / "tests" / "programs" else [program.path]
 
 
 def _markers(program: ZooProgram) -> set[tuple[str, int]]:
@@ -114,6 +123,7 @@ def real_targets(words: list[str], workdir: Path, slow: bool) -> list[Target]:
             program=["-m", p.module, *p.args],
             cwd=workdir,
             timeout_s=max(p.timeout_s, 900),
+            captured=".diffsim." in p.module,  # Newton's diffsim examples capture forward + backward
         )
         for p in REAL_PROGRAMS
         if (slow or not p.slow) and Path(p.python).exists()
@@ -245,6 +255,11 @@ def main() -> int:
         "--no-bisect", action="store_true", help="skip bisect --run on disagreeing buggy programs"
     )
     parser.add_argument("--slow", action="store_true", help="include the real programs marked slow")
+    parser.add_argument(
+        "--captured",
+        action="store_true",
+        help="only the programs that replay captured graphs (wp.capture_launch)",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     parser.add_argument("--workdir", type=Path, help="cwd of the real programs (default: a temporary folder)")
     options = parser.parse_args()
@@ -256,6 +271,8 @@ def main() -> int:
         targets += zoo_targets(options.names)
     if options.only in ("real", "all"):
         targets += real_targets(options.names, workdir, options.slow)
+    if options.captured:
+        targets = [target for target in targets if target.captured]
     header = f"{'program':<48} {'kind':<8} {'verdict':<10} {'runs':>4} {'s':>7}  bisect"
     print(header, flush=True)
     rows = []

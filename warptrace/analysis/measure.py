@@ -40,6 +40,7 @@ from warptrace.analysis.grad_reads import (
     read_points,
     unread_points,
 )
+from warptrace.analysis.graphs import measurable
 from warptrace.analysis.model import K, Model
 from warptrace.errors import UsageError
 from warptrace.trace import schema as S
@@ -97,6 +98,7 @@ class Seed:
     position: int
     arg: int
     field: str
+    constant: float | None = None  # the value of a scalar ``fill_`` seed (the same in every run)
 
 
 @dataclass
@@ -216,6 +218,7 @@ def _seeds(model: Model, recording: Recording) -> tuple[list[Seed], str | None]:
         if how != "grads=" and len(installed):
             how = ".grad ="  # an array filled, then made y's gradient
         info = model.arrays.get(owner)
+        constant = float(model.value[ev]) if how == "fill_" and np.isfinite(model.value[ev]) else None
         found.append(
             Seed(
                 backward=recording.backward,
@@ -229,6 +232,7 @@ def _seeds(model: Model, recording: Recording) -> tuple[list[Seed], str | None]:
                 position=position,
                 arg=arg,
                 field=field_path,
+                constant=constant,
             )
         )
     return found, None
@@ -412,7 +416,10 @@ def measurement(
         )
     if not points:
         if not executed:
-            reason = "every backward of the run is recorded into a captured graph"
+            reason = (
+                "every backward of the run is captured into a graph that no wp.capture_launch replays "
+                "(before the recording stopped)"
+            )
         else:
             first = min((s for a in chosen for s in reads[a].reads), default=None)
             where = f" (first read at {_where(model, model.ev_of_seq(first))})" if first is not None else ""
@@ -422,14 +429,22 @@ def measurement(
             )
         return Measurement([], [], None, notes, undecided=reason)
     replays = model.seq[model.events_of_kind(S.CAPTURE_LAUNCH)]
-    # a graph replayed between a window's start and the read adds its captured backward to the gradient
-    replayed = [bool(np.any((replays > point.start) & (replays < point.seq))) for point in points]
+    # a graph replayed between a window's start and the read runs work the gradient depends on:
+    # measurable when those replays run the window's operations (graphs.measurable)
+    replayed = [
+        bool(np.any((replays > point.start) & (replays < point.seq)))
+        and not measurable(model, point.window, point.start, point.seq)
+        for point in points
+    ]
     number = read_number(at, len(points))
     if number is None:
         plain = [i for i, flag in enumerate(replayed) if not flag]
         number = plain[0] + 1 if plain else 1
         if number > 1:
-            notes.append(f"gradient reads 1-{number - 1} follow graph replays; measuring read {number}")
+            notes.append(
+                f"gradient reads 1-{number - 1} mix graph replays with operations outside them; "
+                f"measuring read {number}"
+            )
         stale_next = points[number].stale if number < len(points) else ""
         if stale_next and stale_next != STALE_OLD_FORWARD and not replayed[number]:
             number += 1
@@ -468,8 +483,9 @@ def measurement(
         result.undecided = "the chosen parameters are not read by the backpropagated tapes of this window"
     elif replayed[number - 1]:
         result.undecided = (
-            "the measured gradient comes from a captured graph (wp.capture_launch replays the backward): "
-            "the probe cannot perturb or read inside a replay; measure a gradient read after a plain backward (--at)"
+            "the measured gradient mixes a graph replay with operations outside it (a tape recorded across a "
+            "capture's boundary, or a replay of other work between the gradient's clear and its read): the "
+            "probe perturbs before a replay and reads after it; measure another read (--at)"
         )
     elif point.stale == STALE_OLD_FORWARD:
         result.undecided = (

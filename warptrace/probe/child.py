@@ -6,8 +6,9 @@ the user's own run is never touched. The config is a JSON file naming the script
 arguments, the mode and where to write the result:
 
 - ``record``: record the run with warptrace's recorder into ``trace``, stopping at the
-  start of backward call number ``backward_cap`` (the planner needs the first windows,
-  not a whole training run);
+  start of backward call number ``backward_cap``, or of ``capture_launch`` call number
+  ``backward_cap`` (a graph replay runs a captured backward; the planner needs the first
+  windows, not a whole training run);
 - ``probe``: run with :class:`~warptrace.probe.hooks.Probe` installed (perturb, read the
   objective and the cut surrogates, optionally compute the adjoints), stopped after the
   last backward of the measured window.
@@ -34,6 +35,8 @@ class _RecordStop(BaseException):
 
 
 def _record(config: dict[str, Any], runner: ScriptRunner) -> dict[str, Any]:
+    import warp
+    import warp._src.context as wp_context
     from warp._src.tape import Tape
 
     import warptrace
@@ -50,10 +53,30 @@ def _record(config: dict[str, Any], runner: ScriptRunner) -> dict[str, Any]:
         return patched(tape, *args, **kwargs)
 
     Tape.backward = backward  # type: ignore[method-assign, assignment]
+    # a replay runs the captured backward again: stop at the same count of capture_launch calls
+    launch = getattr(wp_context, "capture_launch", None)
+    owners = [
+        owner
+        for owner in (wp_context, warp)
+        if launch is not None and getattr(owner, "capture_launch", None) is launch
+    ]
+    replays = [0]
+
+    def capture_launch(*args: Any, **kwargs: Any) -> Any:
+        replays[0] += 1
+        if cap and replays[0] >= cap:
+            raise _RecordStop
+        assert launch is not None
+        return launch(*args, **kwargs)
+
+    for owner in owners:
+        owner.capture_launch = capture_launch  # type: ignore[attr-defined]
     try:
         result = runner.run(stop_on=(_RecordStop,))
     finally:
         Tape.backward = patched  # type: ignore[method-assign]
+        for owner in owners:
+            owner.capture_launch = launch  # type: ignore[attr-defined]
         warptrace.stop(exit_status=0)
     return {
         "status": "stopped" if result.stopped else "ended",

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from warptrace.analysis.bisect import MAX_CUTS, Cut, make_plan
+from warptrace.analysis.graphs import has_replays, probe_coordinates, replay_problem
 from warptrace.analysis.measure import measurement, unexercised
 from warptrace.analysis.model import Model
-from warptrace.analysis.report import analyze_trace
+from warptrace.analysis.report import analyze_model, build_model
 from warptrace.probe.launch import Launcher, LocalLauncher, ProbeFailed, Run, SerialLauncher
 from warptrace.probe.verdict import (
     DEFAULT_RTOL,
@@ -100,6 +101,7 @@ class Driver:
         self.base: dict[str, Any] = {}
         self.failure: str | None = None
         self.prefix = ""  # of run names, per read measured (--at first,last)
+        self.plain: Model | None = None  # the trace as recorded (the model itself without capture)
         # array_id -> backward seqs after which another framework cleared its gradient (seen in a probe run)
         self.unseen_clears: dict[int, list[int]] = {}
         self.started = 0  # runs asked for
@@ -172,9 +174,12 @@ class Driver:
             "record", {"mode": "record", "trace": trace_path, "backward_cap": record_cap(options.at)}
         )
         trace = read_trace(trace_path)
-        model = Model(trace)
+        # the model of the analysis: graph captures replayed where they ran (a replay is a
+        # recording of its own); the trace as recorded tells where a probe run meets each one
+        model = build_model(trace)
         self.launcher.devices_used({info.device for info in model.arrays.values() if info.device})
-        report = analyze_trace(trace)
+        report = analyze_model(model)
+        self.plain = Model(trace) if has_replays(model) else model
         specs: tuple[int | str | None, ...] = options.at or (None,)
         results = []
         for spec in specs:
@@ -211,34 +216,73 @@ class Driver:
             result.reason = chosen.undecided
             return result
 
+        assert self.plain is not None
+        coords, problem = probe_coordinates(self.plain, model, chosen.window)
+        replayed = any(c.forward_replay for c in coords.values())
+        if problem is None and replayed:
+            problem = replay_problem(
+                model,
+                chosen.window,
+                [(p.array_id, p.backward, p.position) for p in chosen.params],
+                [(r.loss_array, r.backward, False) for r in chosen.window if r.loss_array >= 0]
+                + [(seed.array_id, seed.backward, seed.constant is None) for seed in chosen.seeds],
+            )
+        if problem is not None:
+            result.reason = problem
+            return result
+        if replayed:
+            begin_at, end_at = coords[chosen.window[0].backward], coords[chosen.window[-1].backward]
+            result.notes.append(
+                "measured through graph replays: the parameters are perturbed just before capture_launch call "
+                f"{begin_at.forward_replay}, "
+                + (
+                    f"the objective and gradient read just after capture_launch call {end_at.replay}"
+                    if end_at.replay
+                    else "the objective and gradient read at the eager backward that follows"
+                )
+            )
+
         # cut the recording that reads a parameter first: its surrogates see every perturbation
         first_read = min(chosen.params, key=lambda p: p.first_read_seq)
         cut_recording = next(r for r in chosen.window if r.backward == first_read.backward)
+        cut_at = coords[cut_recording.backward]
         cuts: list[Cut] = []
         if options.cuts:
             result.plan = make_plan(model, cut_recording, findings)
             cuts = [cut for cut in result.plan.cuts if cut.live][:MAX_CUTS]
         self.sweep = [float(eps) for eps in options.eps]
         seed_file = os.path.join(self.workdir, f"seeds-{len(self.runs)}.npz")
+
+        def eager(numbers: list[int]) -> list[int]:
+            return [coords[n].backward for n in numbers if n in coords and not coords[n].replay]
+
         self.base = {
             "mode": "probe",
             "seed": options.seed,
-            "window": chosen.backwards,
+            "window": eager(chosen.backwards),
+            "replays": [
+                {"replay": c.replay, "backward": c.backward, "tape": c.tape_ordinal, "epoch": c.epoch}
+                for c in (coords[n] for n in chosen.backwards)
+                if c.replay
+            ],
             "target": {
-                "tape": cut_recording.tape_ordinal,
-                "epoch": cut_recording.epoch,
+                "tape": cut_at.tape_ordinal,
+                "epoch": cut_at.epoch,
                 "n_events": len(cut_recording.events),
+                "replay": cut_at.forward_replay,
             },
-            "cut_backward": cut_recording.backward,
+            "cut_backward": cut_at.backward,
             "params": [
                 {
                     "label": p.label,
-                    "tape": p.tape_ordinal,
-                    "epoch": p.epoch,
+                    "tape": coords[p.backward].tape_ordinal,
+                    "epoch": coords[p.backward].epoch,
                     "position": p.position,
                     "arg": p.arg,
                     "field": p.field,
-                    "window": p.window,
+                    "window": eager(p.window),
+                    "replay": coords[p.backward].forward_replay,
+                    "backward": coords[p.backward].backward,
                     "role": None
                     if p.role is None
                     else {
@@ -252,13 +296,18 @@ class Driver:
             ],
             "seeds": [
                 {
-                    "backward": seed.backward,
+                    # the objective term it belongs to: a backward call, or (-n) the n-th capture_launch
+                    "backward": -coords[seed.backward].replay
+                    if coords[seed.backward].replay
+                    else coords[seed.backward].backward,
                     "label": seed.label,
-                    "tape": seed.tape_ordinal,
-                    "epoch": seed.epoch,
+                    "tape": coords[seed.backward].tape_ordinal,
+                    "epoch": coords[seed.backward].epoch,
                     "position": seed.position,
                     "arg": seed.arg,
                     "field": seed.field,
+                    # a replay's backward may consume the seed before it is read: a constant is known
+                    "constant": seed.constant if coords[seed.backward].replay else None,
                 }
                 for seed in chosen.seeds
             ],

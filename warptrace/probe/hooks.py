@@ -41,6 +41,7 @@ import warp
 import warp._src.context as wp_context
 from warp._src.tape import Tape
 
+from warptrace.probe import replays
 from warptrace.probe.objective import Objective, float_view
 
 
@@ -123,6 +124,17 @@ class Probe:
         self.step = float(config.get("step", 0.0))  # the signed perturbation t (0: unperturbed)
         self.sweep: list[float] = [float(h) for h in config.get("sweep", [])]
         self.compute_ad = bool(config.get("ad", False))
+        # the window's backward calls replayed by a graph: capture_launch call number -> captured call
+        self.replays: dict[int, list[int]] = {}
+        for entry in config.get("replays", []):
+            self.replays.setdefault(int(entry["replay"]), []).append(int(entry["backward"]))
+        self.captured_numbers = {number for numbers in self.replays.values() for number in numbers}
+        # captured backward call -> (tape, its state then, loss, grads, Warp's backward)
+        self.captured: dict[int, tuple[Tape, _TapeState, Any, Any, Any]] = {}
+        self.n_replays = 0
+        # capture_launch calls before which parameters are perturbed (their first read is in the graph)
+        self.perturb_replays = {int(p.get("replay", 0) or 0) for p in self.params} - {0}
+        self.snapshots: dict[int, dict[int, Any]] = {}  # cut -> buffer index -> its copy made in the graph
 
         self.tapes: weakref.WeakKeyDictionary[Tape, _TapeState] = weakref.WeakKeyDictionary()
         self.n_tapes = 0
@@ -224,6 +236,10 @@ class Probe:
 
         return reset
 
+    def target_replay(self) -> int:
+        """The capture_launch call whose replay runs the cut tape's operations (0: none)."""
+        return int(self.target.get("replay", 0) or 0) if self.target is not None else 0
+
     def _is_target(self, state: _TapeState, spec: dict[str, Any] | None) -> bool:
         return spec is not None and state.ordinal == spec["tape"] and state.epoch == spec["epoch"]
 
@@ -236,7 +252,9 @@ class Probe:
         state.args.append(arrays)
         if self._is_target(state, self.target):
             buffers = self.cuts.get(position + 1)
-            if buffers is not None:
+            if buffers is not None and self.target_replay():
+                self._snapshot(state, position + 1, buffers)
+            elif buffers is not None:
                 self.result["surrogates"][str(position + 1)] = self._surrogate(state, position + 1, buffers)
 
     def _wrap_record_launch(self, original: Any) -> Any:
@@ -282,7 +300,7 @@ class Probe:
             return
         position = len(tape.launches)
         for index, param in enumerate(self.params):
-            if index in self.param_arrays or param["position"] != position:
+            if index in self.param_arrays or param["position"] != position or param.get("replay"):
                 continue
             if state.ordinal != param["tape"] or state.epoch != param["epoch"]:
                 continue
@@ -335,9 +353,20 @@ class Probe:
         probe = self
 
         def capture(*args: Any, **kwargs: Any) -> Any:
-            probe.result["notes"].append(f"the program calls wp.{name}")
+            note = f"the program calls wp.{name}"
+            if note not in probe.result["notes"]:
+                probe.result["notes"].append(note)
             probe.result["captured"] = True
-            return original(*args, **kwargs)
+            if name != "capture_launch":
+                return original(*args, **kwargs)
+            probe.n_replays += 1
+            number = probe.n_replays
+            if number in probe.perturb_replays:
+                replays.before_replay(probe, number)
+            out = original(*args, **kwargs)
+            if number in probe.replays:
+                replays.after_replay(probe, number)
+            return out
 
         return capture
 
@@ -377,12 +406,43 @@ class Probe:
                 {"param": index, "scale": scale, "applied_norm": float(np.linalg.norm(delta))}
             )
 
-    def _surrogate(self, state: _TapeState, cut: int, buffers: list[dict[str, Any]]) -> dict[str, float]:
+    def _snapshot(self, state: _TapeState, cut: int, buffers: list[dict[str, Any]]) -> None:
+        """While a graph is captured, right after the operation before ``cut``: capture a copy of
+        each live buffer into fresh memory, so that every replay leaves the values the buffers
+        held at the cut there (later operations of the replay may overwrite the buffers)."""
+        runtime = _runtime()
+        saved, runtime.tape = runtime.tape, None
+        copies: dict[int, Any] = {}
+        try:
+            for index, buffer in enumerate(buffers):
+                arrays = state.args[buffer["position"]] if buffer["position"] < len(state.args) else []
+                arr = _resolve(arrays, int(buffer["arg"]), buffer.get("field", ""))
+                if arr is None or not _is_float(arr):
+                    continue
+                copy = warp.empty(shape=arr.shape, dtype=arr.dtype, device=arr.device)
+                wp_context.copy(copy, arr)
+                copies[index] = copy
+        finally:
+            runtime.tape = saved
+        self.snapshots[cut] = copies
+
+    def _surrogate(
+        self,
+        state: _TapeState,
+        cut: int,
+        buffers: list[dict[str, Any]],
+        snapshot: dict[int, Any] | None = None,
+    ) -> dict[str, float]:
+        """The weighted sum of the live buffers of ``cut`` (from ``snapshot``, the copies a
+        replay made at the cut, when given)."""
         total = 0.0
         magnitude = 0.0
         for index, buffer in enumerate(buffers):
-            arrays = state.args[buffer["position"]] if buffer["position"] < len(state.args) else []
-            arr = _resolve(arrays, int(buffer["arg"]), buffer.get("field", ""))
+            if snapshot is not None:
+                arr = snapshot.get(index)
+            else:
+                arrays = state.args[buffer["position"]] if buffer["position"] < len(state.args) else []
+                arr = _resolve(arrays, int(buffer["arg"]), buffer.get("field", ""))
             if arr is None or not _is_float(arr):
                 continue
             values = float_view(arr.numpy())
@@ -399,6 +459,9 @@ class Probe:
         def backward(tape: Tape, loss: Any = None, grads: Any = None) -> Any:
             probe.n_backward += 1
             number = probe.n_backward
+            if number in probe.captured_numbers:
+                replays.captured_backward(probe, number, tape, loss, grads, original)
+                return original(tape, loss, grads)
             if number not in probe.window:
                 return original(tape, loss, grads)
             state = probe._state(tape)
@@ -417,6 +480,11 @@ class Probe:
                         f"backward {number} replays {len(tape.launches)} operations of tape {state.ordinal}, "
                         f"the recording had {probe.target['n_events']} on tape {probe.target['tape']}"
                     )
+                if probe.target_replay():  # a forward captured alone: the copies made at each cut
+                    for cut, buffers in sorted(probe.cuts.items()):
+                        probe.result["surrogates"][str(cut)] = probe._surrogate(
+                            state, cut, buffers, probe.snapshots.get(cut, {})
+                        )
                 if probe.compute_ad and probe.cuts:
                     probe._cut_adjoints(tape, state, original)
             if number == probe.window[-1] and not probe.compute_ad:

@@ -2,7 +2,9 @@
 
 A backward differentiates its ``loss=`` (Warp seeds ``loss.grad`` with 1) plus, for every
 array ``y`` whose gradient was seeded by hand (``grads={y: seed}``, ``y.grad = seed``,
-``y.grad.fill_(c)``, ``y.grad.assign(...)``), the function Σ seed·y. The seed's values are
+``y.grad.fill_(c)``, ``y.grad.assign(...)``), the function Σ seed·y. A backward replayed by
+a graph is read after the replay, when its backward may have consumed the seed (Warp zeroes
+the adjoint of a plain store): a ``fill_(c)`` seed then comes from the recording (``constant``). The seed's values are
 those of the first unperturbed run (the *reference*, kept in a file the driver hands to
 every later run): a seed that depends on the forward (a VJP handed in by an outer
 framework) then weighs every perturbed run the same way, so the finite difference is that
@@ -62,7 +64,12 @@ class Objective:
                     f"backward {number}: the seeded array {seed['label']} is not at its recorded place"
                 )
                 return None
-            weights = _seed_values(y, grads)
+            constant = seed.get("constant")
+            weights = (
+                np.full(float_view(y.numpy()).size, float(constant))
+                if constant is not None
+                else _seed_values(y, grads)
+            )
             if weights is None:
                 self.problem = f"backward {number}: the seeded array {seed['label']} has no gradient to seed"
                 return None

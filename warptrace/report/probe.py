@@ -89,7 +89,12 @@ def render_text(result: Result, command: str) -> str:
                 lines.append(
                     f"seed       {seed.label} ({seed.size} values) seeded by {seed.how} at "
                     f"{file_line(seed.location.file, seed.location.line, cwd)}: the seed's values weigh "
-                    f"{seed.label} (those of the first unperturbed run)"
+                    f"{seed.label} "
+                    + (
+                        f"(the fill value {seed.constant:g})"
+                        if seed.constant is not None
+                        else "(those of the first unperturbed run)"
+                    )
                 )
             if chosen.seeds:
                 lines.append(f"measured   {chosen.describe()}")
