@@ -9,6 +9,14 @@ the CLI turns it into exit status 2. Part-level checks live here; row-level chec
 A trace marked incomplete (the run was killed) may end with a torn part: its last part of
 a table may be unreadable. That part is dropped and the trace is cut to its consistent
 prefix, with one :class:`~warptrace.errors.TraceWarning` (also kept in ``Trace.warnings``).
+
+``read_trace(path, seq_range=(lo, hi))`` reads a *window*: the rows of the tables keyed by
+event seq (events, accesses, numerics) with ``lo <= seq < hi``, and every row of the small
+dimension tables (sites, kernels, kernel_args, allocs, arrays). Parts whose row-group
+statistics put all their seqs outside the window are not read, so the memory is the window's,
+not the trace's (``warptrace.analysis.windows`` analyzes a long trace window by window).
+The checks are those of a whole trace, except the row counts of ``meta.json`` (a window
+holds fewer rows); ``Trace.seq_range`` says which window a trace is.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warptrace.errors import TraceError, TraceWarning
-from warptrace.trace.integrity import Parts, validate
+from warptrace.trace.integrity import SEQ_TABLES, Parts, validate
 from warptrace.trace.schema import (
     ADDED_COLUMNS,
     META_FILE,
@@ -47,6 +56,8 @@ class Trace:
     meta: dict[str, Any]
     tables: dict[str, pa.Table] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # damage tolerated in an incomplete trace
+    # the window [lo, hi) of event seqs this trace holds (read_trace(seq_range=...)), None: all
+    seq_range: tuple[int, int] | None = None
 
     @property
     def complete(self) -> bool:
@@ -153,9 +164,30 @@ def _check_facts(part: Path, name: str, index: int, table: pa.Table, meta: dict[
         raise TraceError(f"{part}: holds {table.num_rows} rows, its metadata says {facts.get('rows')}")
 
 
-def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) -> tuple[pa.Table, Parts]:
+def _outside(part: Path, seq_range: tuple[int, int]) -> bool:
+    """True when the part's row-group statistics put every ``seq`` outside ``seq_range``
+    (False when the statistics are missing or unreadable: the part is read and checked)."""
+    lo, hi = seq_range
+    try:
+        metadata = pq.ParquetFile(part).metadata
+        column = metadata.schema.names.index("seq")
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                return False
+            if stats.max >= lo and stats.min < hi:
+                return False
+    except (OSError, ValueError, pa.ArrowException):
+        return False
+    return True
+
+
+def _read_table(
+    path: Path, name: str, meta: dict[str, Any], torn: list[str], seq_range: tuple[int, int] | None = None
+) -> tuple[pa.Table, Parts]:
     """The concatenated table and where each part starts. A torn last part of an
-    incomplete trace is dropped and described in ``torn``."""
+    incomplete trace is dropped and described in ``torn``. With ``seq_range``, a table keyed
+    by seq keeps the rows inside it (and skips the parts with none)."""
     folder = path / name
     schema = SCHEMAS[name]
     version = int(meta["schema_version"])
@@ -175,7 +207,10 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
     tables: list[pa.Table] = []
     parts: Parts = []
     rows = 0
+    windowed = seq_range is not None and name in SEQ_TABLES
     for index, part in numbered:
+        if windowed and seq_range is not None and _outside(part, seq_range):
+            continue
         try:
             table = pq.read_table(part, page_checksum_verification=True)
         except (OSError, pa.ArrowException) as exc:
@@ -185,6 +220,10 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
                 break
             raise TraceError(f"{part}: corrupt trace part ({reason})") from None
         _check_facts(part, name, index, table, meta)
+        if windowed and seq_range is not None and "seq" in table.column_names:
+            seq = table.column("seq")
+            inside = pc.and_(pc.greater_equal(seq, seq_range[0]), pc.less(seq, seq_range[1]))
+            table = table.filter(inside)
         for column in schema:
             added = ADDED_COLUMNS.get((name, column.name))
             if column.name not in table.column_names and added is not None and version < added[0]:
@@ -209,8 +248,9 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
     return pa.concat_tables(tables), parts
 
 
-def read_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and validate a trace directory."""
+def read_trace(path: str | os.PathLike[str], seq_range: tuple[int, int] | None = None) -> Trace:
+    """Read and validate a trace directory; with ``seq_range=(lo, hi)``, only the window of
+    events ``lo <= seq < hi`` (and their accesses and summaries; see the module's docstring)."""
     trace_path = Path(path)
     if not trace_path.exists():
         raise TraceError(f"{trace_path}: no such trace")
@@ -224,12 +264,12 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     present = [name for name in OPTIONAL_TABLES if (trace_path / name).is_dir()]
     for name in TABLES + tuple(present):  # an optional table is in `tables` only when the run wrote it
         before = len(torn)
-        tables[name], parts[name] = _read_table(trace_path, name, meta, torn)
+        tables[name], parts[name] = _read_table(trace_path, name, meta, torn, seq_range)
         if len(torn) > before:
             torn_tables.add(name)
-    tables, damage = validate(trace_path, meta, tables, parts, torn_tables)
+    tables, damage = validate(trace_path, meta, tables, parts, torn_tables, window=seq_range is not None)
     notes = []
     if torn or damage:
         notes.append(f"{trace_path}: the incomplete trace is damaged at its end ({'; '.join(torn + damage)})")
         warnings.warn(TraceWarning(notes[0]), stacklevel=2)
-    return Trace(path=trace_path, meta=meta, tables=tables, warnings=notes)
+    return Trace(path=trace_path, meta=meta, tables=tables, warnings=notes, seq_range=seq_range)
