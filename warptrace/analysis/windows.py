@@ -196,6 +196,7 @@ def analyze_windowed(
         if not trace.complete and trace.warnings and number < len(windows) - 1:
             raise TraceError(f"{path}: damaged before its end ({trace.warnings[0]}); analyze it whole")
         meta, families = dict(trace.meta), families_checked(trace)
+        trace.tables.update(_created_before(trace.tables, window.stop_seq))
         model = build_model(trace)
         with small_pages(), collector_paused():
             for index, rule in enumerate(ALL_RULES):
@@ -221,6 +222,18 @@ def analyze_windowed(
         counts=totals,
         health=[],
     )
+
+
+def _created_before(tables: dict[str, pa.Table], stop_seq: int) -> dict[str, pa.Table]:
+    """The arrays and allocations the window can know: created before its end (or at an
+    unknown seq). Those of later windows would only cost the window's model time, and a
+    rule over every array would judge them on events they have none in."""
+    kept = {}
+    for name in ("arrays", "allocs"):
+        if name in tables:
+            seq = tables[name].column("seq")
+            kept[name] = tables[name].filter(pc.or_kleene(pc.is_null(seq), pc.less(seq, stop_seq)))
+    return kept
 
 
 def _identity(finding: Finding) -> tuple[object, ...]:

@@ -114,8 +114,9 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _part_facts(table: pa.Table) -> dict[str, Any] | None:
-    raw = (table.schema.metadata or {}).get(PART_KEY.encode())
+def _part_facts(table: pa.Table | pa.Schema) -> dict[str, Any] | None:
+    schema = table if isinstance(table, pa.Schema) else table.schema
+    raw = (schema.metadata or {}).get(PART_KEY.encode())
     if raw is None:
         return None
     try:
@@ -164,22 +165,68 @@ def _check_facts(part: Path, name: str, index: int, table: pa.Table, meta: dict[
         raise TraceError(f"{part}: holds {table.num_rows} rows, its metadata says {facts.get('rows')}")
 
 
-def _outside(part: Path, seq_range: tuple[int, int]) -> bool:
-    """True when the part's row-group statistics put every ``seq`` outside ``seq_range``
-    (False when the statistics are missing or unreadable: the part is read and checked)."""
-    lo, hi = seq_range
+class _WindowCache:
+    """What reading one window of a trace learns about its parts and the next window reuses:
+    each part's seq bounds, and the dimension tables' parts as read. Kept for one trace at a
+    time (the last one read by window), per part file as it was (path, size, mtime): a window
+    then costs the parts it reads, not a read of every part of the trace."""
+
+    def __init__(self) -> None:
+        self.trace: Path | None = None
+        self.bounds: dict[tuple[Path, int, int], tuple[int, int] | None] = {}
+        self.tables: dict[tuple[Path, int, int], pa.Table] = {}
+
+    def key(self, trace: Path, part: Path) -> tuple[Path, int, int]:
+        if self.trace != trace:
+            self.trace, self.bounds, self.tables = trace, {}, {}
+        stat = part.stat()
+        return (part, stat.st_size, stat.st_mtime_ns)
+
+
+_WINDOW_CACHE = _WindowCache()
+
+
+def _seq_bounds(part: Path) -> tuple[int, int] | None:
+    """(first, last) seq of a part, by its facts (``first_seq``/``last_seq``, written since
+    schema 1 for events and accesses; only the footer is read), else by its ``seq`` column;
+    (1, 0) for a part without rows; None when neither can be read."""
     try:
-        metadata = pq.ParquetFile(part).metadata
-        column = metadata.schema.names.index("seq")
-        for group in range(metadata.num_row_groups):
-            stats = metadata.row_group(group).column(column).statistics
-            if stats is None or not stats.has_min_max:
-                return False
-            if stats.max >= lo and stats.min < hi:
-                return False
-    except (OSError, ValueError, pa.ArrowException):
+        facts = _part_facts(pq.read_schema(part)) or {}
+        first, last = facts.get("first_seq"), facts.get("last_seq")
+        if isinstance(first, int) and isinstance(last, int):
+            return (first, last)
+        bounds = pc.min_max(pq.read_table(part, columns=["seq"]).column("seq"))
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return None
+    return (1, 0) if low is None or high is None else (int(low), int(high))
+
+
+def _outside(path: Path, part: Path, seq_range: tuple[int, int]) -> bool:
+    """True when every ``seq`` of the part lies outside ``seq_range`` (False when its bounds
+    cannot be read: the part is then read whole and checked as usual)."""
+    try:
+        key = _WINDOW_CACHE.key(path, part)
+    except OSError:
         return False
-    return True
+    if key not in _WINDOW_CACHE.bounds:
+        _WINDOW_CACHE.bounds[key] = _seq_bounds(part)
+    bounds = _WINDOW_CACHE.bounds[key]
+    if bounds is None:
+        return False
+    first, last = bounds
+    return bool(last < seq_range[0] or first >= seq_range[1] or last < first)
+
+
+def _read_part(path: Path, part: Path, cache: bool) -> pa.Table:
+    """The part as read (``cache``: a dimension table's part, read once per trace by windows)."""
+    if not cache:
+        return pq.read_table(part, page_checksum_verification=True)
+    key = _WINDOW_CACHE.key(path, part)
+    table = _WINDOW_CACHE.tables.get(key)
+    if table is None:
+        table = _WINDOW_CACHE.tables[key] = pq.read_table(part, page_checksum_verification=True)
+    return table
 
 
 def _read_table(
@@ -209,10 +256,10 @@ def _read_table(
     rows = 0
     windowed = seq_range is not None and name in SEQ_TABLES
     for index, part in numbered:
-        if windowed and seq_range is not None and _outside(part, seq_range):
+        if windowed and seq_range is not None and _outside(path, part, seq_range):
             continue
         try:
-            table = pq.read_table(part, page_checksum_verification=True)
+            table = _read_part(path, part, seq_range is not None and not windowed)
         except (OSError, pa.ArrowException) as exc:
             reason = _corrupt_reason(part, exc)
             if not meta.get("complete") and index == len(numbered) - 1:
