@@ -126,3 +126,15 @@ def test_whole_where_windows_cannot_help(tmp_path: Path):
     report = analyze_windowed(path)
     assert report.model is not None
     assert _said(report) == _said(analyze_trace(read_trace(path)))
+
+
+def test_cli_window(training_loop: Path, capsys: pytest.CaptureFixture[str]):
+    from warptrace.cli import main
+
+    assert main(["analyze", "--format", "json", str(training_loop)]) == 1
+    whole = json.loads(capsys.readouterr().out)
+    assert main(["analyze", "--format", "json", "--window", "997", str(training_loop)]) == 1
+    windowed = json.loads(capsys.readouterr().out)
+    assert windowed["findings"] == whole["findings"]
+    assert main(["analyze", "--window", "0", str(training_loop)]) == 2
+    assert "positive number of events" in capsys.readouterr().err
