@@ -238,7 +238,7 @@ def _created_before(tables: dict[str, pa.Table], stop_seq: int) -> dict[str, pa.
     """The arrays and allocations the window can know: created before its end (or at an
     unknown seq). Those of later windows would only cost the window's model time, and a
     rule over every array would judge them on events they have none in."""
-    kept = {}
+    kept: dict[str, pa.Table] = {}
     for name in ("arrays", "allocs"):
         if name in tables:
             seq = tables[name].column("seq")
