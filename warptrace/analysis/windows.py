@@ -130,13 +130,38 @@ def cut_points(tape: np.ndarray, kind: np.ndarray) -> np.ndarray:
     taped = np.flatnonzero(tape >= 0)
     if not len(taped):
         return np.arange(n + 1)
-    ids = tape[taped].astype(np.int64)
-    # a recording: a tape's events up to and including a reset; the events after a reset start
-    # the next one (the reset's own recording number counts it in the earlier one)
-    resets = (kind[taped] == K[S.TAPE_RESET]).astype(np.int64)
+    resets = kind[taped] == K[S.TAPE_RESET]
+    if not resets.any() and int(tape.max()) < 4 * n + 1024:  # one recording per tape: a table of ids
+        first_ev, last_ev = _tape_bounds(tape[taped], taped)
+    else:
+        first_ev, last_ev = _recording_bounds(tape[taped].astype(np.int64), resets, taped)
+    # cover[i]: recordings with first < i <= last (a cut before event i would split them)
+    cover = np.zeros(n + 2, dtype=np.int32)
+    np.add.at(cover, first_ev + 1, 1)
+    np.add.at(cover, last_ev + 1, -1)
+    np.cumsum(cover, out=cover)
+    return np.flatnonzero(cover[: n + 1] == 0)
+
+
+def _tape_bounds(ids: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last of ``positions`` per distinct id, by a table indexed by the ids (small
+    non-negative ints), without sorting."""
+    first = np.full(int(ids.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, ids, positions)
+    last = np.full(len(first), -1, dtype=np.int64)
+    np.maximum.at(last, ids, positions)
+    present = last >= 0
+    return first[present], last[present]
+
+
+def _recording_bounds(
+    ids: np.ndarray, resets: np.ndarray, positions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """First and last position of each recording (a tape's events up to and including a
+    reset; the events after it start the next one)."""
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
-    resets_sorted = resets[order]
+    resets_sorted = resets[order].astype(np.int64)
     new_tape = np.ones(len(order), dtype=bool)
     new_tape[1:] = sorted_ids[1:] != sorted_ids[:-1]
     # resets before each event of the same tape (exclusive running count within the tape)
@@ -147,14 +172,7 @@ def cut_points(tape: np.ndarray, kind: np.ndarray) -> np.ndarray:
     key = ids * (int(recording.max()) + 1) + recording
     _, first = np.unique(key, return_index=True)
     _, last_reversed = np.unique(key[::-1], return_index=True)
-    first_ev = taped[first]
-    last_ev = taped[len(taped) - 1 - last_reversed]
-    # cover[i]: recordings with first < i <= last (a cut before event i would split them)
-    cover = np.zeros(n + 2, dtype=np.int32)
-    np.add.at(cover, first_ev + 1, 1)
-    np.add.at(cover, last_ev + 1, -1)
-    np.cumsum(cover, out=cover)
-    return np.flatnonzero(cover[: n + 1] == 0)
+    return positions[first], positions[len(positions) - 1 - last_reversed]
 
 
 def plan_windows(path: str | os.PathLike[str], window_events: int = DEFAULT_WINDOW_EVENTS) -> Plan | None:
