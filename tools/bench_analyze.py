@@ -99,7 +99,7 @@ def _windowed_child(path: str, window_events: int) -> None:
     start, cpu = time.perf_counter(), time.process_time()
     plan = plan_windows(path, window_events)
     plan_cpu = time.process_time() - cpu
-    report = analyze_windowed(path, window_events)
+    report = analyze_windowed(path, window_events, plan=plan)
     result = {
         "load_s": 0.0,
         "analyze_s": time.perf_counter() - start,

@@ -207,10 +207,12 @@ def analyze_windowed(
     path: str | os.PathLike[str],
     window_events: int = DEFAULT_WINDOW_EVENTS,
     progress: Progress | None = None,
+    plan: Plan | None = None,
 ) -> Report:
     """The report of the trace at ``path``, analyzed window by window (module docstring); the
-    whole-trace :func:`~warptrace.analysis.report.analyze_trace` where it cannot be cut."""
-    plan = plan_windows(path, window_events)
+    whole-trace :func:`~warptrace.analysis.report.analyze_trace` where it cannot be cut.
+    ``plan``: the trace's :func:`plan_windows`, when the caller made it already."""
+    plan = plan if plan is not None else plan_windows(path, window_events)
     if plan is None or len(plan.windows) <= 1:
         return analyze_trace(read_trace(path), progress)
     windows = plan.windows
