@@ -29,7 +29,7 @@ prefix) are analyzed whole, and so is a trace that fits in one window: the resul
 ordinary analysis.
 
 Measured on the synthetic training loop of ``tools/bench_analyze.py --scale``: findings
-identical to the whole-trace analysis; 20M launches in 3.2 GiB, with the planner's columns
+identical to the whole-trace analysis; 20M launches in 2.1 GiB, with the planner's columns
 (every event's seq, tape and kind) and the arrays created so far still growing with the run
 (docs/performance.md, "Analysis at scale").
 """
