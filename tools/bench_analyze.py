@@ -6,6 +6,7 @@
     python tools/bench_analyze.py --accumulate 4        # gradient accumulation: 4 backward calls per step
     python tools/bench_analyze.py --rule-cases          # the test suite's scale cases, timed
     python tools/bench_analyze.py --trace drone.wtrace --repeat 3   # an existing trace, by phase
+    python tools/bench_analyze.py --scale --keep /tmp/scale  # 1M, 4M, 20M: peak memory and CPU, whole vs windowed
 
 ``--rule-cases`` times the scale cases of the tests (which assert only their counts: no test
 asserts a wall time): the memory rule on ``spring_ping_pong`` (tests/test_rules_memory.py,
@@ -37,6 +38,15 @@ inside the same ``analyze_trace`` call, by wrapping them.
 e.g. Newton's diffsim drone with its 1200 graph replays), each ``--repeat`` times in a
 fresh process, and prints per run the load and analysis CPU seconds, peak RSS and the
 phases above, then the range over the runs; no table and no targets. A rule that raises is reported and skipped.
+``--scale`` (issue 39: analysis memory bounded by the largest window) analyzes each size
+(``--sizes``, default 1M,4M,20M) twice, each in its own process: whole (``analyze_trace``;
+skipped above ``--whole-max`` launches, default 5M, where it would not fit in memory) and
+windowed (``warptrace.analysis.chunks.analyze_windowed``, ``--window-events`` events per
+window), and prints peak RSS and CPU seconds against launches, whether the two found the same
+(findings and counts, compared as JSON), and the time exponents. Exit status 1 when they
+differ or the windowed peak grows with the trace (more than 1.25x from the smallest size to
+the largest). The traces are deleted after each size unless ``--keep``.
+
 ``--all-rule-modules`` also runs rule modules in ``warptrace/analysis/rules/`` that are
 not registered in ``ALL_RULES`` yet.
 """
@@ -76,7 +86,52 @@ def _label(n: int) -> str:
 
 
 # ----------------------------------------------------------------------------- child
+def _windowed_child(path: str, window_events: int) -> None:
+    """The windowed analysis of ``path``: CPU seconds, peak RSS, the findings as JSON."""
+    import hashlib
+    import resource
+
+    from warptrace.analysis.chunks import analyze_windowed, plan_windows
+    from warptrace.analysis.pages import reuse_freed_memory
+
+    reuse_freed_memory()
+    rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start, cpu = time.perf_counter(), time.process_time()
+    plan = plan_windows(path, window_events)
+    plan_cpu = time.process_time() - cpu
+    report = analyze_windowed(path, window_events, plan=plan)
+    result = {
+        "load_s": 0.0,
+        "analyze_s": time.perf_counter() - start,
+        "load_cpu": plan_cpu,
+        "analyze_cpu": time.process_time() - cpu - plan_cpu,
+        "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_imports_kib": rss_imports,
+        "findings": len(report.findings),
+        "occurrences": sum(f.count for f in report.findings),
+        "codes": sorted({f"{f.code}x{f.count}" for f in report.findings}),
+        "windows": len(plan.windows) if plan is not None else 1,
+        "digest": _digest(report, hashlib),
+        "counts": report.counts,
+    }
+    print("RESULT " + json.dumps(result))
+
+
+def _digest(report: Any, hashlib: Any) -> str:
+    """A digest of what a report says (findings as JSON, counts, families): equal <=> same findings."""
+    text = json.dumps(
+        {
+            "findings": [f.to_dict() for f in report.findings],
+            "counts": report.counts,
+            "families": report.families_checked,
+        },
+        sort_keys=True,
+    )
+    return str(hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
 def _child(path: str, all_rule_modules: bool, profile: int) -> None:
+    import hashlib
     import resource
 
     from warptrace.analysis import dataflow as dataflow_module
@@ -178,6 +233,7 @@ def _child(path: str, all_rule_modules: bool, profile: int) -> None:
         "rss_loaded_kib": rss_loaded,
         "errors": errors,
         "counts": report.counts,
+        "digest": _digest(report, hashlib),
     }
     print("RESULT " + json.dumps(result))
 
@@ -195,8 +251,10 @@ def _hwm_kib() -> int:
 
 
 # ----------------------------------------------------------------------------- parent
-def _run_child(path: Path, all_rule_modules: bool, profile: int) -> dict[str, Any]:
+def _run_child(path: Path, all_rule_modules: bool, profile: int, window_events: int = 0) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path)]
+    if window_events:
+        cmd += ["--windowed-child", str(window_events)]
     if all_rule_modules:
         cmd.append("--all-rule-modules")
     if profile:
@@ -231,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="analyze this existing trace by phase instead (repeatable)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="runs per --trace (default 1)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--windowed-child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--scale", action="store_true",
+                        help="peak memory and CPU against launches, whole vs windowed (default sizes 1M,4M,20M)")  # fmt: skip
+    parser.add_argument("--window-events", type=int, default=1_000_000, help="events per window (--scale)")
+    parser.add_argument(
+        "--whole-max", default="5M", help="largest size analyzed whole by --scale (default 5M)"
+    )
     parser.add_argument(
         "--rule-cases", action="store_true", help="time the test suite's scale cases and exit"
     )
@@ -240,8 +305,15 @@ def main(argv: list[str] | None = None) -> int:
         return _rule_cases()
 
     if args.child:
-        _child(args.child, args.all_rule_modules, args.profile_lines)
+        if args.windowed_child:
+            _windowed_child(args.child, args.windowed_child)
+        else:
+            _child(args.child, args.all_rule_modules, args.profile_lines)
         return 0
+
+    if args.scale:
+        sizes_text = args.sizes if "--sizes" in (argv if argv is not None else sys.argv) else "1M,4M,20M"
+        return _scale(args, sizes_text)
 
     if args.trace:
         return _existing_traces(args.trace, args.repeat, args.all_rule_modules, 30 if args.profile else 0)
@@ -295,6 +367,79 @@ def main(argv: list[str] | None = None) -> int:
         print("TARGETS MISSED:\n  " + "\n  ".join(failures))
         return 1
     print("targets met (DESIGN.md §7: linear; 1M launches < 30 s and < 4 GiB; < 64 B per access row)")
+    return 0
+
+
+def _scale(args: argparse.Namespace, sizes_text: str) -> int:
+    """Peak memory and CPU time against launches, the whole-trace and the windowed analysis."""
+    from synth_trace import generate, parse_size
+
+    sizes = [parse_size(s) for s in sizes_text.split(",") if s.strip()]
+    whole_max = parse_size(args.whole_max)
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="wt_scale_"))
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"warptrace analysis at scale: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, "
+          f"{args.window_events} events per window, traces in {root}", flush=True)  # fmt: skip
+    rows: list[tuple[Any, dict[str, Any] | None, dict[str, Any]]] = []
+    for n in sizes:
+        path = root / f"synth-{_label(n)}-s{args.substeps}-a{args.accumulate}.wtrace"
+        start = time.perf_counter()
+        info = generate(path, n, substeps=args.substeps, part_rows=args.part_rows, accumulate=args.accumulate)
+        print(f"  generated {path.name}: {info.launches} launches, {info.events} events, "
+              f"{info.accesses} access rows in {time.perf_counter() - start:.1f} s", flush=True)  # fmt: skip
+        try:
+            whole = _run_child(path, False, 0) if n <= whole_max else None
+            windowed = _run_child(path, False, 0, args.window_events)
+        finally:
+            if not args.keep:
+                shutil.rmtree(path, ignore_errors=True)
+        for name, r in (("whole", whole), ("windowed", windowed)):
+            if r is not None:
+                print(f"  {name}: {r['load_cpu'] + r['analyze_cpu']:.1f} CPU s, peak RSS "
+                      f"{r['rss_kib'] / 2**20:.2f} GiB, findings {' '.join(r['codes']) or 'none'}", flush=True)  # fmt: skip
+        rows.append((info, whole, windowed))
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return _scale_table(rows)
+
+
+def _scale_table(rows: list[tuple[Any, dict[str, Any] | None, dict[str, Any]]]) -> int:
+    print()
+    print("CPU s: load + analyze (user + system) of the analysis process; peak: its peak RSS")
+    head = (f"{'launches':>10} {'access rows':>12} {'whole CPU s':>11} {'whole peak':>10} "
+            f"{'windows':>7} {'windowed CPU s':>14} {'windowed peak':>13} {'same findings':>13}")  # fmt: skip
+    print(head)
+    print("-" * len(head))
+    failures = []
+    for info, whole, win in rows:
+        cpu_w = win["load_cpu"] + win["analyze_cpu"]
+        same = "-" if whole is None else ("yes" if whole["digest"] == win["digest"] else "NO")
+        if same == "NO":
+            failures.append(
+                f"{_label(info.launches)} launches: the windowed findings differ from the whole analysis"
+            )
+        whole_cpu = f"{whole['load_cpu'] + whole['analyze_cpu']:.1f}" if whole else "-"
+        whole_peak = f"{whole['rss_kib'] / 2**20:.2f} GiB" if whole else "-"
+        print(f"{info.launches:>10} {info.accesses:>12} {whole_cpu:>11} {whole_peak:>10} {win['windows']:>7} "
+              f"{cpu_w:>14.1f} {win['rss_kib'] / 2**20:>9.2f} GiB {same:>13}")  # fmt: skip
+    if len(rows) > 1:
+        print("\ntime exponents between consecutive sizes (CPU s vs access rows, 1.0 = linear):")
+        for (ia, wa, va), (ib, wb, vb) in zip(rows, rows[1:]):
+            parts = []
+            for name, ra, rb in (("whole", wa, wb), ("windowed", va, vb)):
+                if ra is not None and rb is not None:
+                    exp = _exponent(ra["load_cpu"] + ra["analyze_cpu"], rb["load_cpu"] + rb["analyze_cpu"],
+                                    ia.accesses, ib.accesses)  # fmt: skip
+                    parts.append(f"{name} {exp:.2f}")
+            print(f"  {_label(ia.launches)} -> {_label(ib.launches)}: {', '.join(parts)}")
+        first, last = rows[0][2]["rss_kib"], rows[-1][2]["rss_kib"]
+        if last > 1.25 * first:
+            failures.append(
+                f"windowed peak grows with the trace: {first / 2**20:.2f} -> {last / 2**20:.2f} GiB"
+            )
+    if failures:
+        print("\nFAILED:\n  " + "\n  ".join(failures))
+        return 1
     return 0
 
 

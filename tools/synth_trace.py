@@ -518,6 +518,7 @@ def generate(
         "site_id": list(SITE_IDS.values()), "file": [FILE] * len(SITES),
         "line": [s[0] for s in SITES.values()], "function": ["main"] * len(SITES),
         "text": [s[1] for s in SITES.values()], "label": [s[2] for s in SITES.values()],
+        "library_site": [-1] * len(SITES),
     })  # fmt: skip
     krows, arows = [], []
     for key, args in KERNELS.items():

@@ -83,18 +83,18 @@ def analyze_trace(trace: Trace, progress: Progress | None = None, steps: StepRan
 
 def build_model(trace: Trace) -> Model:
     """The model the rules read: the trace with graph captures replayed where they ran."""
-    with small_pages(), _collector_paused():
+    with small_pages(), collector_paused():
         return Model(*expand_replays(trace))
 
 
 def analyze_model(model: Model, progress: Progress | None = None) -> Report:
     """Run every rule over an already built model (``diff`` keeps the model for its own views)."""
-    with small_pages(), _collector_paused():
+    with small_pages(), collector_paused():
         return _run_rules(model, progress)
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off within the block (back on after, if it was on).
 
     The analysis builds hundreds of thousands of container objects that live until it ends (the
@@ -120,24 +120,30 @@ def _run_rules(model: Model, progress: Progress | None) -> Report:
     for rule in ALL_RULES:
         if rule.review is not None:
             findings = rule.review(findings)
+    return Report(
+        trace_path=str(trace.path),
+        meta=dict(trace.meta),
+        findings=[with_library_lines(f) for f in merge_findings(findings)],
+        families_checked=families_checked(trace),
+        counts=model_counts(model),
+        health=health_timeline(model),
+        model=model,
+    )
+
+
+def families_checked(trace: Trace) -> list[str]:
+    """The rule families the analysis of ``trace`` ran, in catalog order."""
     families = []
     for info in RULE_INFO.values():
         if info.family == NUMERIC and "numerics" not in trace.tables:
             continue  # the WT5xx rules need the value summaries of --check-numerics
         if info.family not in families:
             families.append(info.family)
-    return Report(
-        trace_path=str(trace.path),
-        meta=dict(trace.meta),
-        findings=[with_library_lines(f) for f in merge_findings(findings)],
-        families_checked=families,
-        counts=_counts(model),
-        health=health_timeline(model),
-        model=model,
-    )
+    return families
 
 
-def _counts(model: Model) -> dict[str, int]:
+def model_counts(model: Model) -> dict[str, int]:
+    """The report's counts of one model (summed over the windows of a windowed analysis)."""
     from warptrace.analysis.model import K
     from warptrace.trace import schema as S
 

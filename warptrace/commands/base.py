@@ -92,7 +92,7 @@ def write_stderr(line: str) -> None:
         pass
 
 
-def load_trace(path: str) -> Any:
+def load_trace(path: str, seq_range: tuple[int, int] | None = None) -> Any:
     """``read_trace``; the damage it tolerates in an incomplete trace (``TraceWarning``) is
     written as ``warptrace: warning:`` lines instead of Python's warning format."""
     from warptrace.analysis.pages import reuse_freed_memory
@@ -101,7 +101,7 @@ def load_trace(path: str) -> Any:
     reuse_freed_memory()  # this process is the command's
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TraceWarning)
-        trace = read_trace(path)
+        trace = read_trace(path, seq_range=seq_range)
     for warning in trace.warnings:
         write_stderr(f"warptrace: warning: {warning}")
     return trace

@@ -9,6 +9,14 @@ the CLI turns it into exit status 2. Part-level checks live here; row-level chec
 A trace marked incomplete (the run was killed) may end with a torn part: its last part of
 a table may be unreadable. That part is dropped and the trace is cut to its consistent
 prefix, with one :class:`~warptrace.errors.TraceWarning` (also kept in ``Trace.warnings``).
+
+``read_trace(path, seq_range=(lo, hi))`` reads a *window*: the rows of the tables keyed by
+event seq (events, accesses, numerics) with ``lo <= seq < hi``, and every row of the small
+dimension tables (sites, kernels, kernel_args, allocs, arrays). Parts whose row-group
+statistics put all their seqs outside the window are not read, so the memory is the window's,
+not the trace's (``warptrace.analysis.chunks`` analyzes a long trace window by window).
+The checks are those of a whole trace, except the row counts of ``meta.json`` (a window
+holds fewer rows); ``Trace.seq_range`` says which window a trace is.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warptrace.errors import TraceError, TraceWarning
-from warptrace.trace.integrity import Parts, validate
+from warptrace.trace.integrity import SEQ_TABLES, Parts, validate
 from warptrace.trace.schema import (
     ADDED_COLUMNS,
     META_FILE,
@@ -47,6 +56,8 @@ class Trace:
     meta: dict[str, Any]
     tables: dict[str, pa.Table] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # damage tolerated in an incomplete trace
+    # the window [lo, hi) of event seqs this trace holds (read_trace(seq_range=...)), None: all
+    seq_range: tuple[int, int] | None = None
 
     @property
     def complete(self) -> bool:
@@ -103,8 +114,9 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _part_facts(table: pa.Table) -> dict[str, Any] | None:
-    raw = (table.schema.metadata or {}).get(PART_KEY.encode())
+def _part_facts(table: pa.Table | pa.Schema) -> dict[str, Any] | None:
+    schema = table if isinstance(table, pa.Schema) else table.schema
+    raw = (schema.metadata or {}).get(PART_KEY.encode())
     if raw is None:
         return None
     try:
@@ -153,9 +165,76 @@ def _check_facts(part: Path, name: str, index: int, table: pa.Table, meta: dict[
         raise TraceError(f"{part}: holds {table.num_rows} rows, its metadata says {facts.get('rows')}")
 
 
-def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) -> tuple[pa.Table, Parts]:
+class _WindowCache:
+    """What reading one window of a trace learns about its parts and the next window reuses:
+    each part's seq bounds, and the dimension tables' parts as read. Kept for one trace at a
+    time (the last one read by window), per part file as it was (path, size, mtime): a window
+    then costs the parts it reads, not a read of every part of the trace."""
+
+    def __init__(self) -> None:
+        self.trace: Path | None = None
+        self.bounds: dict[tuple[Path, int, int], tuple[int, int] | None] = {}
+        self.tables: dict[tuple[Path, int, int], pa.Table] = {}
+
+    def key(self, trace: Path, part: Path) -> tuple[Path, int, int]:
+        if self.trace != trace:
+            self.trace, self.bounds, self.tables = trace, {}, {}
+        stat = part.stat()
+        return (part, stat.st_size, stat.st_mtime_ns)
+
+
+_WINDOW_CACHE = _WindowCache()
+
+
+def _seq_bounds(part: Path) -> tuple[int, int] | None:
+    """(first, last) seq of a part, by its facts (``first_seq``/``last_seq``, written since
+    schema 1 for events and accesses; only the footer is read), else by its ``seq`` column;
+    (1, 0) for a part without rows; None when neither can be read."""
+    try:
+        facts = _part_facts(pq.read_schema(part)) or {}
+        first, last = facts.get("first_seq"), facts.get("last_seq")
+        if isinstance(first, int) and isinstance(last, int):
+            return (first, last)
+        bounds = pc.min_max(pq.read_table(part, columns=["seq"]).column("seq"))
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return None
+    return (1, 0) if low is None or high is None else (int(low), int(high))
+
+
+def _outside(path: Path, part: Path, seq_range: tuple[int, int]) -> bool:
+    """True when every ``seq`` of the part lies outside ``seq_range`` (False when its bounds
+    cannot be read: the part is then read whole and checked as usual)."""
+    try:
+        key = _WINDOW_CACHE.key(path, part)
+    except OSError:
+        return False
+    if key not in _WINDOW_CACHE.bounds:
+        _WINDOW_CACHE.bounds[key] = _seq_bounds(part)
+    bounds = _WINDOW_CACHE.bounds[key]
+    if bounds is None:
+        return False
+    first, last = bounds
+    return bool(last < seq_range[0] or first >= seq_range[1] or last < first)
+
+
+def _read_part(path: Path, part: Path, cache: bool) -> pa.Table:
+    """The part as read (``cache``: a dimension table's part, read once per trace by windows)."""
+    if not cache:
+        return pq.read_table(part, page_checksum_verification=True)
+    key = _WINDOW_CACHE.key(path, part)
+    table = _WINDOW_CACHE.tables.get(key)
+    if table is None:
+        table = _WINDOW_CACHE.tables[key] = pq.read_table(part, page_checksum_verification=True)
+    return table
+
+
+def _read_table(
+    path: Path, name: str, meta: dict[str, Any], torn: list[str], seq_range: tuple[int, int] | None = None
+) -> tuple[pa.Table, Parts]:
     """The concatenated table and where each part starts. A torn last part of an
-    incomplete trace is dropped and described in ``torn``."""
+    incomplete trace is dropped and described in ``torn``. With ``seq_range``, a table keyed
+    by seq keeps the rows inside it (and skips the parts with none)."""
     folder = path / name
     schema = SCHEMAS[name]
     version = int(meta["schema_version"])
@@ -175,9 +254,12 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
     tables: list[pa.Table] = []
     parts: Parts = []
     rows = 0
+    windowed = seq_range is not None and name in SEQ_TABLES
     for index, part in numbered:
+        if windowed and seq_range is not None and _outside(path, part, seq_range):
+            continue
         try:
-            table = pq.read_table(part, page_checksum_verification=True)
+            table = _read_part(path, part, seq_range is not None and not windowed)
         except (OSError, pa.ArrowException) as exc:
             reason = _corrupt_reason(part, exc)
             if not meta.get("complete") and index == len(numbered) - 1:
@@ -185,6 +267,10 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
                 break
             raise TraceError(f"{part}: corrupt trace part ({reason})") from None
         _check_facts(part, name, index, table, meta)
+        if windowed and seq_range is not None and "seq" in table.column_names:
+            seq = table.column("seq")
+            inside = pc.and_(pc.greater_equal(seq, seq_range[0]), pc.less(seq, seq_range[1]))
+            table = table.filter(inside)
         for column in schema:
             added = ADDED_COLUMNS.get((name, column.name))
             if column.name not in table.column_names and added is not None and version < added[0]:
@@ -209,8 +295,9 @@ def _read_table(path: Path, name: str, meta: dict[str, Any], torn: list[str]) ->
     return pa.concat_tables(tables), parts
 
 
-def read_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and validate a trace directory."""
+def read_trace(path: str | os.PathLike[str], seq_range: tuple[int, int] | None = None) -> Trace:
+    """Read and validate a trace directory; with ``seq_range=(lo, hi)``, only the window of
+    events ``lo <= seq < hi`` (and their accesses and summaries; see the module's docstring)."""
     trace_path = Path(path)
     if not trace_path.exists():
         raise TraceError(f"{trace_path}: no such trace")
@@ -224,12 +311,12 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     present = [name for name in OPTIONAL_TABLES if (trace_path / name).is_dir()]
     for name in TABLES + tuple(present):  # an optional table is in `tables` only when the run wrote it
         before = len(torn)
-        tables[name], parts[name] = _read_table(trace_path, name, meta, torn)
+        tables[name], parts[name] = _read_table(trace_path, name, meta, torn, seq_range)
         if len(torn) > before:
             torn_tables.add(name)
-    tables, damage = validate(trace_path, meta, tables, parts, torn_tables)
+    tables, damage = validate(trace_path, meta, tables, parts, torn_tables, window=seq_range is not None)
     notes = []
     if torn or damage:
         notes.append(f"{trace_path}: the incomplete trace is damaged at its end ({'; '.join(torn + damage)})")
         warnings.warn(TraceWarning(notes[0]), stacklevel=2)
-    return Trace(path=trace_path, meta=meta, tables=tables, warnings=notes)
+    return Trace(path=trace_path, meta=meta, tables=tables, warnings=notes, seq_range=seq_range)
