@@ -63,6 +63,10 @@ class Role:
         there = f", allocation {self.ordinal + 1} there" if self.ordinal else ""
         return f"{self.file}:{self.line}{there}"
 
+    def as_json(self) -> dict[str, object]:
+        """The role as the probe's configuration and the JSON report write it."""
+        return {"file": self.file, "line": self.line, "ordinal": self.ordinal, "shape": list(self.shape)}
+
 
 @dataclass
 class Param:

@@ -283,14 +283,7 @@ class Driver:
                     "window": eager(p.window),
                     "replay": coords[p.backward].forward_replay,
                     "backward": coords[p.backward].backward,
-                    "role": None
-                    if p.role is None
-                    else {
-                        "file": p.role.file,
-                        "line": p.role.line,
-                        "ordinal": p.role.ordinal,
-                        "shape": list(p.role.shape),
-                    },
+                    "role": None if p.role is None else p.role.as_json(),
                 }
                 for p in chosen.params
             ],

@@ -207,14 +207,7 @@ def result_dict(result: Result, command: str) -> dict[str, Any]:
                 "dtype": p.dtype,
                 "size": p.size,
                 "allocation": {"file": p.allocation.file, "line": p.allocation.line},
-                "role": None
-                if p.role is None
-                else {
-                    "file": p.role.file,
-                    "line": p.role.line,
-                    "ordinal": p.role.ordinal,
-                    "shape": list(p.role.shape),
-                },
+                "role": None if p.role is None else p.role.as_json(),
                 "first_read": {"file": p.read_location.file, "line": p.read_location.line},
                 "backward": p.backward,
                 "position": p.position,
