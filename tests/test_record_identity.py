@@ -100,7 +100,9 @@ def test_pointer_reuse_gets_a_new_alloc_id(trace_path):
     seen_ptrs: dict[int, int] = {}
     reused = False
     for _ in range(50):
-        a = wp.zeros(16, dtype=float, device=DEVICE)
+        # 16 KiB: a size the rest of the process rarely allocates, so the freed block comes
+        # back (64 bytes did not after a long test session: other allocations took it)
+        a = wp.zeros(4096, dtype=float, device=DEVICE)
         _touch(a)
         reused = reused or a.ptr in seen_ptrs
         seen_ptrs[a.ptr] = seen_ptrs.get(a.ptr, 0) + 1
