@@ -5,6 +5,7 @@ samples it at probe points. Warp differentiates ``volume_sample_*`` with respect
 query point only, never the volume's voxels: ``gain.grad`` is 0, the true derivative is the
 sum of the field's shape at the probes (7.9).
 """
+# requires-warp: 1.19  (wp.Volume.allocate on the CPU: CUDA-only on 1.13; versions between not measured)
 
 import numpy as np
 import warp as wp
