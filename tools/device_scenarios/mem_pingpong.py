@@ -27,9 +27,8 @@ loss = wp.zeros(1, dtype=float, requires_grad=True, device=DEV)
 tape = wp.Tape()
 with tape:
     for t in range(6):
-        wp.launch(
-            advance, dim=3, inputs=[bufs[t % 2], w], outputs=[bufs[(t + 1) % 2]], device=DEV
-        )  # expect: WT101
+        nxt = bufs[(t + 1) % 2]
+        wp.launch(advance, dim=3, inputs=[bufs[t % 2], w], outputs=[nxt], device=DEV)  # expect: WT101
     wp.launch(sum_squares, dim=3, inputs=[bufs[0]], outputs=[loss], device=DEV)
 tape.backward(loss)
 report("loss", loss)
